@@ -1,0 +1,186 @@
+"""The Redis key schema, the task envelope and the Lua scripts: one owner for all of them.
+
+Every Redis key name this project reads or writes is built here, and every Lua script lives in
+`taskqueue/lua/` and is loaded here; the worker, the operator and the CLI all import this module,
+so the two sides cannot drift apart. Pure: string building and parsing only, no I/O.
+
+Keys of one TaskQueue (prefix = spec.keyPrefix, default the first queue key):
+
+| key                               | type | holds                                              |
+|-----------------------------------|------|----------------------------------------------------|
+| <queue key> (each of spec.queues) | list | tasks; producers LPUSH, the oldest is at the right |
+|                                   | zset | tasks scored by priority, lowest first             |
+| <prefix>:workers                  | zset | worker id -> heartbeat deadline (unix ms)          |
+| <prefix>:processing:<worker id>   | list | entries the worker holds (in flight)               |
+| <prefix>:delayed                  | zset | entries waiting for a retry -> due time (unix ms)  |
+| <prefix>:starvation               | hash | queue key -> consecutive tasks taken from it       |
+| <prefix>:stats                    | hash | completed, failed, retried, dead, recovered counts |
+| <dead-letter key>                 | list | JSON records of tasks that failed for good         |
+
+An *entry* (processing list, delayed set) is "<queue key>\\n<score>\\n<element>": the element as it
+was in the queue plus where it came from (score is empty for lists), so any process can put it
+back where it belongs. An *element* is either the producer's raw payload or an envelope written by
+our client or by a retry: `{"__taskqueue__":1,"attempts":N,"enqueued_at":T,"id":"…","payload":…}`
+with the keys in exactly that order, so Lua can read and bump the attempt count without decoding.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from taskqueue.models import QueueType, TaskQueueSpec
+
+ENVELOPE_MARK = '{"__taskqueue__":1,"attempts":'
+"""Every envelope starts with these characters; no other element is taken for one."""
+
+
+@dataclass(frozen=True)
+class QueueRef:
+    """One queue of a TaskQueue, in priority order."""
+
+    key: str
+    type: QueueType = "list"
+    starvation_limit: int | None = None
+
+
+@dataclass(frozen=True)
+class KeySchema:
+    """All key names of one TaskQueue."""
+
+    prefix: str
+    queues: tuple[QueueRef, ...]
+    dead_letter: str
+
+    @classmethod
+    def from_spec(cls, spec: TaskQueueSpec) -> KeySchema:
+        return cls(
+            prefix=spec.key_prefix,
+            queues=tuple(
+                QueueRef(key=q.key, type=q.type, starvation_limit=q.starvationLimit)
+                for q in spec.queues
+            ),
+            dead_letter=spec.dead_letter_key,
+        )
+
+    @property
+    def workers(self) -> str:
+        return f"{self.prefix}:workers"
+
+    @property
+    def delayed(self) -> str:
+        return f"{self.prefix}:delayed"
+
+    @property
+    def starvation(self) -> str:
+        return f"{self.prefix}:starvation"
+
+    @property
+    def stats(self) -> str:
+        return f"{self.prefix}:stats"
+
+    @property
+    def processing_prefix(self) -> str:
+        return f"{self.prefix}:processing:"
+
+    def processing(self, worker_id: str) -> str:
+        return f"{self.processing_prefix}{worker_id}"
+
+    @property
+    def queue_keys(self) -> tuple[str, ...]:
+        return tuple(q.key for q in self.queues)
+
+    def queue(self, key: str) -> QueueRef:
+        for q in self.queues:
+            if q.key == key:
+                return q
+        raise KeyError(key)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A task as held in a processing list or the delayed set."""
+
+    queue: str
+    score: str
+    element: str
+
+    def encode(self) -> str:
+        return f"{self.queue}\n{self.score}\n{self.element}"
+
+    @classmethod
+    def decode(cls, raw: str) -> Entry:
+        queue, score, element = raw.split("\n", 2)
+        return cls(queue=queue, score=score, element=element)
+
+
+@dataclass(frozen=True)
+class Task:
+    """An element unwrapped: the producer's payload and what we know about it."""
+
+    payload: str
+    attempts: int = 0
+    """Attempts already made before this one (0 for a fresh task)."""
+    id: str = ""
+    enqueued_at: float | None = None
+    enveloped: bool = False
+
+
+def wrap(payload: str, *, attempts: int = 0, task_id: str | None = None,
+         enqueued_at: float | None = None) -> str:
+    """The envelope of `payload`, keys in the fixed order the Lua scripts rely on."""
+    return (
+        f"{ENVELOPE_MARK}{attempts},\"enqueued_at\":{enqueued_at or time.time():.3f},"
+        f"\"id\":{json.dumps(task_id or uuid.uuid4().hex)},"
+        f"\"payload\":{json.dumps(payload, ensure_ascii=False)}}}"
+    )
+
+
+def unwrap(element: str) -> Task:
+    """The payload inside `element`; a raw LPUSH payload is returned as it is."""
+    if not element.startswith(ENVELOPE_MARK):
+        return Task(payload=element)
+    try:
+        data: dict[str, Any] = json.loads(element)
+        return Task(
+            payload=str(data["payload"]),
+            attempts=int(data["attempts"]),
+            id=str(data.get("id", "")),
+            enqueued_at=float(data["enqueued_at"]) or None,
+            enveloped=True,
+        )
+    except (ValueError, KeyError, TypeError):
+        return Task(payload=element)
+
+
+def rewrap(task: Task, *, attempts: int) -> str:
+    """The element that carries `task` again with a new attempt count."""
+    return wrap(task.payload, attempts=attempts, task_id=task.id or None,
+                enqueued_at=task.enqueued_at)
+
+
+def dead_letter_record(*, entry: Entry, task: Task, attempts: int, error: str,
+                       failed_at: float | None = None) -> str:
+    """The JSON record pushed to the dead-letter list (same fields as recover.lua writes)."""
+    return json.dumps(
+        {
+            "queue": entry.queue,
+            "payload": task.payload,
+            "attempts": attempts,
+            "error": error,
+            "failed_at": failed_at if failed_at is not None else time.time(),
+            "id": task.id,
+        },
+        ensure_ascii=False,
+    )
+
+
+@cache
+def lua(name: str) -> str:
+    """The source of `taskqueue/lua/<name>.lua`."""
+    return resources.files("taskqueue").joinpath("lua", f"{name}.lua").read_text("utf-8")

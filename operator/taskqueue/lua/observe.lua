@@ -1,0 +1,36 @@
+-- observe.lua: everything the operator and `taskqueue stats` read about one TaskQueue, in one call.
+-- KEYS[1] workers zset, KEYS[2] delayed zset, KEYS[3] dead-letter list, KEYS[4] stats hash,
+-- KEYS[5..] the queues in priority order.
+-- ARGV[1] processing-list prefix, ARGV[2..] the type of each queue ("list" | "zset").
+-- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers} where workers is a flat
+-- list id, heartbeat deadline (ms), processing length, ...
+local lengths, oldest = {}, {}
+local nq = #KEYS - 4
+for i = 1, nq do
+  local key, kind = KEYS[4 + i], ARGV[1 + i]
+  local head
+  if kind == 'zset' then
+    lengths[i] = redis.call('ZCARD', key)
+    head = redis.call('ZRANGE', key, 0, 0)[1]
+  else
+    lengths[i] = redis.call('LLEN', key)
+    head = redis.call('LINDEX', key, -1)
+  end
+  local t = ''
+  if head then
+    t = string.match(string.sub(head, 1, 96), '"enqueued_at":([%d%.]+)') or ''
+  end
+  oldest[i] = t
+end
+local workers = {}
+local ids = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for i = 1, #ids, 2 do
+  workers[#workers + 1] = ids[i]
+  workers[#workers + 1] = ids[i + 1]
+  workers[#workers + 1] = redis.call('LLEN', ARGV[1] .. ids[i])
+end
+local counters = redis.call('HMGET', KEYS[4], 'completed', 'failed')
+return {lengths, oldest,
+        {redis.call('ZCARD', KEYS[2]), redis.call('LLEN', KEYS[3]),
+         tonumber(counters[1] or '0') or 0, tonumber(counters[2] or '0') or 0},
+        workers}

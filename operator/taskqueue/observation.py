@@ -1,0 +1,59 @@
+"""What one poll of Redis saw for a TaskQueue: plain data, shared by the policy and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class WorkerObservation:
+    """One registered worker: its heartbeat deadline and the tasks it holds."""
+
+    worker_id: str
+    deadline_ms: int
+    in_flight: int
+
+    def alive(self, *, now: float) -> bool:
+        return self.deadline_ms >= now * 1000
+
+
+@dataclass(frozen=True)
+class QueueObservation:
+    """Counts read in one round trip; `at` is the wall-clock time of the read (unix seconds)."""
+
+    at: float
+    backlog: dict[str, int]
+    delayed: int = 0
+    dead_letter: int = 0
+    completed_total: int = 0
+    failed_total: int = 0
+    workers: tuple[WorkerObservation, ...] = ()
+    oldest_enqueued_at: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def queued(self) -> int:
+        return sum(self.backlog.values())
+
+    @property
+    def in_flight(self) -> int:
+        return sum(w.in_flight for w in self.workers)
+
+    @property
+    def busy_workers(self) -> int:
+        return sum(1 for w in self.workers if w.in_flight > 0 and w.alive(now=self.at))
+
+    @property
+    def live_workers(self) -> int:
+        return sum(1 for w in self.workers if w.alive(now=self.at))
+
+    @property
+    def oldest_task_age(self) -> float | None:
+        if not self.oldest_enqueued_at:
+            return None
+        return max(0.0, self.at - min(self.oldest_enqueued_at.values()))
+
+    def in_flight_of(self, worker_id: str) -> int:
+        for w in self.workers:
+            if w.worker_id == worker_id:
+                return w.in_flight
+        return 0

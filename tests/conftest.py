@@ -1,0 +1,3 @@
+"""Root pytest configuration: loads the shared fixture plugins (real Redis, real control plane)."""
+
+pytest_plugins = ["tests.fixtures.redis_server", "tests.fixtures.cluster"]

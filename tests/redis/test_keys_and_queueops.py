@@ -1,0 +1,125 @@
+"""The key schema, the envelope and the shared Redis operations (observe, recover_worker)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import redis.asyncio as aioredis
+
+from taskqueue import keys, manifest, queueops
+
+
+def _spec(**spec: object) -> keys.KeySchema:
+    base: dict[str, object] = {
+        "redis": {"url": "redis://localhost"},
+        "queues": [{"key": "vip", "starvationLimit": 3}, {"key": "normal"}],
+    }
+    base.update(spec)
+    return keys.KeySchema.from_spec(manifest.parse({"kind": "TaskQueue", "spec": base}).spec)
+
+
+@pytest.mark.parametrize(
+    ("payload", "attempts"),
+    [
+        pytest.param("plain", 0, id="ascii"),
+        pytest.param('{"json": "payload"}', 2, id="json-payload"),
+        pytest.param("ünïcödé\nnewline", 5, id="unicode-and-newline"),
+    ],
+)
+def test_envelope_round_trips_the_original_payload(payload: str, attempts: int) -> None:
+    element = keys.wrap(payload, attempts=attempts, task_id="t1")
+    task = keys.unwrap(element)
+    assert (task.payload, task.attempts, task.id, task.enveloped) == (
+        payload, attempts, "t1", True
+    )
+    assert element.startswith(keys.ENVELOPE_MARK)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param("101", id="number"),
+        pytest.param('{"__taskqueue__": 1}', id="lookalike-json-with-spaces"),
+        pytest.param(keys.ENVELOPE_MARK + "garbage", id="broken-envelope"),
+    ],
+)
+def test_raw_payloads_are_delivered_unchanged(raw: str) -> None:
+    assert keys.unwrap(raw).payload == raw
+
+
+def test_default_names_derive_from_the_first_queue() -> None:
+    schema = _spec()
+    assert (schema.prefix, schema.dead_letter, schema.workers) == ("vip", "vip:dead", "vip:workers")
+    assert schema.processing("w1") == "vip:processing:w1"
+    custom = _spec(keyPrefix="jobs", retry={"deadLetterKey": "dlq"})
+    assert (custom.delayed, custom.dead_letter) == ("jobs:delayed", "dlq")
+
+
+async def test_observe_reads_every_count_in_one_call(redis_client: aioredis.Redis) -> None:
+    schema = _spec(queues=[{"key": "vip"}, {"key": "normal"}, {"key": "z", "type": "zset"}])
+    await redis_client.lpush("vip", keys.wrap("a", enqueued_at=1000.0), "raw")
+    await redis_client.lpush("normal", *[str(i) for i in range(5)])
+    await redis_client.zadd("z", {"x": 1, "y": 2})
+    await redis_client.zadd(schema.workers, {"w1": 9e12, "w2": 1})
+    await redis_client.lpush(schema.processing("w1"), "vip\n\n1", "vip\n\n2")
+    await redis_client.zadd(schema.delayed, {"normal\n\n9": 5})
+    await redis_client.lpush(schema.dead_letter, "{}")
+    await redis_client.hset(schema.stats, mapping={"completed": 7})
+
+    obs = await queueops.observe(redis_client, schema)
+
+    assert obs.backlog == {"vip": 2, "normal": 5, "z": 2}
+    assert (obs.delayed, obs.dead_letter, obs.completed_total) == (1, 1, 7)
+    assert {w.worker_id: w.in_flight for w in obs.workers} == {"w1": 2, "w2": 0}
+    assert (obs.in_flight, obs.busy_workers, obs.live_workers) == (2, 1, 1)
+    assert obs.oldest_enqueued_at == {"vip": 1000.0}
+
+
+async def test_recover_requeues_in_order_and_dead_letters_poison(
+    redis_client: aioredis.Redis,
+) -> None:
+    schema = _spec(queues=[{"key": "q"}, {"key": "z", "type": "zset"}])
+    proc = schema.processing("dead")
+    poison = keys.wrap("poison", attempts=2, task_id="p")
+    # processing lists are LPUSHed: the rightmost entry was taken first
+    await redis_client.lpush(
+        proc,
+        keys.Entry("q", "", "first").encode(),
+        keys.Entry("q", "", poison).encode(),
+        keys.Entry("z", "7", "zz").encode(),
+        keys.Entry("q", "", "last").encode(),
+    )
+    await redis_client.zadd(schema.workers, {"dead": 1})
+    await redis_client.lpush("q", "newer")
+
+    requeued, dead = await queueops.recover_worker(
+        redis_client, schema, worker_id="dead", max_attempts=3, reason="test"
+    )
+
+    assert (requeued, dead) == (3, 1)
+    assert not await redis_client.exists(proc)
+    assert await redis_client.zcard(schema.workers) == 0
+    queue = [keys.unwrap(e) for e in await redis_client.lrange("q", 0, -1)]
+    assert [t.payload for t in queue] == ["newer", "first", "last"]
+    assert [t.attempts for t in queue] == [0, 1, 1]
+    members = await redis_client.zrange("z", 0, -1, withscores=True)
+    assert [(keys.unwrap(m).payload, s) for m, s in members] == [("zz", 7.0)]
+    record = json.loads(await redis_client.rpop(schema.dead_letter))
+    assert (record["payload"], record["attempts"], record["id"]) == ("poison", 3, "p")
+    assert "worker lost" in record["error"]
+
+
+async def test_two_recoveries_of_one_worker_never_duplicate(redis_client: aioredis.Redis) -> None:
+    schema = _spec(queues=[{"key": "q"}])
+    await redis_client.lpush(
+        schema.processing("w"), *[keys.Entry("q", "", str(i)).encode() for i in range(100)]
+    )
+    results = await asyncio.gather(
+        *[queueops.recover_worker(redis_client, schema, worker_id="w", max_attempts=5,
+                                  reason="race") for _ in range(4)]
+    )
+    assert sum(r[0] for r in results) == 100
+    payloads = sorted(int(keys.unwrap(e).payload) for e in await redis_client.lrange("q", 0, -1))
+    assert payloads == list(range(100))
