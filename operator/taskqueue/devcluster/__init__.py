@@ -1,0 +1,26 @@
+"""A real local Kubernetes control plane for tests and the demo.
+
+`ControlPlane` runs etcd, kube-apiserver (RBAC, service-account tokens, TLS with a generated CA) and
+kube-controller-manager from binaries built by ``scripts/control-plane build``;
+`ProcessKubelet` stands in for the container runtime only: it binds worker pods to a fake node and
+runs each pod's container command as a local process.
+"""
+
+from taskqueue.devcluster.controlplane import (
+    BinariesNotBuiltError,
+    CommandError,
+    ControlPlane,
+    ControlPlaneError,
+    find_bin_dir,
+)
+from taskqueue.devcluster.kubelet import DEFAULT_LABEL_SELECTOR, ProcessKubelet
+
+__all__ = [
+    "DEFAULT_LABEL_SELECTOR",
+    "BinariesNotBuiltError",
+    "CommandError",
+    "ControlPlane",
+    "ControlPlaneError",
+    "ProcessKubelet",
+    "find_bin_dir",
+]
