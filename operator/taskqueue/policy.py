@@ -1,0 +1,204 @@
+"""The scaling policy: a purely computational function with no side-effects.
+
+`decide(spec=, observation=, state=, now=)` turns one Redis observation into a replica count and a
+reason. It reads no clock, talks to no Redis and no Kubernetes; the poller (`taskqueue.poller`)
+does the I/O and keeps the returned `PolicyState` for the next call.
+
+The rules, in the order they are applied:
+
+1. ``paused``: hold the current count (the observation still updates status and metrics).
+2. Redis could not be read (``observation is None``): use ``fallbackReplicas`` when set, else hold
+   the current count; never drop a running TaskQueue to zero because Redis is unreachable.
+3. demand = queued + in-flight (delayed retries are not demand yet: they wait on their backoff);
+   recommendation = ceil(demand / targetBacklogPerReplica).
+4. ``targetDrainSeconds``: also ceil(queued / (per-replica rate x targetDrainSeconds)) when the
+   per-replica completion rate has been measured; the larger of the two wins.
+5. Never below the number of live workers holding in-flight tasks.
+6. Idle (nothing queued or in flight): zero only once ``idleCooldownSeconds`` have passed since
+   work was last seen; until then at least one replica stays.
+7. Clamp to [minReplicas, maxReplicas].
+8. Up: immediate, at most ``maxScaleUpStep`` added (0 -> n on the first poll that sees a task).
+   Down: to the highest recommendation of the last ``scaleDownStabilizationSeconds`` (as the HPA
+   does), at most ``maxScaleDownStep`` removed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from taskqueue.models import ScalingSpec
+from taskqueue.observation import QueueObservation
+
+#: Weight of the newest sample in the smoothed per-replica throughput (exponential average).
+THROUGHPUT_SMOOTHING = 0.5
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """What the policy remembers between polls (see docs/operator.md for where each part lives)."""
+
+    replicas: int
+    """The worker Deployment's current replica count (its spec.replicas)."""
+    recommendations: tuple[tuple[float, int], ...] = ()
+    """(time, recommendation) pairs inside the scale-down stabilisation window."""
+    last_active: float | None = None
+    """Last time anything was queued or in flight (unix seconds)."""
+    last_scale: float | None = None
+    """Last time the replica count was changed."""
+    completed_total: int | None = None
+    """The `completed` counter at the previous observation, for the throughput."""
+    completed_at: float | None = None
+    throughput_per_replica: float | None = None
+    """Smoothed completed tasks per second per replica, once measured."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of one poll: the replica count to set, why, and the state for the next poll."""
+
+    replicas: int
+    previous: int
+    """The replica count before this decision."""
+    reason: str
+    recommendation: int
+    """The recommendation before stabilisation and step limits."""
+    state: PolicyState
+
+    @property
+    def changed(self) -> bool:
+        return self.replicas != self.previous
+
+
+def decide(
+    *,
+    spec: ScalingSpec,
+    observation: QueueObservation | None,
+    state: PolicyState,
+    now: float,
+) -> Decision:
+    """The replica count for one poll. Pure: the same arguments always give the same Decision."""
+    current = state.replicas
+    if observation is None:
+        return _on_redis_error(spec, state)
+    state = _measure(state, observation, now)
+    if spec.paused:
+        return Decision(current, current, f"paused: holding {current}", current, state)
+    recommendation, why = _recommend(spec, observation, state, now)
+    history = _window(state.recommendations, now, spec.scaleDownStabilizationSeconds, current)
+    history = (*history, (now, recommendation))
+    replicas, how = _bounded(spec, current, recommendation, history)
+    new_state = replace(
+        state,
+        recommendations=history,
+        last_scale=now if replicas != current else state.last_scale,
+        replicas=replicas,
+    )
+    reason = f"{why}; {how}" if how else why
+    return Decision(replicas, current, reason, recommendation, new_state)
+
+
+def _on_redis_error(spec: ScalingSpec, state: PolicyState) -> Decision:
+    current = state.replicas
+    if spec.paused:
+        return Decision(current, current, f"paused: holding {current}", current, state)
+    if spec.fallbackReplicas is None:
+        return Decision(current, current, f"redis unreachable: holding {current}", current, state)
+    target = _clamp(spec.fallbackReplicas, spec)
+    if current > 0:
+        target = max(target, 1)
+    reason = f"redis unreachable: fallbackReplicas {spec.fallbackReplicas} -> {target}"
+    return Decision(target, current, reason, target, replace(state, replicas=target))
+
+
+def _measure(state: PolicyState, obs: QueueObservation, now: float) -> PolicyState:
+    """Update last-active time and the per-replica completion rate from `obs`."""
+    busy = obs.queued + obs.in_flight > 0
+    last_active = now if busy or state.last_active is None else state.last_active
+    rate = state.throughput_per_replica
+    prev, prev_at = state.completed_total, state.completed_at
+    done = obs.completed_total - prev if prev is not None else -1
+    elapsed = obs.at - prev_at if prev_at is not None else 0.0
+    if done >= 0 and elapsed > 0 and state.replicas > 0 and (busy or done > 0):
+        sample = done / elapsed / state.replicas
+        rate = sample if rate is None else (
+            THROUGHPUT_SMOOTHING * sample + (1 - THROUGHPUT_SMOOTHING) * rate
+        )
+    return replace(
+        state,
+        last_active=last_active,
+        completed_total=obs.completed_total,
+        completed_at=obs.at,
+        throughput_per_replica=rate,
+    )
+
+
+def _recommend(
+    spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float
+) -> tuple[int, str]:
+    demand = obs.queued + obs.in_flight
+    rec = math.ceil(demand / spec.targetBacklogPerReplica)
+    why = f"demand {demand} ({obs.queued} queued + {obs.in_flight} in flight)"
+    why += f" / target {spec.targetBacklogPerReplica} = {rec}"
+    rate = state.throughput_per_replica
+    if spec.targetDrainSeconds is not None and rate and obs.queued:
+        drain = math.ceil(obs.queued / (rate * spec.targetDrainSeconds))
+        if drain > rec:
+            rec = drain
+            why += f"; drain {obs.queued} in {spec.targetDrainSeconds:g}s at {rate:.3g}/s/replica"
+            why += f" = {drain}"
+    if obs.busy_workers > rec:
+        rec = obs.busy_workers
+        why += f"; {rec} workers hold in-flight tasks"
+    if rec == 0 and state.replicas > 0:
+        idle_for = now - (state.last_active if state.last_active is not None else now)
+        if idle_for < spec.idleCooldownSeconds:
+            rec = 1
+            why = f"idle {idle_for:.0f}s < idleCooldownSeconds {spec.idleCooldownSeconds:g}"
+        else:
+            why = f"idle {idle_for:.0f}s >= idleCooldownSeconds {spec.idleCooldownSeconds:g}"
+    clamped = _clamp(rec, spec)
+    if clamped != rec:
+        bound = "maxReplicas" if clamped < rec else "minReplicas"
+        why += f"; {bound} {clamped}"
+    return clamped, why
+
+
+def _window(
+    history: tuple[tuple[float, int], ...], now: float, seconds: float, current: int
+) -> tuple[tuple[float, int], ...]:
+    """The recommendations still inside the window; seeded with `current` when none is known."""
+    if not history and seconds > 0:
+        return ((now, current),)
+    return tuple((t, r) for t, r in history if now - t < seconds)
+
+
+def _bounded(
+    spec: ScalingSpec, current: int, rec: int, history: tuple[tuple[float, int], ...]
+) -> tuple[int, str]:
+    if rec > current:
+        step = spec.maxScaleUpStep
+        target = rec if step is None else min(rec, current + step)
+        how = f"scale up {current} -> {target}"
+        if target < rec:
+            how += f" (maxScaleUpStep {step})"
+        return target, how
+    stabilised = _clamp(max(r for _, r in history), spec)
+    target = min(current, stabilised)
+    step = spec.maxScaleDownStep
+    if step is not None and current - target > step:
+        target = current - step
+    target = _clamp(target, spec)
+    if target == current:
+        if stabilised > rec:
+            return current, f"hold {current} (highest in the stabilisation window: {stabilised})"
+        return current, f"hold {current}"
+    how = f"scale down {current} -> {target}"
+    if target > rec:
+        how += f" (stabilised {stabilised}"
+        how += f", maxScaleDownStep {step})" if target > stabilised else ")"
+    return target, how
+
+
+def _clamp(value: int, spec: ScalingSpec) -> int:
+    return max(spec.minReplicas, min(spec.maxReplicas, value))

@@ -1,0 +1,267 @@
+"""The scaling policy, table by table: (spec, observation, previous state) -> decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from taskqueue.models import ScalingSpec
+from taskqueue.observation import QueueObservation, WorkerObservation
+from taskqueue.policy import Decision, PolicyState, decide
+
+NOW = 1_000_000.0
+
+
+def obs(
+    queued: int = 0, *held: int, completed: int = 0, at: float = NOW, dead: bool = False
+) -> QueueObservation:
+    """`queued` tasks in one queue; one live worker per entry of `held` holding that many."""
+    deadline = int((at - 10 if dead else at + 15) * 1000)
+    workers = tuple(
+        WorkerObservation(worker_id=f"w{i}", deadline_ms=deadline, in_flight=n)
+        for i, n in enumerate(held)
+    )
+    return QueueObservation(at=at, backlog={"q": queued}, completed_total=completed,
+                            workers=workers)
+
+
+def scaling(**kw: Any) -> ScalingSpec:
+    base: dict[str, Any] = {"minReplicas": 0, "maxReplicas": 10, "targetBacklogPerReplica": 10,
+                            "scaleDownStabilizationSeconds": 0, "idleCooldownSeconds": 0}
+    return ScalingSpec(**{**base, **kw})
+
+
+def run(spec: ScalingSpec, observation: QueueObservation | None, replicas: int,
+        **state: Any) -> Decision:
+    return decide(spec=spec, observation=observation, state=PolicyState(replicas=replicas, **state),
+                  now=NOW)
+
+
+# -- activation and scale-out --------------------------------------------------------------------
+@pytest.mark.parametrize("observation, current, expected", [
+    pytest.param(obs(1), 0, 1, id="one-task-activates-0-to-1"),
+    pytest.param(obs(0, 1), 0, 1, id="in-flight-only-activates"),
+    pytest.param(obs(10), 0, 1, id="exactly-one-target"),
+    pytest.param(obs(11), 0, 2, id="ceil-above-target"),
+    pytest.param(obs(35, 5, 5), 2, 5, id="queued-plus-in-flight"),
+    pytest.param(obs(500), 1, 10, id="clamped-to-max"),
+    pytest.param(obs(40), 4, 4, id="steady"),
+])
+def test_scale_out_follows_demand_over_target(
+    observation: QueueObservation, current: int, expected: int
+) -> None:
+    decision = run(scaling(), observation, current)
+    assert decision.replicas == expected
+    assert decision.previous == current
+
+
+@pytest.mark.parametrize("step, current, expected", [
+    pytest.param(None, 0, 10, id="unbounded"),
+    pytest.param(2, 0, 2, id="step-2-from-zero"),
+    pytest.param(2, 3, 5, id="step-2-from-3"),
+    pytest.param(1, 9, 10, id="last-step-to-max"),
+])
+def test_scale_up_is_immediate_and_bounded_by_step(
+    step: int | None, current: int, expected: int
+) -> None:
+    decision = run(scaling(maxScaleUpStep=step, scaleDownStabilizationSeconds=300), obs(1000),
+                   current)
+    assert decision.replicas == expected
+    assert decision.recommendation == 10
+    if step is not None and expected < 10:
+        assert "maxScaleUpStep" in decision.reason
+
+
+def test_activation_reason_and_last_scale_recorded() -> None:
+    decision = run(scaling(), obs(1), 0)
+    assert decision.changed
+    assert decision.state.last_scale == NOW
+    assert decision.state.last_active == NOW
+    assert "scale up 0 -> 1" in decision.reason
+    assert "1 queued" in decision.reason
+
+
+# -- scale-in: stabilisation, step, in-flight protection -------------------------------------------
+@pytest.mark.parametrize("history, expected", [
+    pytest.param((), 6, id="no-history-seeds-current-holds"),
+    pytest.param(((NOW - 10, 4),), 4, id="highest-in-window"),
+    pytest.param(((NOW - 100, 5),), 2, id="outside-window-forgotten"),
+    pytest.param(((NOW - 50, 3), (NOW - 5, 2)), 3, id="max-of-several"),
+])
+def test_scale_down_is_stabilised_over_the_window(
+    history: tuple[tuple[float, int], ...], expected: int
+) -> None:
+    spec = scaling(scaleDownStabilizationSeconds=60)
+    decision = run(spec, obs(15), 6, recommendations=history, last_active=NOW)
+    assert decision.recommendation == 2
+    assert decision.replicas == expected
+    assert all(NOW - t < 60 for t, _ in decision.state.recommendations)
+    assert decision.state.recommendations[-1] == (NOW, 2)
+
+
+@pytest.mark.parametrize("step, expected", [
+    pytest.param(None, 1, id="unbounded"),
+    pytest.param(1, 7, id="one-at-a-time"),
+    pytest.param(3, 5, id="three-at-a-time"),
+])
+def test_scale_down_bounded_by_step(step: int | None, expected: int) -> None:
+    decision = run(scaling(maxScaleDownStep=step), obs(5), 8, last_active=NOW)
+    assert decision.replicas == expected
+
+
+@pytest.mark.parametrize("held, current, expected", [
+    pytest.param((1, 1, 1), 5, 3, id="three-busy-workers-keep-three"),
+    pytest.param((1, 0, 0), 5, 1, id="idle-workers-do-not-count"),
+    pytest.param((2, 2, 2, 2), 4, 4, id="demand-small-but-all-busy"),
+])
+def test_never_below_workers_holding_in_flight_tasks(
+    held: tuple[int, ...], current: int, expected: int
+) -> None:
+    decision = run(scaling(targetBacklogPerReplica=100), obs(0, *held), current, last_active=NOW)
+    assert decision.replicas == expected
+
+
+def test_dead_workers_in_flight_counts_as_demand_but_not_as_busy() -> None:
+    # a crashed worker's list still holds tasks: they are demand, but no live pod holds them
+    decision = run(scaling(targetBacklogPerReplica=100), obs(0, 3, 3, dead=True), 2,
+                   last_active=NOW)
+    assert decision.replicas == 1
+
+
+# -- scale to zero ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("idle_for, cooldown, current, expected", [
+    pytest.param(0, 60, 3, 1, id="just-idle-keeps-one"),
+    pytest.param(59, 60, 1, 1, id="inside-cooldown-holds-one"),
+    pytest.param(60, 60, 1, 0, id="cooldown-over-scales-to-zero"),
+    pytest.param(600, 60, 4, 0, id="long-idle-straight-to-zero"),
+    pytest.param(0, 0, 2, 0, id="no-cooldown"),
+])
+def test_scale_to_zero_only_after_idle_cooldown(
+    idle_for: float, cooldown: float, current: int, expected: int
+) -> None:
+    decision = run(scaling(idleCooldownSeconds=cooldown), obs(0), current,
+                   last_active=NOW - idle_for)
+    assert decision.replicas == expected
+    assert "idleCooldownSeconds" in decision.reason
+
+
+def test_unknown_last_active_starts_the_cooldown_now() -> None:
+    decision = run(scaling(idleCooldownSeconds=30), obs(0), 2)
+    assert decision.replicas == 1
+    assert decision.state.last_active == NOW
+
+
+def test_min_replicas_floor_when_idle() -> None:
+    decision = run(scaling(minReplicas=2), obs(0), 5, last_active=NOW - 1000)
+    assert decision.replicas == 2
+    assert "minReplicas" in decision.reason
+
+
+def test_scale_to_zero_waits_for_the_stabilisation_window_too() -> None:
+    spec = scaling(idleCooldownSeconds=10, scaleDownStabilizationSeconds=30)
+    decision = run(spec, obs(0), 1, last_active=NOW - 20, recommendations=((NOW - 25, 1),))
+    assert decision.replicas == 1
+    decision = run(spec, obs(0), 1, last_active=NOW - 40, recommendations=((NOW - 35, 1),))
+    assert decision.replicas == 0
+
+
+# -- throughput target -----------------------------------------------------------------------------
+@pytest.mark.parametrize("drain, rate, queued, expected", [
+    pytest.param(None, 1.0, 100, 10, id="no-drain-target"),
+    pytest.param(10, 2.0, 100, 10, id="drain-larger-wins-5-vs-10"),
+    pytest.param(10, 0.5, 100, 20, id="slow-rate-needs-more-clamped"),
+    pytest.param(20, 1.0, 100, 10, id="backlog-target-larger"),
+    pytest.param(10, None, 100, 10, id="rate-not-measured-yet"),
+])
+def test_throughput_target(
+    drain: float | None, rate: float | None, queued: int, expected: int
+) -> None:
+    spec = scaling(maxReplicas=40, targetDrainSeconds=drain)
+    decision = run(spec, obs(queued), 1, throughput_per_replica=rate)
+    assert decision.replicas == expected
+
+
+def test_throughput_measured_from_the_completed_counter() -> None:
+    state = PolicyState(replicas=2, completed_total=100, completed_at=NOW - 10, last_active=NOW)
+    decision = decide(spec=scaling(), observation=obs(15, completed=140), state=state, now=NOW)
+    assert decision.state.throughput_per_replica == pytest.approx(2.0)  # 40 tasks / 10 s / 2
+    # smoothed with the previous estimate on the next poll
+    later = decide(spec=scaling(), observation=obs(15, completed=160, at=NOW + 10),
+                   state=decision.state, now=NOW + 10)
+    assert later.state.throughput_per_replica == pytest.approx(0.5 * 1.0 + 0.5 * 2.0)
+
+
+@pytest.mark.parametrize("previous, replicas, completed, queued", [
+    pytest.param(100, 2, 90, 5, id="counter-reset"),
+    pytest.param(100, 0, 150, 5, id="no-replicas"),
+    pytest.param(100, 2, 100, 0, id="idle-keeps-old-rate"),
+])
+def test_throughput_not_updated_from_meaningless_samples(
+    previous: int, replicas: int, completed: int, queued: int
+) -> None:
+    state = PolicyState(replicas=replicas, completed_total=previous, completed_at=NOW - 10,
+                        throughput_per_replica=3.0, last_active=NOW)
+    decision = decide(spec=scaling(), observation=obs(queued, completed=completed), state=state,
+                      now=NOW)
+    assert decision.state.throughput_per_replica == 3.0
+    assert decision.state.completed_total == completed
+
+
+# -- Redis errors and pause ------------------------------------------------------------------------
+@pytest.mark.parametrize("fallback, current, expected", [
+    pytest.param(None, 4, 4, id="hold"),
+    pytest.param(None, 0, 0, id="hold-zero"),
+    pytest.param(2, 4, 2, id="fallback"),
+    pytest.param(3, 0, 3, id="fallback-from-zero"),
+    pytest.param(0, 4, 1, id="never-drops-to-zero"),
+    pytest.param(50, 1, 10, id="fallback-clamped"),
+])
+def test_redis_error(fallback: int | None, current: int, expected: int) -> None:
+    decision = run(scaling(fallbackReplicas=fallback), None, current)
+    assert decision.replicas == expected
+    assert decision.reason.startswith("redis unreachable")
+
+
+@pytest.mark.parametrize("observation", [
+    pytest.param(obs(1000), id="burst"),
+    pytest.param(obs(0), id="idle"),
+    pytest.param(None, id="redis-error"),
+])
+@pytest.mark.parametrize("current", [0, 3])
+def test_paused_holds(observation: QueueObservation | None, current: int) -> None:
+    decision = run(scaling(paused=True, fallbackReplicas=5), observation, current,
+                   last_active=NOW - 1000)
+    assert decision.replicas == current
+    assert decision.reason.startswith("paused")
+    assert not decision.changed
+
+
+# -- bounds changes and purity ---------------------------------------------------------------------
+@pytest.mark.parametrize("spec, current, expected", [
+    pytest.param(scaling(maxReplicas=3, maxScaleDownStep=1), 8, 3, id="max-lowered-applies-now"),
+    pytest.param(scaling(minReplicas=4), 1, 4, id="min-raised-applies-now"),
+])
+def test_bounds_changes_apply_at_once(spec: ScalingSpec, current: int, expected: int) -> None:
+    assert run(spec, obs(25), current, last_active=NOW).replicas == expected
+
+
+def test_decide_is_pure() -> None:
+    state = PolicyState(replicas=2, last_active=NOW - 5)
+    first = decide(spec=scaling(), observation=obs(33), state=state, now=NOW)
+    second = decide(spec=scaling(), observation=obs(33), state=state, now=NOW)
+    assert first == second
+    assert state == PolicyState(replicas=2, last_active=NOW - 5)
+
+
+def test_a_poll_sequence_burst_then_drain_then_zero() -> None:
+    spec = scaling(maxReplicas=5, idleCooldownSeconds=10, scaleDownStabilizationSeconds=5)
+    state, t, seen = PolicyState(replicas=0), NOW, []
+    for queued, held in [(1, ()), (80, (1,)), (30, (1, 1, 1, 1, 1)), (0, (1, 1)), (0, ()),
+                         (0, ()), (0, ()), (0, ()), (0, ()), (0, ()), (0, ())]:
+        d = decide(spec=spec, observation=obs(queued, *held, at=t), state=state, now=t)
+        state, t = d.state, t + 2
+        seen.append(d.replicas)
+    # t=6: 2 busy but the window (5 s) still holds 5; t=10: idle 4 s < 10 s keeps one;
+    # t=16: cooldown over (0) but the window still holds a 1; t=20: zero.
+    assert seen == [1, 5, 5, 5, 5, 2, 1, 1, 1, 1, 0]
