@@ -1,0 +1,230 @@
+"""Generate the TaskQueue CustomResourceDefinition from the pydantic models.
+
+``python -m taskqueue.crdgen`` writes ``crds/taskqueue.dev_taskqueues.yaml``; ``--check`` exits 1
+when the file differs from what the models generate (tests/unit/test_crd.py does the same).
+
+The pydantic JSON schema is turned into a structural OpenAPI v3 schema: ``$ref`` inlined,
+``anyOf [X, null]`` collapsed to X (optional fields are omitted rather than null; the API server
+prunes nulls of non-nullable fields), titles dropped, JSON-Schema 2020 ``exclusiveMinimum`` turned
+into the OpenAPI 3.0 form, pass-through Kubernetes objects (env, resources, tolerations...) marked
+``x-kubernetes-preserve-unknown-fields``, and the rules pydantic checks in Python expressed as CEL
+``x-kubernetes-validations`` so the API server rejects the same manifests. Pure; no I/O but main().
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from taskqueue import models
+
+OUTPUT = Path("crds") / f"{models.GROUP}_{models.PLURAL}.yaml"
+
+Schema = dict[str, Any]
+
+#: CEL rules per model: (rule, message, fieldPath or None). Mirrors the pydantic validators.
+RULES: dict[str, list[tuple[str, str, str | None]]] = {
+    "RedisSpec": [(
+        "has(self.url) != has(self.urlSecretRef)",
+        "set exactly one of spec.redis.url or spec.redis.urlSecretRef "
+        "(e.g. url: redis://redis:6379/0)",
+        None,
+    )],
+    "WorkerSpec": [(
+        "!(has(self.handler) && has(self.command))",
+        "set spec.worker.handler or spec.worker.command, not both",
+        None,
+    )],
+    "ScalingSpec": [(
+        "self.minReplicas <= self.maxReplicas",
+        "spec.scaling.minReplicas must be <= spec.scaling.maxReplicas",
+        ".minReplicas",
+    )],
+    "TaskQueueSpec": [(
+        "self.queues.all(q, self.queues.exists_one(p, p.key == q.key))",
+        "spec.queues: each key must be listed once",
+        ".queues",
+    )],
+}
+
+#: Constraints the API server needs beyond pydantic's (patterns for checks done in validators,
+#: maxLength so the CEL cost estimate of the rules above stays bounded).
+FIELD_EXTRAS: dict[tuple[str, str], Schema] = {
+    ("RedisSpec", "url"): {"pattern": "^(redis|rediss|unix)://", "maxLength": 4096},
+    ("QueueSpec", "key"): {"maxLength": 512},
+    ("RetrySpec", "deadLetterKey"): {"maxLength": 512},
+    ("TaskQueueSpec", "keyPrefix"): {"maxLength": 512},
+}
+
+PRINTER_COLUMNS = [
+    {"name": "Backlog", "type": "integer", "jsonPath": ".status.totalBacklog",
+     "description": "Queued tasks in all queues."},
+    {"name": "In-flight", "type": "integer", "jsonPath": ".status.inFlight",
+     "description": "Tasks held by workers."},
+    {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas",
+     "description": "Replicas the operator decided."},
+    {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas",
+     "description": "Replicas of the worker Deployment."},
+    {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1,
+     "description": "Why the last decision was taken."},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+#: Keys of a pydantic JSON schema node carried over as they are.
+_KEEP = ("type", "description", "pattern", "minimum", "maximum", "minLength", "maxLength",
+         "minItems", "maxItems", "enum", "format")
+
+
+def _resolve(node: Schema, defs: dict[str, Schema]) -> tuple[Schema, str | None]:
+    """Inline `$ref` and collapse `anyOf [X, null]`; returns the node and its model name."""
+    extra = {k: v for k, v in node.items() if k not in ("$ref", "anyOf")}
+    if "anyOf" in node:
+        options = [o for o in node["anyOf"] if o.get("type") != "null"]
+        if len(options) != 1:
+            raise ValueError(f"cannot express anyOf {node['anyOf']} structurally")
+        inner, name = _resolve(options[0], defs)
+        return {**inner, **extra}, name
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[-1]
+        return {**defs[name], **extra}, name
+    return node, None
+
+
+def convert(node: Schema, defs: dict[str, Schema], *, object_default: bool = False) -> Schema:
+    """One pydantic JSON-schema node as a structural OpenAPI v3 node."""
+    node, model = _resolve(node, defs)
+    out: Schema = {k: node[k] for k in _KEEP if k in node}
+    if "exclusiveMinimum" in node:
+        out["minimum"] = node["exclusiveMinimum"]
+        out["exclusiveMinimum"] = True
+    if node.get("default") is not None and node.get("default") != []:
+        out["default"] = node["default"]
+    kind = node.get("type")
+    if kind == "object":
+        _object(node, out, defs, model)
+        if object_default and "default" not in out:
+            out["default"] = {}
+    elif kind == "array":
+        out["items"] = convert(node["items"], defs)
+    if model in RULES:
+        out["x-kubernetes-validations"] = [
+            {"rule": rule, "message": message, **({"fieldPath": path} if path else {})}
+            for rule, message, path in RULES[model]
+        ]
+    return out
+
+
+def _object(node: Schema, out: Schema, defs: dict[str, Schema], model: str | None) -> None:
+    properties: dict[str, Schema] = node.get("properties", {})
+    if properties:
+        required = set(node.get("required", ()))
+        out["properties"] = {
+            name: {
+                **convert(sub, defs, object_default=name not in required and "default" not in sub
+                          and _is_model(sub, defs)),
+                **FIELD_EXTRAS.get((model or "", name), {}),
+            }
+            for name, sub in properties.items()
+        }
+        if node.get("required"):
+            out["required"] = list(node["required"])
+        return
+    extra = node.get("additionalProperties", True)
+    if extra is True or extra == {}:
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    else:
+        out["additionalProperties"] = convert(extra, defs)
+
+
+def _is_model(node: Schema, defs: dict[str, Schema]) -> bool:
+    _, name = _resolve(node, defs)
+    return name is not None
+
+
+def openapi_schema() -> Schema:
+    """The structural schema of a whole TaskQueue object."""
+    full = models.TaskQueue.model_json_schema()
+    defs: dict[str, Schema] = full["$defs"]
+    spec = convert({"$ref": "#/$defs/TaskQueueSpec"}, defs)
+    spec["description"] = "Desired state: the queues, the workers and how they scale."
+    status = convert({"$ref": "#/$defs/TaskQueueStatus"}, defs)
+    status["description"] = "Observed state, written by the operator."
+    conditions = status["properties"]["conditions"]
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    return {
+        "type": "object",
+        "description": "A set of Redis queues and the autoscaled workers that consume them.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+
+
+def crd() -> Schema:
+    """The CustomResourceDefinition manifest."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{models.PLURAL}.{models.GROUP}",
+            "labels": {"app.kubernetes.io/name": "taskqueue-operator"},
+        },
+        "spec": {
+            "group": models.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": models.KIND,
+                "listKind": f"{models.KIND}List",
+                "plural": models.PLURAL,
+                "singular": models.SINGULAR,
+                "shortNames": list(models.SHORT_NAMES),
+                "categories": ["all"],
+            },
+            "versions": [{
+                "name": models.VERSION,
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": PRINTER_COLUMNS,
+                "schema": {"openAPIV3Schema": openapi_schema()},
+            }],
+        },
+    }
+
+
+def render() -> str:
+    """The CRD as the YAML text stored in crds/."""
+    header = "# Generated by `python -m taskqueue.crdgen` from taskqueue/models.py. Do not edit.\n"
+    return header + yaml.safe_dump(crd(), sort_keys=False, width=100)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m taskqueue.crdgen", description=__doc__)
+    parser.add_argument("--output", type=Path, default=OUTPUT)
+    parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = args.output.read_text("utf-8") if args.output.exists() else ""
+        if current != text:
+            print(f"{args.output} is stale: run python -m taskqueue.crdgen", file=sys.stderr)
+            return 1
+        return 0
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text, "utf-8")
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
