@@ -1,0 +1,124 @@
+"""`taskqueue inflight`: which worker holds which tasks, and for how long.
+
+Reads the workers zset (heartbeat deadlines) and every `<prefix>:processing:*` list, including
+lists of workers no longer registered (orphans: the operator's recovery requeues them). A task's
+age is the time since its envelope's enqueue time; a raw payload has none (`-`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import redis
+from taskqueue import keys
+from taskqueue.cli import ui
+from taskqueue.cli.target import Target
+
+_GLOB_SPECIAL = "\\*?[]"
+
+
+@dataclass(frozen=True)
+class HeldTask:
+    queue: str
+    id: str
+    attempts: int
+    age_seconds: float | None
+    payload: str
+
+
+@dataclass(frozen=True)
+class WorkerHolding:
+    worker: str
+    state: str
+    """alive, expired (heartbeat deadline passed) or unregistered (an orphan processing list)."""
+    heartbeat_in_seconds: float | None
+    """Seconds until the heartbeat deadline (negative: overdue); None when unregistered."""
+    in_flight: int
+    tasks: list[HeldTask]
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"\\{c}" if c in _GLOB_SPECIAL else c for c in text)
+
+
+def held_task(raw: str, *, now: float) -> HeldTask:
+    """One processing entry decoded; an unreadable one is shown as it is."""
+    try:
+        entry = keys.Entry.decode(raw)
+    except ValueError:
+        return HeldTask(queue="?", id="", attempts=0, age_seconds=None, payload=raw)
+    task = keys.unwrap(entry.element)
+    age = None if task.enqueued_at is None else round(max(0.0, now - task.enqueued_at), 3)
+    return HeldTask(queue=entry.queue, id=task.id, attempts=task.attempts, age_seconds=age,
+                    payload=task.payload)
+
+
+def holdings(client: redis.Redis, schema: keys.KeySchema, *, limit: int,
+             now: float) -> list[WorkerHolding]:
+    """Every registered worker and every processing list, with up to `limit` tasks each."""
+    scored: Any = client.zrange(schema.workers, 0, -1, withscores=True)
+    deadlines = {str(w): float(s) for w, s in scored}
+    pattern = glob_escape(schema.processing_prefix) + "*"
+    listed = {str(k)[len(schema.processing_prefix):] for k in client.scan_iter(match=pattern)}
+    result = []
+    for worker in sorted(set(deadlines) | listed):
+        key = schema.processing(worker)
+        length = int(client.llen(key))
+        raw = client.lrange(key, 0, limit - 1) if limit > 0 else []
+        entries = [held_task(str(e), now=now) for e in raw]
+        if worker in deadlines:
+            left = deadlines[worker] / 1000 - now
+            state = "alive" if left >= 0 else "expired"
+            heartbeat: float | None = round(left, 3)
+        else:
+            state, heartbeat = "unregistered", None
+        result.append(WorkerHolding(worker, state, heartbeat, length, entries))
+    return result
+
+
+def render(found: list[WorkerHolding]) -> str:
+    if not found:
+        return "no workers registered and no tasks in flight"
+    rows = []
+    for h in found:
+        beat = "-" if h.heartbeat_in_seconds is None else (
+            f"in {ui.duration(h.heartbeat_in_seconds)}" if h.heartbeat_in_seconds >= 0
+            else f"{ui.duration(-h.heartbeat_in_seconds)} ago"
+        )
+        head = [h.worker, h.state, beat, str(h.in_flight)]
+        if not h.tasks:
+            rows.append([*head, "-", "-", "-", "-", "-"])
+        for i, t in enumerate(h.tasks):
+            lead = head if i == 0 else ["", "", "", ""]
+            rows.append([*lead, t.queue, t.id or "-", str(t.attempts),
+                         ui.duration(t.age_seconds), ui.preview(t.payload)])
+        if len(h.tasks) < h.in_flight:
+            rows.append(["", "", "", "", f"… {h.in_flight - len(h.tasks)} more", "", "", "",
+                         ""])
+    header = ["WORKER", "STATE", "HEARTBEAT", "HOLDS", "QUEUE", "TASK", "ATTEMPTS", "AGE",
+              "PAYLOAD"]
+    return ui.table(header, rows)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("inflight", parents=parents, help="tasks held by each worker",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="JSON list of workers and their tasks")
+    p.add_argument("--limit", type=int, default=50, help="tasks shown per worker (default 50)")
+    p.set_defaults(run=run)
+
+
+def run(target: Target, args: argparse.Namespace) -> int:
+    schema = target.require_schema("inflight")
+    found = holdings(target.connect(), schema, limit=max(args.limit, 0), now=time.time())
+    if args.json:
+        doc: list[dict[str, Any]] = [asdict(h) for h in found]
+        print(json.dumps(doc, ensure_ascii=False))
+    else:
+        print(render(found))
+    return 0

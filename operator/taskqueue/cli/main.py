@@ -1,0 +1,84 @@
+"""The `taskqueue` console script: parse, resolve the target, run, map errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+import redis
+from taskqueue.cli import dlq, drain, enqueue, inflight, stats, target
+from taskqueue.cli.errors import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_TARGET,
+    EXIT_UNREACHABLE,
+    EXIT_WRONGTYPE,
+    CliError,
+    redact,
+)
+from taskqueue.manifest import ManifestError
+
+Command = Callable[[target.Target, argparse.Namespace], int]
+
+EPILOG = """exit codes: 0 ok, 1 failed, 2 usage, 3 bad manifest / unknown TaskQueue,
+4 Redis unreachable, 5 wrong key type, 6 not confirmed (add --yes), 130 interrupted"""
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    target.add_arguments(common)
+    root = argparse.ArgumentParser(
+        prog="taskqueue", description="Inspect and operate the Redis queues of a TaskQueue.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = root.add_subparsers(dest="command", required=True,
+                              metavar="{enqueue,stats,inflight,dlq,drain}")
+    for module in (enqueue, stats, inflight, dlq, drain):
+        module.add_parser(sub, [common])
+    return root
+
+
+def _redis_error(exc: redis.RedisError, url: str) -> CliError:
+    if isinstance(exc, redis.AuthenticationError):
+        return CliError(f"Redis at {redact(url)} refused the credentials: {exc}",
+                        EXIT_UNREACHABLE)
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return CliError(f"cannot reach Redis at {redact(url)}: {exc}", EXIT_UNREACHABLE)
+    if isinstance(exc, redis.ResponseError) and str(exc).startswith("WRONGTYPE"):
+        return CliError(f"{exc} (a key of this TaskQueue holds another type)", EXIT_WRONGTYPE)
+    return CliError(f"Redis error: {exc}", EXIT_FAILURE)
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Run the parsed command; every expected failure becomes a CliError."""
+    try:
+        resolved = target.resolve(args)
+    except ManifestError as exc:
+        raise CliError(f"bad manifest: {exc}", EXIT_TARGET) from None
+    except OSError as exc:
+        raise CliError(f"cannot read manifest: {exc}", EXIT_TARGET) from None
+    run: Command = args.run
+    try:
+        return run(resolved, args)
+    except redis.RedisError as exc:
+        raise _redis_error(exc, resolved.redis_url) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code (the console script exits with it)."""
+    args = parser().parse_args(argv)
+    try:
+        return execute(args)
+    except CliError as exc:
+        sys.stderr.write(f"taskqueue: {exc.message}\n")
+        return exc.code
+    except KeyboardInterrupt:
+        sys.stderr.write("\ntaskqueue: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

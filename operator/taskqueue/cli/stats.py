@@ -1,0 +1,184 @@
+"""`taskqueue stats`: backlog, in-flight, delayed, dead letters, oldest task, workers, throughput.
+
+One `queueops.observe` (a single EVALSHA) per sample. Throughput is the rise of the `completed`
+counter of `<prefix>:stats` between samples: a one-shot `stats` takes two samples `--interval`
+seconds apart; `--watch` keeps sampling and reports the rate over the last minute (or since it
+started, when that is shorter). `--interval 0` skips the rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from taskqueue import keys, queueops
+from taskqueue.cli import ui
+from taskqueue.cli.errors import EXIT_USAGE, CliError
+from taskqueue.cli.target import Target
+from taskqueue.observation import QueueObservation
+
+WINDOW_SECONDS = 60.0
+CLEAR = "\x1b[H\x1b[2J"
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float
+    completed: int
+
+
+def throughput(samples: deque[Sample] | list[Sample]) -> tuple[float | None, float]:
+    """(tasks per second, window seconds) between the first and the last sample."""
+    if len(samples) < 2 or samples[-1].at <= samples[0].at:
+        return None, 0.0
+    window = samples[-1].at - samples[0].at
+    return max(0, samples[-1].completed - samples[0].completed) / window, window
+
+
+def _age(at: float, enqueued_at: float | None) -> float | None:
+    # an envelope recovered from a raw payload carries enqueued_at 0: its age is unknown
+    if enqueued_at is None or enqueued_at <= 0:
+        return None
+    return round(max(0.0, at - enqueued_at), 3)
+
+
+def snapshot(name: str, schema: keys.KeySchema, obs: QueueObservation,
+             rate: tuple[float | None, float]) -> dict[str, Any]:
+    """The JSON document of `stats --json` (and what the text view shows)."""
+    queues = [
+        {"key": q.key, "type": q.type, "backlog": obs.backlog.get(q.key, 0),
+         "oldest_task_age_seconds": _age(obs.at, obs.oldest_enqueued_at.get(q.key))}
+        for q in schema.queues
+    ]
+    ages = [q["oldest_task_age_seconds"] for q in queues if q["oldest_task_age_seconds"]]
+    per_second, window = rate
+    return {
+        "taskqueue": name,
+        "at": round(obs.at, 3),
+        "queues": queues,
+        "backlog": obs.queued,
+        "in_flight": obs.in_flight,
+        "delayed": obs.delayed,
+        "dead_letter": obs.dead_letter,
+        "oldest_task_age_seconds": max(ages) if ages else None,
+        "workers": {"alive": obs.live_workers, "registered": len(obs.workers),
+                    "busy": obs.busy_workers},
+        "completed_total": obs.completed_total,
+        "failed_total": obs.failed_total,
+        "throughput_per_second": None if per_second is None else round(per_second, 3),
+        "throughput_window_seconds": round(window, 1),
+    }
+
+
+def render(snap: dict[str, Any]) -> str:
+    """The text view: one row per queue, then the TaskQueue's totals."""
+    rows = [[q["key"], q["type"], str(q["backlog"]), ui.duration(q["oldest_task_age_seconds"])]
+            for q in snap["queues"]]
+    w = snap["workers"]
+    rate = snap["throughput_per_second"]
+    rate_text = "-" if rate is None else (
+        f"{rate:.2f}/s ({rate * 60:.0f}/min, over {snap['throughput_window_seconds']:.0f}s)"
+    )
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap["at"]))
+    totals = [
+        ("backlog", str(snap["backlog"])),
+        ("in flight", str(snap["in_flight"])),
+        ("delayed (retry)", str(snap["delayed"])),
+        ("dead letters", str(snap["dead_letter"])),
+        ("oldest task", ui.duration(snap["oldest_task_age_seconds"])),
+        ("workers", f"{w['alive']} alive, {w['busy']} busy, {w['registered']} registered"),
+        ("completed", f"{snap['completed_total']} (failed attempts {snap['failed_total']})"),
+        ("throughput", rate_text),
+    ]
+    return "\n".join([
+        f"TaskQueue {snap['taskqueue']}   {stamp}",
+        "",
+        ui.table(["QUEUE", "TYPE", "BACKLOG", "OLDEST"], rows),
+        "",
+        *(f"{label:<16} {value}" for label, value in totals),
+    ])
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("stats", parents=parents, help="queue statistics (--watch for live)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="one JSON document (per refresh)")
+    p.add_argument("-w", "--watch", action="store_true", help="refresh until Ctrl-C")
+    p.add_argument("--interval", type=float, default=None,
+                   help="seconds between samples (default 1; 2 with --watch)")
+    p.add_argument("--iterations", type=int, default=None,
+                   help="with --watch: stop after this many refreshes (for scripts and tests)")
+    p.set_defaults(run=run)
+
+
+def run(target: Target, args: argparse.Namespace) -> int:
+    schema = target.require_schema("stats")
+    interval = args.interval if args.interval is not None else (2.0 if args.watch else 1.0)
+    if interval < 0 or (args.watch and interval <= 0):
+        raise CliError("--interval must be > 0 with --watch and >= 0 otherwise", EXIT_USAGE)
+    coro = _watch(target, schema, args, interval) if args.watch else _once(
+        target, schema, args, interval)
+    try:
+        return asyncio.run(coro)
+    except KeyboardInterrupt:
+        if args.watch:
+            sys.stdout.write("\n")
+            return 0
+        raise
+
+
+def _client(target: Target) -> aioredis.Redis:
+    return aioredis.Redis.from_url(target.redis_url, decode_responses=True,
+                                   socket_connect_timeout=3, socket_timeout=30)
+
+
+async def _once(target: Target, schema: keys.KeySchema, args: argparse.Namespace,
+                interval: float) -> int:
+    client = _client(target)
+    try:
+        obs = await queueops.observe(client, schema)
+        samples = [Sample(obs.at, obs.completed_total)]
+        if interval > 0:
+            await asyncio.sleep(interval)
+            obs = await queueops.observe(client, schema)
+            samples.append(Sample(obs.at, obs.completed_total))
+    finally:
+        await client.aclose()
+    snap = snapshot(target.name, schema, obs, throughput(samples))
+    print(json.dumps(snap) if args.json else render(snap))
+    return 0
+
+
+async def _watch(target: Target, schema: keys.KeySchema, args: argparse.Namespace,
+                 interval: float) -> int:
+    client = _client(target)
+    samples: deque[Sample] = deque()
+    done = 0
+    try:
+        while args.iterations is None or done < args.iterations:
+            if done:
+                await asyncio.sleep(interval)
+            obs = await queueops.observe(client, schema)
+            samples.append(Sample(obs.at, obs.completed_total))
+            while samples[-1].at - samples[0].at > WINDOW_SECONDS:
+                samples.popleft()
+            snap = snapshot(target.name, schema, obs, throughput(samples))
+            if args.json:
+                print(json.dumps(snap), flush=True)
+            else:
+                footer = f"\n\nrefreshing every {interval:g}s — Ctrl-C to quit"
+                sys.stdout.write(CLEAR + render(snap) + footer + "\n")
+                sys.stdout.flush()
+            done += 1
+    finally:
+        await client.aclose()
+    return 0

@@ -1,0 +1,199 @@
+"""Which TaskQueue and which Redis a command works on.
+
+Three sources, one result (`Target`): a manifest file (`-f`), a TaskQueue in the cluster read
+through the kubeconfig (`--name/--namespace`, the Redis URL read from `spec.redis.urlSecretRef`
+when set), or plain flags (`--redis-url`, `--queue`, `--zset-queue`, `--key-prefix`,
+`--dead-letter-key`). `--redis-url` always overrides the URL (e.g. a `kubectl port-forward`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from taskqueue import keys, manifest, models
+from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
+
+DEFAULT_URL = "redis://localhost:6379/0"
+
+
+@dataclass(frozen=True)
+class Target:
+    """The Redis URL and, when known, the key schema of one TaskQueue."""
+
+    redis_url: str
+    schema: keys.KeySchema | None
+    name: str
+
+    def require_schema(self, command: str) -> keys.KeySchema:
+        if self.schema is None:
+            raise CliError(
+                f"{command} needs a TaskQueue: pass -f FILE, --name NAME [--namespace NS], "
+                "or --queue KEY (repeatable)",
+                EXIT_USAGE,
+            )
+        return self.schema
+
+    def queue_type(self, key: str) -> models.QueueType | None:
+        """The declared type of queue `key`, None when this target does not declare it."""
+        if self.schema is None:
+            return None
+        try:
+            return self.schema.queue(key).type
+        except KeyError:
+            return None
+
+    def connect(self) -> redis.Redis:
+        """A client for this target (replies decoded); nothing is sent yet."""
+        return redis.Redis.from_url(
+            self.redis_url, decode_responses=True, socket_connect_timeout=3, socket_timeout=30
+        )
+
+
+class _QueueAction(argparse.Action):
+    """--queue KEY / --zset-queue KEY: append (key, type) in the order given."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        queues = list(getattr(namespace, "queues", None) or [])
+        queues.append((str(values), "zset" if option_string == "--zset-queue" else "list"))
+        namespace.queues = queues
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The target options every command takes."""
+    group = parser.add_argument_group("target (one of -f, --name, or --queue flags)")
+    group.add_argument("-f", "--file", metavar="FILE", help="TaskQueue manifest (YAML or JSON)")
+    group.add_argument("--name", help="TaskQueue in the cluster (read through the kubeconfig)")
+    group.add_argument("-n", "--namespace", default=None, help="namespace of --name")
+    group.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG)")
+    group.add_argument("--context", default=None, help="kubeconfig context")
+    group.add_argument("--redis-url", default=None,
+                       help=f"Redis URL; overrides the manifest's (default {DEFAULT_URL})")
+    group.add_argument("--queue", action=_QueueAction, metavar="KEY", dest="queues",
+                       help="a list queue key, in priority order (repeatable)")
+    group.add_argument("--zset-queue", action=_QueueAction, metavar="KEY", dest="queues",
+                       help="a zset (priority) queue key (repeatable)")
+    group.add_argument("--key-prefix", default=None, help="default: the first queue key")
+    group.add_argument("--dead-letter-key", default=None,
+                       help="default: '<first queue key>:dead'")
+
+
+def resolve(args: argparse.Namespace) -> Target:
+    """The target the parsed options name; CliError when they are inconsistent or unusable."""
+    flags = bool(args.queues or args.key_prefix or args.dead_letter_key)
+    if args.file and args.name:
+        raise CliError("use -f FILE or --name NAME, not both", EXIT_USAGE)
+    if (args.file or args.name) and flags:
+        raise CliError(
+            "--queue/--zset-queue/--key-prefix/--dead-letter-key describe a TaskQueue "
+            "without a manifest; drop them or drop -f/--name",
+            EXIT_USAGE,
+        )
+    if args.file:
+        tq = manifest.load(args.file)
+        return _from_object(tq, url=args.redis_url or _spec_url(tq, args.file))
+    if args.name:
+        tq, url = _from_cluster(args)
+        return _from_object(tq, url=args.redis_url or url)
+    return _from_flags(args)
+
+
+def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
+    ns = tq.metadata.namespace
+    name = f"{ns}/{tq.metadata.name}" if ns else tq.metadata.name
+    return Target(redis_url=url, schema=keys.KeySchema.from_spec(tq.spec), name=name)
+
+
+def _spec_url(tq: models.TaskQueue, path: str) -> str:
+    if tq.spec.redis.url is not None:
+        return tq.spec.redis.url
+    ref = tq.spec.redis.urlSecretRef
+    assert ref is not None  # the model requires url or urlSecretRef
+    raise CliError(
+        f"{path}: the Redis URL is in Secret {ref.name!r} (key {ref.key!r}); pass --redis-url, "
+        "or --name/--namespace to read the TaskQueue and its Secret from the cluster",
+        EXIT_USAGE,
+    )
+
+
+def _from_flags(args: argparse.Namespace) -> Target:
+    url = args.redis_url or DEFAULT_URL
+    queues = tuple(keys.QueueRef(key=k, type=t) for k, t in (args.queues or []))
+    for q in queues:
+        if not models.is_valid_key(q.key):
+            raise CliError(f"--queue {q.key!r}: not a valid key (1-512 characters, no spaces)",
+                           EXIT_USAGE)
+    if not queues and not args.dead_letter_key:
+        return Target(redis_url=url, schema=None, name="(flags)")
+    first = queues[0].key if queues else args.dead_letter_key
+    schema = keys.KeySchema(
+        prefix=args.key_prefix or first,
+        queues=queues,
+        dead_letter=args.dead_letter_key or f"{first}:dead",
+    )
+    return Target(redis_url=url, schema=schema, name=first)
+
+
+def _from_cluster(args: argparse.Namespace) -> tuple[models.TaskQueue, str]:
+    # imported here: slow, and only this path needs them; the package is untyped
+    import kubernetes
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+
+    client: Any = kubernetes.client
+    config: Any = kubernetes.config
+
+    try:
+        config.load_kube_config(config_file=args.kubeconfig, context=args.context)
+        ns = args.namespace or _current_namespace(config, args) or "default"
+        api = client.ApiClient()
+        obj = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            models.GROUP, models.VERSION, ns, models.PLURAL, args.name
+        )
+    except (ConfigException, OSError) as exc:
+        raise CliError(f"kubeconfig: {exc}", EXIT_TARGET) from None
+    except ApiException as exc:
+        raise _api_error(exc, f"TaskQueue {ns}/{args.name}") from None
+    tq = manifest.parse(obj)
+    if tq.spec.redis.url is not None or args.redis_url:
+        return tq, tq.spec.redis.url or ""
+    return tq, _secret_url(client.CoreV1Api(api), ns, tq, ApiException)
+
+
+def _current_namespace(config: Any, args: argparse.Namespace) -> str | None:
+    try:
+        _, active = config.list_kube_config_contexts(config_file=args.kubeconfig)
+    except Exception:
+        return None
+    ctx = (active or {}).get("context", {})
+    return ctx.get("namespace") if isinstance(ctx, dict) else None
+
+
+def _secret_url(core: Any, ns: str, tq: models.TaskQueue,
+                api_exception: type[Exception]) -> str:
+    ref = tq.spec.redis.urlSecretRef
+    assert ref is not None
+    try:
+        secret = core.read_namespaced_secret(ref.name, ns)
+    except api_exception as exc:
+        raise _api_error(exc, f"Secret {ns}/{ref.name}") from None
+    data = (secret.data or {}).get(ref.key)
+    if data is None:
+        raise CliError(f"Secret {ns}/{ref.name} has no key {ref.key!r}", EXIT_TARGET)
+    return base64.b64decode(data).decode().strip()
+
+
+def _api_error(exc: Any, what: str) -> CliError:
+    status = getattr(exc, "status", None)
+    if status == 404:
+        return CliError(f"{what} not found (is the name and namespace right? "
+                        "`kubectl get taskqueues -A` lists them)", EXIT_TARGET)
+    if status in (401, 403):
+        return CliError(f"{what}: access denied ({status}); check your kubeconfig user's RBAC",
+                        EXIT_TARGET)
+    reason = getattr(exc, "reason", None) or exc
+    return CliError(f"{what}: Kubernetes API error {status}: {reason}", EXIT_TARGET)
