@@ -59,6 +59,21 @@ app.kubernetes.io/component: operator
 {{- printf "%s-%s" $base $suffix }}
 {{- end }}
 
+{{/*
+Name of a cluster-scoped object: "<fullname>-<release namespace>-<suffix>", so releases of the same
+name in different namespaces do not collide; a hash keeps it unique when truncated to 63 characters.
+*/}}
+{{- define "taskqueue-operator.clusterName" -}}
+{{- $ctx := index . 0 }}
+{{- $suffix := index . 1 }}
+{{- $base := printf "%s-%s" (include "taskqueue-operator.fullname" $ctx) $ctx.Release.Namespace }}
+{{- $room := int (sub 62 (len $suffix)) }}
+{{- if gt (len $base) $room }}
+{{- $base = printf "%s-%s" ($base | trunc (int (sub $room 9)) | trimSuffix "-") ($base | sha256sum | trunc 8) }}
+{{- end }}
+{{- printf "%s-%s" $base $suffix }}
+{{- end }}
+
 {{/* The operator image reference: digest wins over tag; tag defaults to appVersion. */}}
 {{- define "taskqueue-operator.image" -}}
 {{- if .Values.image.digest }}

@@ -1,0 +1,205 @@
+"""`helm lint`, `helm template` of every scenario validated against the Kubernetes schemas, and
+assertions on the rendered objects (security, RBAC, optional objects)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.chart.conftest import (
+    CHART,
+    CI_VALUES,
+    NAMESPACE,
+    Render,
+    by_kind,
+    one,
+    run_helm,
+    template_args,
+)
+
+#: The chart's kubeVersion floor and the control plane's version: the schemas checked.
+KUBE_VERSIONS = ("1.29.0", "1.37.0")
+#: Kinds that are not part of Kubernetes (no schema to check them against).
+FOREIGN_GROUPS = ("monitoring.coreos.com/",)
+
+scenarios = pytest.mark.parametrize(
+    "values", [(), *[(f,) for f in CI_VALUES]], ids=["no-values", *[f.stem for f in CI_VALUES]]
+)
+
+
+def test_chart_yaml_declares_versions() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert (chart["apiVersion"], chart["kubeVersion"], chart["appVersion"]) == (
+        "v2",
+        ">=1.29.0-0",
+        "0.1.0",
+    )
+
+
+def test_helm_lint_strict_passes_for_every_scenario(helm: Path) -> None:
+    for values in [None, *CI_VALUES]:
+        args = ["lint", "--strict", str(CHART)] + (["-f", str(values)] if values else [])
+        proc = run_helm(helm, *args, check=False)
+        assert proc.returncode == 0, f"helm lint {values}:\n{proc.stdout}\n{proc.stderr}"
+
+
+@pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
+@scenarios
+def test_rendered_objects_match_the_kubernetes_schemas(
+    helm: Path, values: tuple[Path, ...], kube_version: str
+) -> None:
+    args = [*template_args(values), "--kube-version", kube_version]
+    docs = [d for d in yaml.safe_load_all(run_helm(helm, *args).stdout) if d]
+    assert docs
+    for doc in docs:
+        if doc["apiVersion"].startswith(FOREIGN_GROUPS):
+            continue
+        try:
+            kubernetes_validate.validate(doc, kube_version, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            name = f"{doc['kind']}/{doc['metadata']['name']}"
+            pytest.fail(f"{name} is invalid for Kubernetes {kube_version}: {e.message} at {e.path}")
+
+
+def test_kube_version_below_the_floor_is_refused(helm: Path) -> None:
+    proc = run_helm(helm, *template_args(), "--kube-version", "1.28.0", check=False)
+    assert proc.returncode != 0
+    assert "kubeVersion" in proc.stderr or ">=1.29.0-0" in proc.stderr
+
+
+@scenarios
+def test_every_object_carries_the_standard_labels(render: Render, values: tuple[Path]) -> None:
+    for obj in render(values, tests=True):
+        labels = obj["metadata"].get("labels", {})
+        for key in ("helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance"):
+            assert key in labels, f"{obj['kind']}/{obj['metadata']['name']} lacks {key}"
+
+
+# ------------------------------------------------------------------------------------ Deployment
+def _container(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    return container
+
+
+def test_operator_pod_is_locked_down_by_default(render: Render) -> None:
+    objs = render()
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = _container(objs)["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    resources = _container(objs)["resources"]
+    assert resources["requests"] and resources["limits"]
+
+
+def test_probes_and_ports_follow_the_operator_contract(render: Render) -> None:
+    c = _container(render())
+    assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"health": 8080, "metrics": 9090}
+    for probe in (c["livenessProbe"], c["readinessProbe"]):
+        assert probe["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert "--health-port=8080" in c["args"] and "--metrics-port=9090" in c["args"]
+    env = {e["name"]: e.get("valueFrom") for e in c["env"]}
+    assert env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
+def test_args_watch_the_release_namespace_by_default(render: Render) -> None:
+    args = _container(render())["args"]
+    assert f"--namespace={NAMESPACE}" in args and "--all-namespaces" not in args
+    assert "--leader-election-namespace=$(POD_NAMESPACE)" in args
+    assert "--leader-election-id=taskqueue-operator" in args
+
+
+def test_args_in_cluster_and_multi_namespace_modes(render: Render) -> None:
+    assert "--all-namespaces" in _container(render(sets=["clusterWide=true"]))["args"]
+    args = _container(render(sets=["watchNamespaces={a,b}", "extraArgs={--x=1}"]))["args"]
+    assert [a for a in args if a.startswith("--namespace")] == ["--namespace=a", "--namespace=b"]
+    assert args[-1] == "--x=1"
+
+
+def test_scheduling_values_reach_the_pod(render: Render) -> None:
+    ha = CHART / "ci" / "ha-values.yaml"
+    objs = render([ha])
+    deploy = one(objs, "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    assert deploy["spec"]["replicas"] == 2
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod["tolerations"][0]["key"] == "dedicated"
+    assert "podAntiAffinity" in pod["affinity"]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert _container(objs)["image"].endswith("@sha256:" + "0" * 64)
+    assert deploy["spec"]["template"]["metadata"]["labels"]["example.com/tier"] == "control"
+    assert one(objs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    assert "--leader-election-id=taskqueue-operator-ha" in _container(objs)["args"]
+
+
+def test_leader_election_off_uses_recreate_and_no_lease_rbac(render: Render) -> None:
+    objs = render(sets=["leaderElection.enabled=false"])
+    assert one(objs, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    assert "--no-leader-election" in _container(objs)["args"]
+    assert not any(r["resources"] == ["leases"] for role in by_kind(objs, "Role")
+                   for r in role["rules"])
+
+
+def test_replica_count_zero_keeps_crd_and_rbac(render: Render) -> None:
+    objs = render(sets=["replicaCount=0"])
+    assert one(objs, "Deployment")["spec"]["replicas"] == 0
+    assert by_kind(objs, "CustomResourceDefinition") and by_kind(objs, "Role")
+
+
+def test_names_are_truncated_to_63_characters(render: Render) -> None:
+    objs = render(
+        sets=[f"fullnameOverride={'x' * 63}", "clusterWide=true"], namespace="n" * 63, tests=True
+    )
+    for obj in objs:
+        if obj["kind"] != "CustomResourceDefinition":
+            assert len(obj["metadata"]["name"]) <= 63, obj["metadata"]["name"]
+    assert len({o["metadata"]["name"] for o in by_kind(objs, "ClusterRole")}) == 2
+
+
+# ------------------------------------------------------------------------------ optional objects
+def test_service_monitor_and_dashboard_absent_by_default(render: Render) -> None:
+    objs = render()
+    assert not by_kind(objs, "ServiceMonitor")
+    assert not by_kind(objs, "ConfigMap")
+    assert not by_kind(objs, "PodDisruptionBudget")
+
+
+def test_service_monitor_selects_the_metrics_service(render: Render) -> None:
+    objs = render([CHART / "ci" / "monitoring-values.yaml"])
+    monitor = one(objs, "ServiceMonitor")
+    service = one(objs, "Service")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_dashboard_configmap_follows_the_dashboard_file(render: Render) -> None:
+    objs = render([CHART / "ci" / "monitoring-values.yaml"])
+    configmaps = by_kind(objs, "ConfigMap")
+    dashboard = CHART / "dashboards" / "taskqueue.json"
+    if not dashboard.is_file():
+        assert configmaps == []  # enabled, but no dashboard shipped: nothing rendered
+        return
+    [cm] = configmaps
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["data"]["taskqueue.json"].strip() == dashboard.read_text().strip()
+
+
+def test_helm_test_pod_probes_the_metrics_service(render: Render) -> None:
+    objs = render(tests=True)
+    pod = one(objs, "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    service = one(objs, "Service")["metadata"]["name"]
+    assert f"http://{service}:9090/metrics" in pod["spec"]["containers"][0]["args"][0]
+    assert pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
