@@ -1,0 +1,117 @@
+"""`taskqueue stats`: the numbers match what is in Redis; --watch refreshes."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+import redis
+from taskqueue import keys
+from taskqueue.cli import stats
+from tests.cli.conftest import Run
+
+
+def _fill(r: redis.Redis, *, now: float) -> None:
+    """vip: 3 tasks (oldest enqueued 100 s ago), normal: 2 raw; 2 in flight, 1 delayed, 2 dead."""
+    for age in (100, 50, 10):
+        r.lpush("vip", keys.wrap(f"v{age}", enqueued_at=now - age))
+    r.lpush("normal", "raw1", "raw2")
+    r.zadd("vip:workers", {"w-alive": (now + 30) * 1000, "w-dead": (now - 30) * 1000})
+    for i in range(2):
+        r.lpush("vip:processing:w-alive", keys.Entry("vip", "", keys.wrap(f"p{i}")).encode())
+    r.zadd("vip:delayed", {keys.Entry("normal", "", "d").encode(): (now + 60) * 1000})
+    r.lpush("vip:dead", '{"queue":"vip"}', '{"queue":"normal"}')
+    r.hset("vip:stats", mapping={"completed": 7, "failed": 3})
+
+
+def test_json_numbers_match_what_was_pushed(
+    cli: Run, manifest_file: Callable[..., str], redis_sync: redis.Redis
+) -> None:
+    _fill(redis_sync, now=time.time())
+    result = cli("stats", "-f", manifest_file(), "--json", "--interval", "0")
+    assert result.code == 0, result.err
+    snap = result.json()
+    assert snap["taskqueue"] == "media/thumbs"
+    assert [(q["key"], q["type"], q["backlog"]) for q in snap["queues"]] == [
+        ("vip", "list", 3), ("normal", "list", 2)
+    ]
+    assert snap["queues"][0]["oldest_task_age_seconds"] == pytest.approx(100, abs=2)
+    assert snap["queues"][1]["oldest_task_age_seconds"] is None  # raw payloads carry no time
+    assert (snap["backlog"], snap["in_flight"], snap["delayed"], snap["dead_letter"]) == (
+        5, 2, 1, 2
+    )
+    assert snap["workers"] == {"alive": 1, "registered": 2, "busy": 1}
+    assert (snap["completed_total"], snap["failed_total"]) == (7, 3)
+    assert snap["throughput_per_second"] is None
+
+
+def test_throughput_is_the_completed_rise_between_two_samples(
+    cli: Run, redis_url: str
+) -> None:
+    other = redis.Redis.from_url(redis_url)
+    timer = threading.Timer(0.2, other.hincrby, ("jobs:stats", "completed", 30))
+    timer.start()
+    try:
+        result = cli("stats", "--redis-url", redis_url, "--queue", "jobs", "--json",
+                     "--interval", "1")
+    finally:
+        timer.join()
+        other.close()
+    snap = result.json()
+    assert snap["completed_total"] == 30
+    assert snap["throughput_window_seconds"] == pytest.approx(1.0, abs=0.2)
+    assert snap["throughput_per_second"] == pytest.approx(30, rel=0.2)
+
+
+def test_text_view_shows_every_queue_and_the_totals(
+    cli: Run, manifest_file: Callable[..., str], redis_sync: redis.Redis
+) -> None:
+    _fill(redis_sync, now=time.time())
+    out = cli("stats", "-f", manifest_file(), "--interval", "0").out
+    assert "TaskQueue media/thumbs" in out
+    assert [line.split()[:3] for line in out.splitlines()[2:5]] == [
+        ["QUEUE", "TYPE", "BACKLOG"], ["vip", "list", "3"], ["normal", "list", "2"]
+    ]
+    assert "dead letters     2" in out
+    assert "workers          1 alive, 1 busy, 2 registered" in out
+    assert "oldest task      1m4" in out  # 100 s -> 1m40s (1m41s on a slow machine)
+
+
+def test_watch_redraws_until_the_iterations_are_done(
+    cli: Run, redis_url: str, redis_sync: redis.Redis
+) -> None:
+    redis_sync.lpush("jobs", "a")
+    result = cli("stats", "--redis-url", redis_url, "--queue", "jobs", "--watch",
+                 "--interval", "0.1", "--iterations", "3")
+    assert result.code == 0
+    assert result.out.count(stats.CLEAR) == 3
+    assert "Ctrl-C to quit" in result.out
+
+
+def test_watch_json_prints_one_document_per_refresh(
+    cli: Run, redis_url: str
+) -> None:
+    result = cli("stats", "--redis-url", redis_url, "--queue", "jobs", "--watch", "--json",
+                 "--interval", "0.1", "--iterations", "2")
+    docs = [json.loads(line) for line in result.out.splitlines()]
+    assert [d["backlog"] for d in docs] == [0, 0]
+    assert docs[1]["throughput_per_second"] == 0
+
+
+@pytest.mark.parametrize(
+    ("samples", "expected"),
+    [
+        pytest.param([], (None, 0.0), id="none"),
+        pytest.param([stats.Sample(10, 5)], (None, 0.0), id="one"),
+        pytest.param([stats.Sample(10, 5), stats.Sample(20, 25)], (2.0, 10.0), id="rise"),
+        pytest.param([stats.Sample(10, 25), stats.Sample(20, 5)], (0.0, 10.0), id="reset"),
+    ],
+)
+def test_throughput_of_samples(
+    samples: list[stats.Sample], expected: tuple[float | None, float]
+) -> None:
+    assert stats.throughput(samples) == expected
