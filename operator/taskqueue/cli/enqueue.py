@@ -1,15 +1,15 @@
 """`taskqueue enqueue KEY PAYLOAD...`: push tasks as the worker expects them.
 
-Each payload is wrapped in the task envelope (`taskqueue.keys.wrap`: id, attempts 0, enqueue
-time) unless `--raw`, and LPUSHed to a list queue or ZADDed to a zset queue with `--priority`
-as its score (lowest first). `-` reads payloads from stdin, one per line. Prints the task ids.
+Each payload is wrapped in the task envelope (`taskqueue.keys.wrap`, as `taskqueue.client`
+does: id, attempts 0, enqueue time) unless `--raw`, and LPUSHed to a list queue or ZADDed to a
+zset queue with `--priority` as its score (lowest first). `-` reads payloads from stdin, one per
+line. Pushes are pipelined 1000 at a time. Prints the task ids.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import uuid
 from collections.abc import Iterable, Iterator
 
 import redis
@@ -76,9 +76,8 @@ def push(client: redis.Redis, key: str, kind: models.QueueType, items: Iterable[
     for payload in items:
         element = payload
         if not raw:
-            task_id = uuid.uuid4().hex
-            element = keys.wrap(payload, task_id=task_id)
-            ids.append(task_id)
+            element = keys.wrap(payload)  # the id keys.wrap makes (time-ordered: FIFO in a zset)
+            ids.append(keys.unwrap(element).id)
         if kind == "zset":
             pipe.zadd(key, {element: priority})
         else:
