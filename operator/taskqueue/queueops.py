@@ -64,13 +64,23 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObserv
     )
 
 
+def recover_call(
+    schema: keys.KeySchema, *, worker_id: str, max_attempts: int, reason: str
+) -> tuple[list[str], list[str | int]]:
+    """KEYS and ARGV of recover.lua for `worker_id` (shared by the async and sync callers)."""
+    return (
+        [schema.processing(worker_id), schema.workers, schema.dead_letter, schema.stats],
+        [worker_id, max_attempts, f"{time.time():.3f}", reason],
+    )
+
+
 async def recover_worker(
     client: aioredis.Redis, schema: keys.KeySchema, *, worker_id: str, max_attempts: int,
     reason: str,
 ) -> tuple[int, int]:
     """Requeue every task `worker_id` holds; returns (requeued, dead-lettered). Atomic."""
-    requeued, dead = await script(client, "recover")(
-        keys=[schema.processing(worker_id), schema.workers, schema.dead_letter, schema.stats],
-        args=[worker_id, max_attempts, f"{time.time():.3f}", reason],
+    keys_, args = recover_call(
+        schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason
     )
+    requeued, dead = await script(client, "recover")(keys=keys_, args=args)
     return int(requeued), int(dead)

@@ -1,0 +1,18 @@
+-- fail.lua: a failed attempt, atomically: take the entry out of the processing list, then either
+-- schedule the retry in the delayed zset or push the dead-letter record, and count it.
+-- KEYS[1] processing list, KEYS[2] delayed zset, KEYS[3] dead-letter list, KEYS[4] stats hash.
+-- ARGV[1] held ("1": the entry must still be in KEYS[1], else nothing happens, since a recovery
+-- already requeued it; "0": AtMostOnce, not held), ARGV[2] the processing entry,
+-- ARGV[3] "retry" | "dead", ARGV[4] the new delayed entry or the dead-letter record,
+-- ARGV[5] due time of the retry (unix ms).
+-- Returns 1 when applied, 0 when the entry was no longer held.
+if ARGV[1] == '1' and redis.call('LREM', KEYS[1], -1, ARGV[2]) == 0 then return 0 end
+redis.call('HINCRBY', KEYS[4], 'failed', 1)
+if ARGV[3] == 'retry' then
+  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
+  redis.call('HINCRBY', KEYS[4], 'retried', 1)
+else
+  redis.call('LPUSH', KEYS[3], ARGV[4])
+  redis.call('HINCRBY', KEYS[4], 'dead', 1)
+end
+return 1

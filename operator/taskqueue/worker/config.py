@@ -1,0 +1,84 @@
+"""Worker settings: built from a TaskQueue spec (manifest or env) plus command-line overrides."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+
+from taskqueue import keys
+from taskqueue.models import Delivery, TaskQueueSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerConfig:
+    """Everything one worker process needs to run; immutable."""
+
+    redis_url: str
+    """Redis URL (spec.redis.url, or --redis-url / TASKQUEUE_REDIS_URL)."""
+    schema: keys.KeySchema
+    """Key names of the TaskQueue."""
+    worker_id: str
+    """Name of this worker's processing list and heartbeat entry."""
+    handler: str | None = None
+    """Python handler 'package.module:function'."""
+    command: tuple[str, ...] | None = None
+    """Command run per task with the payload on stdin."""
+    delivery: Delivery = "AtLeastOnce"
+    """AtLeastOnce (processing list, ack) or AtMostOnce (BRPOP)."""
+    concurrency: int = 1
+    """Tasks at a time."""
+    prefetch: int = 1
+    """Tasks taken per round trip while backlogged (all held in the processing list)."""
+    max_attempts: int = 3
+    """Attempts before the dead-letter list."""
+    backoff_seconds: float = 1.0
+    """First retry delay, doubled per attempt, with jitter."""
+    max_backoff_seconds: float = 300.0
+    """Cap of one retry delay."""
+    task_timeout: float | None = None
+    """A task running longer fails."""
+    heartbeat_seconds: float = 5.0
+    """Heartbeat period; the worker is dead after three missed beats."""
+    grace_seconds: float = 30.0
+    """Time to finish tasks in hand after SIGTERM."""
+    sweep_seconds: float = 1.0
+    """Idle re-check period (delayed retries, missed wake-ups)."""
+    metrics_port: int | None = None
+    """Serve Prometheus metrics on this port."""
+
+
+def default_worker_id() -> str:
+    """TASKQUEUE_WORKER_ID, else `<hostname>-<pid>-<random>`."""
+    return os.environ.get("TASKQUEUE_WORKER_ID") or (
+        f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+    )
+
+
+def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
+              worker_id: str | None = None) -> WorkerConfig:
+    """The settings a TaskQueue spec declares; `redis_url` overrides spec.redis."""
+    url = redis_url or os.environ.get("TASKQUEUE_REDIS_URL") or spec.redis.url
+    if not url:
+        raise ValueError(
+            "no Redis URL: spec.redis uses urlSecretRef, so set TASKQUEUE_REDIS_URL or --redis-url"
+        )
+    w = spec.worker
+    return WorkerConfig(
+        redis_url=url,
+        schema=keys.KeySchema.from_spec(spec),
+        worker_id=worker_id or default_worker_id(),
+        handler=w.handler,
+        command=tuple(w.command) if w.command else None,
+        delivery=spec.delivery,
+        concurrency=w.concurrency,
+        prefetch=w.prefetch,
+        max_attempts=spec.retry.maxAttempts,
+        backoff_seconds=spec.retry.backoffSeconds,
+        max_backoff_seconds=spec.retry.maxBackoffSeconds,
+        task_timeout=w.taskTimeoutSeconds,
+        heartbeat_seconds=w.heartbeatSeconds,
+        grace_seconds=float(w.terminationGracePeriodSeconds),
+        metrics_port=w.metricsPort,
+    )

@@ -1,0 +1,106 @@
+"""Running one task: unwrap the entry, call the handler, and on failure retry or dead-letter.
+
+`Executor.run` returns True when the task succeeded (the caller acks it with its next fetch)
+and False when the attempt failed and was handed to fail.lua (retry in the delayed zset with
+backoff, or the dead-letter list once `max_attempts` attempts are spent).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+
+from taskqueue import keys, metrics
+from taskqueue.worker import backoff
+from taskqueue.worker.config import WorkerConfig
+from taskqueue.worker.handlers import Handler, TaskContext
+from taskqueue.worker.logs import task_extra
+from taskqueue.worker.store import CONNECTION_ERRORS, Store, now_ms
+
+log = logging.getLogger("taskqueue.worker.task")
+
+
+@dataclass
+class Executor:
+    """Runs tasks for one consume slot (uses that slot's `Store`)."""
+
+    config: WorkerConfig
+    handler: Handler
+    store: Store
+    stopping: threading.Event
+    rng: random.Random = field(default_factory=random.Random)
+
+    def run(self, raw_entry: str, *, held: bool) -> bool:
+        entry = keys.Entry.decode(raw_entry)
+        task = keys.unwrap(entry.element)
+        ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
+                          enqueued_at=task.enqueued_at)
+        metrics.TASKS_STARTED.labels(entry.queue).inc()
+        if task.enqueued_at and not task.attempts:
+            metrics.PICKUP_LATENCY.labels(entry.queue).observe(
+                max(0.0, time.time() - task.enqueued_at))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("task started", extra=self._extra(ctx))
+        metrics.WORKER_IN_FLIGHT.inc()
+        started = time.perf_counter()
+        try:
+            self.handler(task.payload, ctx)
+        except (Exception, SystemExit) as exc:
+            self._failed(raw_entry, entry, task, ctx, exc, held=held)
+            return False
+        finally:
+            metrics.WORKER_IN_FLIGHT.dec()
+            metrics.TASK_DURATION.labels(entry.queue).observe(time.perf_counter() - started)
+        metrics.TASKS_SUCCEEDED.labels(entry.queue).inc()
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("task succeeded", extra=self._extra(ctx))
+        return True
+
+    def _extra(self, ctx: TaskContext) -> dict[str, object]:
+        return task_extra(task_id=ctx.id, queue=ctx.queue, attempt=ctx.attempt,
+                          worker_id=self.config.worker_id)
+
+    def _failed(self, raw_entry: str, entry: keys.Entry, task: keys.Task, ctx: TaskContext,
+                exc: BaseException, *, held: bool) -> None:
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        metrics.TASKS_FAILED.labels(entry.queue).inc()
+        dead = ctx.attempt >= self.config.max_attempts
+        if dead:
+            value = keys.dead_letter_record(entry=entry, task=task, attempts=ctx.attempt,
+                                            error=error)
+            due = 0
+        else:
+            element = keys.rewrap(task, attempts=ctx.attempt)
+            value = keys.Entry(entry.queue, entry.score, element).encode()
+            due = now_ms() + int(1000 * backoff.delay(
+                attempts=ctx.attempt, base=self.config.backoff_seconds,
+                cap=self.config.max_backoff_seconds, rng=self.rng))
+        extra = {**self._extra(ctx), "error": error}
+        if not self._apply_fail(raw_entry, dead=dead, value=value, due=due, held=held):
+            log.warning("task failed; left for recovery: %s", error, extra=extra)
+            return
+        if dead:
+            metrics.TASKS_DEAD_LETTERED.labels(entry.queue).inc()
+            log.error("task failed for good, dead-lettered to %s: %s",
+                      self.config.schema.dead_letter, error, extra=extra)
+        else:
+            metrics.TASKS_RETRIED.labels(entry.queue).inc()
+            log.warning("task failed, retry in %.2fs: %s", max(0, due - now_ms()) / 1000,
+                        error, extra=extra)
+
+    def _apply_fail(self, raw_entry: str, *, dead: bool, value: str, due: int,
+                    held: bool) -> bool:
+        """fail.lua, retried through connection loss; False when it could not be applied."""
+        delay = 0.05
+        while True:
+            try:
+                return self.store.fail(entry=raw_entry, held=held, dead=dead, value=value,
+                                       due_ms=due)
+            except CONNECTION_ERRORS:
+                if self.stopping.is_set():
+                    return False
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)

@@ -1,0 +1,82 @@
+"""State shared by the threads of one worker process: stop flag and the entries held.
+
+`held` is the multiset of processing entries some slot of this process owns (prefetched,
+running, or finished and not yet acked). After a connection error a fetch may have moved
+entries into the processing list whose reply never arrived; `reconcile` gives back whatever the
+list holds beyond `held`. It runs under the exclusive side of `fetch_gate`, so no fetch is
+between its Redis call and registering its entries meanwhile.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+
+class SharedExclusiveLock:
+    """Many shared holders or one exclusive holder (writers are not starved: they block new
+    shared holders while waiting)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._exclusive and not self._waiting)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            self._cond.wait_for(lambda: not self._exclusive and not self._shared)
+            self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+class WorkerState:
+    """Stop flag, held entries and the reconcile request of one worker process."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self.fetch_gate = SharedExclusiveLock()
+        self.needs_reconcile = False
+        self._held: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def hold(self, entries: Iterable[str]) -> None:
+        with self._lock:
+            self._held.update(entries)
+
+    def unhold(self, entries: Iterable[str]) -> None:
+        with self._lock:
+            self._held.subtract(entries)
+            self._held = +self._held
+
+    def orphans(self, in_redis: Iterable[str]) -> list[str]:
+        """Entries in the processing list that no slot of this process holds."""
+        with self._lock:
+            extra = Counter(in_redis) - self._held
+        return list(extra.elements())
+
+    def held_count(self) -> int:
+        with self._lock:
+            return sum(self._held.values())

@@ -1,0 +1,131 @@
+"""The worker's Redis calls: one dedicated connection, the Lua scripts by EVALSHA, no pool.
+
+Each consume slot, the heartbeat and the wake-up listener own one `Store` each, so a blocking
+call never waits for another thread. Payloads are decoded as UTF-8 with `surrogateescape`, so
+bytes that are not UTF-8 still travel back to Redis unchanged (acks match exactly).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from redis.exceptions import NoScriptError
+
+import redis
+from taskqueue import keys, queueops
+
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    redis.ConnectionError, redis.TimeoutError, OSError,
+)
+"""Errors after which a call may be retried on a new connection."""
+
+
+def connection_pool(url: str, *, protocol: int = 2) -> redis.ConnectionPool:
+    """A pool used only to build connections with the URL's settings (auth, TLS, db)."""
+    return redis.ConnectionPool.from_url(
+        url, decode_responses=True, encoding_errors="surrogateescape", protocol=protocol,
+        socket_connect_timeout=5, socket_timeout=30, socket_keepalive=True,
+    )
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Store:
+    """Redis operations of one worker thread over a connection of its own."""
+
+    def __init__(self, *, url: str, schema: keys.KeySchema, worker_id: str) -> None:
+        self.schema = schema
+        self.worker_id = worker_id
+        self.processing = schema.processing(worker_id)
+        self._conn: Any = connection_pool(url).make_connection()
+        self._shas: dict[str, str] = {}
+        self._queue_args: list[str] = []
+        for q in schema.queues:
+            self._queue_args += [q.type, "" if q.starvation_limit is None else
+                                 str(q.starvation_limit)]
+        self._fetch_keys = [self.processing, schema.delayed, schema.starvation, schema.stats,
+                            *schema.queue_keys]
+
+    def close(self) -> None:
+        self._conn.disconnect()
+
+    def call(self, *args: Any, timeout: float | None = None) -> Any:
+        """One command and its reply; the connection is re-opened after an error."""
+        self._conn.send_command(*args)
+        if timeout is None:
+            return self._conn.read_response()
+        return self._conn.read_response(timeout=timeout)
+
+    def script(self, name: str, keys_: Sequence[str], args: Sequence[Any]) -> Any:
+        sha = self._shas.get(name)
+        if sha is not None:
+            try:
+                return self.call("EVALSHA", sha, len(keys_), *keys_, *args)
+            except NoScriptError:
+                pass
+        self._shas[name] = sha = self.call("SCRIPT", "LOAD", keys.lua(name))
+        return self.call("EVALSHA", sha, len(keys_), *keys_, *args)
+
+    def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True) -> list[str]:
+        """Ack `acks`, promote due retries, take up to `count` entries (see fetch.lua)."""
+        result: list[str] = self.script(
+            "fetch", self._fetch_keys,
+            [now_ms(), count, "1" if hold else "0", len(acks), *acks, *self._queue_args],
+        )
+        return result
+
+    def fail(self, *, entry: str, held: bool, dead: bool, value: str, due_ms: int) -> bool:
+        """Retry (`value` = delayed entry) or dead-letter (`value` = record); see fail.lua."""
+        s = self.schema
+        applied = self.script(
+            "fail", [self.processing, s.delayed, s.dead_letter, s.stats],
+            ["1" if held else "0", entry, "dead" if dead else "retry", value, due_ms],
+        )
+        return bool(applied)
+
+    def release(self, entries: Sequence[str]) -> int:
+        """Give back held entries unrun (attempts unchanged); see release.lua."""
+        if not entries:
+            return 0
+        return int(self.script("release", [self.processing], list(entries)))
+
+    def held_entries(self) -> list[str]:
+        result: list[str] = self.call("LRANGE", self.processing, 0, -1)
+        return result
+
+    def heartbeat(self, *, period: float) -> list[str]:
+        """Refresh our deadline (now + 3 periods); return the ids of expired workers."""
+        now = now_ms()
+        expired: list[str] = self.script(
+            "heartbeat", [self.schema.workers],
+            [self.worker_id, now + int(3000 * period), now],
+        )
+        return expired
+
+    def recover(self, *, worker_id: str, max_attempts: int, reason: str) -> tuple[int, int]:
+        """Requeue the tasks of a dead worker (recover.lua, as queueops.recover_worker)."""
+        keys_, args = queueops.recover_call(
+            self.schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason
+        )
+        requeued, dead = self.script("recover", keys_, args)
+        return int(requeued), int(dead)
+
+    def deregister(self) -> bool:
+        """Leave the workers set, unless tasks are still held (then recovery handles them)."""
+        if int(self.call("LLEN", self.processing)):
+            return False
+        self.call("ZREM", self.schema.workers, self.worker_id)
+        return True
+
+    def pop_blocking(self, *, zset: bool, timeout: float) -> str | None:
+        """AtMostOnce: BRPOP (lists) or BZPOPMIN (zsets) over the queues in priority order."""
+        queues = self.schema.queue_keys
+        if zset:
+            got = self.call("BZPOPMIN", *queues, timeout, timeout=timeout + 10)
+            return None if not got else f"{got[0]}\n{got[2]}\n{got[1]}"
+        got = self.call("BRPOP", *queues, timeout, timeout=timeout + 10)
+        return None if not got else f"{got[0]}\n\n{got[1]}"
