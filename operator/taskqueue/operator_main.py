@@ -1,0 +1,194 @@
+"""`taskqueue-operator`: a thin wrapper over kopf's runner, with Lease leader election.
+
+    taskqueue-operator [--namespace NS ... | --all-namespaces] [--metrics-port 9090]
+        [--health-port 8080] [--leader-election-namespace NS] [--leader-election-id ID]
+        [--no-leader-election] [--kubeconfig PATH] [--log-format json|text]
+
+Runs the same on a laptop (kubeconfig) and in a pod (service account; POD_NAME/POD_NAMESPACE).
+While waiting for the Lease the process serves /healthz itself; once leader it runs kopf
+(standalone: no peering) with kopf's liveness endpoint on the same port. Losing the Lease stops
+kopf and exits 1, so the pod restarts as a candidate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import kopf
+from aiohttp import web
+
+from taskqueue import handlers, kube, metrics
+from taskqueue.leader import LeaderElector
+from taskqueue.poller import Poller, RedisPools
+
+assert handlers  # registers the kopf handlers
+log = logging.getLogger("taskqueue.operator")
+Flag = asyncio.Event | threading.Event
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="taskqueue-operator", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", "-n", action="append", default=[],
+                       help="watch this namespace (repeatable)")
+    scope.add_argument("--all-namespaces", "-A", action="store_true",
+                       help="watch all namespaces (the default when no --namespace is given)")
+    p.add_argument("--metrics-port", type=int, default=9090, help="/metrics port (0: off)")
+    p.add_argument("--health-port", type=int, default=8080, help="/healthz port (0: off)")
+    p.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE"),
+                   help="namespace of the Lease (default: $POD_NAMESPACE, else 'default')")
+    p.add_argument("--leader-election-id", default="taskqueue-operator", help="Lease name")
+    p.add_argument("--no-leader-election", action="store_true",
+                   help="act without a Lease (one replica only)")
+    p.add_argument("--kubeconfig", default=None,
+                   help="kubeconfig path (default: in-cluster, then $KUBECONFIG/~/.kube/config)")
+    p.add_argument("--log-format", choices=("json", "text"), default="json")
+    p.add_argument("--log-level", default="INFO")
+    return p.parse_args(argv)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (+ kopf's object, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname,
+            "logger": record.name, "msg": record.getMessage(),
+        }
+        k8s_obj = getattr(record, "k8s_ref", None)
+        if k8s_obj:
+            entry["object"] = k8s_obj
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def setup_logging(fmt: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+
+
+async def _standby_health(port: int) -> web.AppRunner | None:
+    """/healthz while waiting for the Lease (kopf's own endpoint takes over once leader)."""
+    if not port:
+        return None
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"leader": False})
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "0.0.0.0", port, reuse_address=True).start()
+    return runner
+
+
+def _identity() -> str:
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def _wait(flag: Flag | None) -> None:
+    if flag is None:
+        await asyncio.Event().wait()
+    elif isinstance(flag, asyncio.Event):
+        await flag.wait()
+    else:
+        await asyncio.to_thread(flag.wait)
+
+
+async def run(args: argparse.Namespace, *, stop_flag: Flag | None = None,
+              ready_flag: threading.Event | None = None) -> int:
+    """Run until `stop_flag` is set (0) or leadership is lost (1)."""
+    client = kube.KubeClient(args.kubeconfig)
+    poller = Poller(kube=client, pools=RedisPools())
+    elector = None if args.no_leader_election else LeaderElector(
+        client.api, args.leader_election_namespace or "default", args.leader_election_id,
+        _identity())
+    standby = await _standby_health(args.health_port)
+    stopping = asyncio.create_task(_wait(stop_flag))
+    try:
+        if elector is not None:
+            acquiring = asyncio.create_task(elector.acquire())
+            await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not acquiring.done():
+                acquiring.cancel()
+                return 0
+        if standby is not None:
+            await standby.cleanup()
+            standby = None
+        return await _lead(args, poller, elector, stopping, ready_flag)
+    finally:
+        stopping.cancel()
+        if standby is not None:
+            await standby.cleanup()
+        if elector is not None:
+            await asyncio.to_thread(elector.release)
+        await poller.pools.close()
+        client.close()
+
+
+async def _lead(args: argparse.Namespace, poller: Poller, elector: LeaderElector | None,
+                stopping: asyncio.Task[None], ready_flag: threading.Event | None) -> int:
+    kopf_stop: asyncio.Event = asyncio.Event()
+    health = f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
+    operator = asyncio.create_task(kopf.operator(
+        standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,
+        liveness_endpoint=health, stop_flag=kopf_stop, ready_flag=ready_flag,
+        memo=kopf.Memo(poller=poller, memories={}, kubeconfig=args.kubeconfig),
+    ))
+    holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(
+        asyncio.Event().wait())
+    done, _ = await asyncio.wait({operator, holding, stopping},
+                                 return_when=asyncio.FIRST_COMPLETED)
+    kopf_stop.set()
+    holding.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await operator
+    if holding in done:
+        log.error("leadership lost: exiting so that a new candidate takes over")
+        return 1
+    if operator in done and stopping not in done:
+        log.error("kopf stopped on its own")
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging(args.log_format, args.log_level)
+    if args.metrics_port:
+        metrics.serve(port=args.metrics_port)
+    log.info("taskqueue-operator starting: %s", "all namespaces" if not args.namespace
+             else ", ".join(args.namespace))
+    return asyncio.run(_main(args))
+
+
+async def _main(args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return await run(args, stop_flag=stop)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
