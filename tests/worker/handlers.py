@@ -19,7 +19,8 @@ _clients: dict[str, redis.Redis] = {}
 def client() -> redis.Redis:
     url = os.environ[URL_ENV]
     if url not in _clients:
-        _clients[url] = redis.Redis.from_url(url, decode_responses=True)
+        _clients[url] = redis.Redis.from_url(url, decode_responses=True,
+                                            encoding_errors="surrogateescape")
     return _clients[url]
 
 
