@@ -106,3 +106,10 @@ def test_every_exported_metric_appears_in_a_panel() -> None:
 )
 def test_the_panels_on_call_asks_for(title: str) -> None:
     assert title in {p["title"] for p in _panels()}
+
+
+def test_the_observability_doc_lists_every_series() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text("utf-8")
+    listed = set(re.findall(r"^\| `(taskqueue_[a-z0-9_]+)` \|", doc, flags=re.MULTILINE))
+    expected = {series[0] if len(series) == 1 else name for name, series in _families().items()}
+    assert listed == expected
