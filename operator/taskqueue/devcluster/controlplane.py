@@ -363,6 +363,8 @@ class ControlPlane:
                 f"--secure-port={self.port}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
+                # Loopback is not a valid endpoint of the `kubernetes` Service: do not reconcile it.
+                "--endpoint-reconciler-type=none",
                 f"--cert-dir={pki}",
                 f"--tls-cert-file={self._serving.cert}",
                 f"--tls-private-key-file={self._serving.key}",

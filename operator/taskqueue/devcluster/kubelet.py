@@ -153,8 +153,9 @@ class ProcessKubelet:
             p.terminating = True
             if p.popen is not None:
                 _kill_group(p.popen, grace=grace)
+        # Watch threads are daemons blocked in a read at worst: they exit at their next event.
         for t in self._threads:
-            t.join(timeout=15)
+            t.join(timeout=1.0)
         self._threads.clear()
         self._api_client.close()
 
