@@ -85,8 +85,3 @@ def test_a_missing_secret_exits_3(
     assert result.code == 3
     assert result.err.startswith(f"taskqueue: Secret {namespace}/gone not found")
 
-
-def test_an_unreadable_kubeconfig_exits_3(cli: Run, tmp_path: Path) -> None:
-    result = cli("stats", "--name", "thumbs", "--kubeconfig", str(tmp_path / "missing"))
-    assert result.code == 3
-    assert result.err.startswith("taskqueue: kubeconfig: ")

@@ -101,6 +101,12 @@ def test_usage_errors_exit_2(cli: Run, argv: list[str], message: str) -> None:
     assert message in result.err
 
 
+def test_an_unreadable_kubeconfig_exits_3(cli: Run, tmp_path: Path) -> None:
+    result = cli("stats", "--name", "thumbs", "--kubeconfig", str(tmp_path / "missing"))
+    assert result.code == 3
+    assert result.err.startswith("taskqueue: kubeconfig: ")
+
+
 def test_argparse_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     from taskqueue.cli.main import main
 
