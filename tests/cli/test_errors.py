@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,20 @@ def test_an_unreadable_kubeconfig_exits_3(cli: Run, tmp_path: Path) -> None:
     result = cli("stats", "--name", "thumbs", "--kubeconfig", str(tmp_path / "missing"))
     assert result.code == 3
     assert result.err.startswith("taskqueue: kubeconfig: ")
+
+
+def test_an_unreachable_api_server_exits_3(cli: Run, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    }))
+    result = cli("stats", "--name", "thumbs", "-n", "media", "--kubeconfig", str(kubeconfig))
+    assert result.code == 3
+    assert result.err.startswith("taskqueue: cannot reach the Kubernetes API: ")
+    assert "Traceback" not in result.err
 
 
 def test_argparse_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -141,6 +141,7 @@ def _from_flags(args: argparse.Namespace) -> Target:
 def _from_cluster(args: argparse.Namespace) -> tuple[models.TaskQueue, str]:
     # imported here: slow, and only this path needs them; the package is untyped
     import kubernetes
+    import urllib3
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
 
@@ -158,6 +159,8 @@ def _from_cluster(args: argparse.Namespace) -> tuple[models.TaskQueue, str]:
         raise CliError(f"kubeconfig: {exc}", EXIT_TARGET) from None
     except ApiException as exc:
         raise _api_error(exc, f"TaskQueue {ns}/{args.name}") from None
+    except urllib3.exceptions.HTTPError as exc:
+        raise CliError(f"cannot reach the Kubernetes API: {exc}", EXIT_TARGET) from None
     tq = manifest.parse(obj)
     if tq.spec.redis.url is not None or args.redis_url:
         return tq, tq.spec.redis.url or ""
