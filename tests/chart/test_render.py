@@ -125,6 +125,17 @@ def test_args_in_cluster_and_multi_namespace_modes(render: Render) -> None:
     assert args[-1] == "--x=1"
 
 
+@scenarios
+def test_rendered_args_parse_with_the_operator_cli(render: Render, values: tuple[Path]) -> None:
+    """The chart's flags are the ones `taskqueue-operator` accepts (docs/contracts.md)."""
+    from taskqueue.operator_main import parse_args
+
+    args = parse_args(_container(render(values))["args"])
+    assert (args.health_port, args.metrics_port) == (8080, 9090)
+    assert args.leader_election_namespace == "$(POD_NAMESPACE)"  # expanded by the kubelet
+    assert args.all_namespaces or args.namespace
+
+
 def test_scheduling_values_reach_the_pod(render: Render) -> None:
     ha = CHART / "ci" / "ha-values.yaml"
     objs = render([ha])
