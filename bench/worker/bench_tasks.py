@@ -1,0 +1,41 @@
+"""Task functions of the worker benchmark (imported by every framework's worker process)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import redis
+from taskqueue.worker.handlers import TaskContext
+
+_r: list[redis.Redis] = []
+
+
+def noop(*_: Any, **__: Any) -> None:
+    """The benchmarked task: nothing."""
+
+
+def latency(payload: str, ctx: TaskContext) -> None:
+    """Pickup latency sample: now - envelope enqueue time, pushed to lat:<queue>."""
+    picked = time.time() - (ctx.enqueued_at or time.time())
+    if not _r:
+        _r.append(redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]))
+    _r[0].rpush(f"lat:{ctx.queue}", f"{picked:.6f}")
+
+
+async def arq_noop(ctx: dict[str, Any]) -> None:
+    """arq's task signature."""
+
+
+class ArqSettings:
+    """`arq bench_tasks.ArqSettings`: burst mode, so the worker exits when drained."""
+
+    functions = [arq_noop]
+    burst = True
+    poll_delay = 0.01
+
+    @staticmethod
+    def redis_settings() -> Any:
+        from arq.connections import RedisSettings
+        return RedisSettings.from_dsn(os.environ["BENCH_REDIS_URL"])
