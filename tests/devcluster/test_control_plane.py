@@ -298,3 +298,38 @@ def test_process_kubelet_resolves_pod_environment(
     assert env["GREETING"] == f"hello-{namespace}"
     assert env["EXTRA"] == "extra"
     assert "PATH" in env
+
+
+def bare_pod(name: str, command: list[str], restart_policy: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "exit-check"}},
+        "spec": {
+            "restartPolicy": restart_policy,
+            "containers": [{"name": "main", "image": "x", "command": command}],
+        },
+    }
+
+
+def test_process_kubelet_reports_exits_and_restarts(
+    control_plane: ControlPlane, namespace: str, process_kubelet: ProcessKubeletFactory
+) -> None:
+    cp = control_plane
+    process_kubelet(namespace, label_selector="app=exit-check")
+    crash = [sys.executable, "-c", "import sys; sys.exit(3)"]
+    for pod in (bare_pod("once", crash, "Never"), bare_pod("again", crash, "Always")):
+        cp.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pod))
+
+    def status(name: str) -> Any:
+        return get_json(cp, "pod", name, "-n", namespace)["status"]
+
+    wait_for("pod `once` to fail", lambda: status("once").get("phase") == "Failed")
+    terminated = status("once")["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 3
+    wait_for(
+        "pod `again` to be restarted twice",
+        lambda: status("again").get("containerStatuses", [{}])[0].get("restartCount", 0) >= 2,
+        timeout=30,
+    )
+    assert status("again")["phase"] == "Running"

@@ -6,6 +6,8 @@ kube-controller-manager from binaries built by ``scripts/control-plane build``;
 runs each pod's container command as a local process.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from taskqueue.devcluster.controlplane import (
     BinariesNotBuiltError,
     CommandError,
@@ -13,7 +15,19 @@ from taskqueue.devcluster.controlplane import (
     ControlPlaneError,
     find_bin_dir,
 )
-from taskqueue.devcluster.kubelet import DEFAULT_LABEL_SELECTOR, ProcessKubelet
+
+if TYPE_CHECKING:
+    from taskqueue.devcluster.kubelet import DEFAULT_LABEL_SELECTOR, ProcessKubelet
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that `python -m taskqueue.devcluster.kubelet` does not import the module twice.
+    if name in ("DEFAULT_LABEL_SELECTOR", "ProcessKubelet"):
+        from taskqueue.devcluster import kubelet
+
+        return getattr(kubelet, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_LABEL_SELECTOR",
