@@ -107,7 +107,9 @@ def convert(node: Schema, defs: dict[str, Schema], *, object_default: bool = Fal
     if kind == "object":
         _object(node, out, defs, model)
         if object_default and "default" not in out:
-            out["default"] = {}
+            # the defaults of its fields, so CEL rules on it hold for the default itself
+            out["default"] = {name: sub["default"] for name, sub in out["properties"].items()
+                              if "default" in sub}
     elif kind == "array":
         out["items"] = convert(node["items"], defs)
     if model in RULES:

@@ -31,6 +31,10 @@ class NotFoundError(LookupError):
     """The object does not exist."""
 
 
+class ConflictError(RuntimeError):
+    """The object already exists, or changed since it was read (HTTP 409)."""
+
+
 @dataclass(frozen=True)
 class DeploymentState:
     """What the poller reads of a Deployment."""
@@ -110,6 +114,8 @@ class KubeClient:
         except ApiException as e:
             if e.status == 404:
                 raise NotFoundError(str(e.reason)) from None
+            if e.status == 409:
+                raise ConflictError(str(e.reason)) from None
             raise
 
     async def secret_value(self, namespace: str, name: str, key: str) -> str:

@@ -22,6 +22,7 @@ import signal
 import socket
 import sys
 import threading
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,7 +104,8 @@ async def _standby_health(port: int) -> web.AppRunner | None:
 
 
 def _identity() -> str:
-    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    """POD_NAME (or the host name) plus a random suffix, as client-go does: unique per run."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
 async def _wait(flag: Flag | None) -> None:

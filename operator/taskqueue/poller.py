@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from taskqueue import keys, manifest, metrics, models, policy, queueops, workload
-from taskqueue.kube import DeploymentState, Kube, NotFoundError, ObjectRef
+from taskqueue.kube import ConflictError, DeploymentState, Kube, NotFoundError, ObjectRef
 from taskqueue.observation import QueueObservation
 
 log = logging.getLogger("taskqueue.operator")
@@ -163,8 +163,11 @@ class Poller:
         replicas = tq.spec.scaling.minReplicas
         body = workload.build_deployment(tq, uid=uid, replicas=replicas)
         if existing is None:
-            await self.kube.create_deployment(body)
-            log.info("created Deployment %s/%s", ns, name)
+            try:
+                await self.kube.create_deployment(body)
+                log.info("created Deployment %s/%s", ns, name)
+            except ConflictError:  # created meanwhile (the create handler and a poll race)
+                pass
             return DeploymentState(name=name, replicas=replicas, ready_replicas=0,
                                    selector=workload.selector_labels(tq.metadata.name),
                                    owner_uids=(uid,))
@@ -175,9 +178,12 @@ class Poller:
             )
         wanted = body["metadata"]["annotations"][workload.SPEC_HASH_ANNOTATION]
         if existing.spec_hash != wanted:
-            await self.kube.replace_deployment(body, replicas=existing.replicas,
-                                               resource_version=existing.resource_version)
-            log.info("updated Deployment %s/%s", ns, name)
+            try:
+                await self.kube.replace_deployment(body, replicas=existing.replicas,
+                                                   resource_version=existing.resource_version)
+                log.info("updated Deployment %s/%s", ns, name)
+            except ConflictError:  # changed since read (e.g. scaled): the next poll retries
+                pass
         return existing
 
     # -- one poll ----------------------------------------------------------------------------

@@ -1,0 +1,133 @@
+"""Fixtures for driving the operator against the real control plane and a real redis-server.
+
+`crd` applies crds/ (once per session); `run_operator` starts `taskqueue-operator` in-process
+(its `run()` in a thread with its own event loop, exactly what the console script runs) watching
+the test's namespace; `kube` is a `KubeClient` for assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+from taskqueue import crdgen, operator_main
+from taskqueue.devcluster import ControlPlane
+from tests.fixtures.redis_server import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+def wait_for(what: str, probe: Callable[[], T | None], *, timeout: float = 30.0,
+             every: float = 0.1) -> T:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def get(cp: ControlPlane, *args: str) -> Any:
+    proc = cp.kubectl("get", *args, "-o", "json", check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def apply(cp: ControlPlane, namespace: str, manifest: dict[str, Any], *,
+          check: bool = True) -> Any:
+    return cp.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(manifest),
+                      check=check)
+
+
+def taskqueue(name: str, redis_url: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "redis": {"url": redis_url},
+        "queues": [{"key": f"{name}:jobs"}],
+        "worker": {"handler": "taskqueue.worker.builtin:sleep", "heartbeatSeconds": 1,
+                   "terminationGracePeriodSeconds": 10},
+        "scaling": {"pollIntervalSeconds": 1, "idleCooldownSeconds": 2,
+                    "scaleDownStabilizationSeconds": 0, "maxReplicas": 4},
+    }
+    for key, value in spec.items():
+        body[key] = {**body[key], **value} if isinstance(body.get(key), dict) else value
+    return {"apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue",
+            "metadata": {"name": name}, "spec": body}
+
+
+def replicas(cp: ControlPlane, namespace: str, deployment: str) -> int | None:
+    found = get(cp, "deployment", deployment, "-n", namespace)
+    return None if found is None else int(found["spec"].get("replicas", 1))
+
+
+@pytest.fixture(scope="session")
+def crd(control_plane: ControlPlane) -> None:
+    control_plane.kubectl("apply", "-f", str(ROOT / crdgen.OUTPUT))
+    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                          "crd/taskqueues.taskqueue.dev")
+
+
+class OperatorThread:
+    """`taskqueue-operator` running in a thread; `stop()` ends it as SIGTERM would."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.args = operator_main.parse_args(argv)
+        self.stop_flag = threading.Event()
+        self.ready = threading.Event()
+        self.exit_code: int | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._main, name="operator", daemon=True)
+
+    def _main(self) -> None:
+        try:
+            self.exit_code = asyncio.run(
+                operator_main.run(self.args, stop_flag=self.stop_flag, ready_flag=self.ready))
+        except BaseException as e:  # surfaced by stop()
+            self.error = e
+
+    def start(self, *, wait_ready: bool = True) -> OperatorThread:
+        self.thread.start()
+        if wait_ready:
+            wait_for("the operator to be ready", lambda: self.ready.is_set() or self.error,
+                     timeout=30)
+            if self.error:
+                raise self.error
+        return self
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive(), "operator did not stop"
+        if self.error:
+            raise self.error
+
+
+@pytest.fixture
+def run_operator(control_plane: ControlPlane, crd: None) -> Iterator[
+        Callable[..., OperatorThread]]:
+    started: list[OperatorThread] = []
+
+    def start(namespace: str, *extra: str, wait_ready: bool = True,
+              kubeconfig: Path | None = None) -> OperatorThread:
+        argv = ["--namespace", namespace, "--metrics-port", "0",
+                "--health-port", str(free_port()), "--kubeconfig",
+                str(kubeconfig or control_plane.kubeconfig),
+                "--leader-election-namespace", namespace, *extra]
+        op = OperatorThread(argv)
+        started.append(op)
+        return op.start(wait_ready=wait_ready)
+
+    yield start
+    for op in reversed(started):
+        op.stop()
+
+

@@ -1,0 +1,225 @@
+"""The operator against a real kube-apiserver + controller-manager and a real redis-server."""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import redis
+from taskqueue import keys, manifest
+from taskqueue.devcluster import ControlPlane
+from taskqueue.kube import KubeClient
+from taskqueue.leader import LeaderElector
+from tests.operator.conftest import OperatorThread, apply, get, replicas, taskqueue, wait_for
+
+pytestmark = pytest.mark.cluster
+Start = Callable[..., OperatorThread]
+
+
+def condition(cp: ControlPlane, ns: str, name: str, kind: str) -> dict[str, Any] | None:
+    tq = get(cp, "taskqueue", name, "-n", ns) or {}
+    for c in (tq.get("status") or {}).get("conditions", []):
+        if c["type"] == kind:
+            return dict(c)
+    return None
+
+
+def events(cp: ControlPlane, ns: str, reason: str) -> list[str]:
+    found = get(cp, "events", "-n", ns) or {"items": []}
+    return [e["message"] for e in found["items"] if e["reason"] == reason]
+
+
+# -- the API server rejects what the schema can say ------------------------------------------------
+@pytest.mark.parametrize("spec, field", [
+    pytest.param({"scaling": {"minReplicas": 5, "maxReplicas": 2}}, "minReplicas", id="min>max"),
+    pytest.param({"redis": {"url": "redis://r:6379", "urlSecretRef": {"name": "s", "key": "k"}}},
+                 "urlSecretRef", id="url-and-secret"),
+    pytest.param({"redis": {"url": "http://r"}}, "spec.redis.url", id="bad-url-scheme"),
+    pytest.param({"worker": {"handler": "m:f", "command": ["x"]}}, "command",
+                 id="handler-and-command"),
+    pytest.param({"queues": [{"key": "a"}, {"key": "a"}]}, "spec.queues", id="duplicate-keys"),
+    pytest.param({"scaling": {"pollIntervalSeconds": 0.5}}, "pollIntervalSeconds",
+                 id="poll-too-fast"),
+    pytest.param({"delivery": "Sometimes"}, "spec.delivery", id="bad-enum"),
+    pytest.param({"queues": [{"key": "has space"}]}, "spec.queues[0].key", id="bad-key"),
+])
+def test_invalid_manifests_rejected_naming_the_field(
+    control_plane: ControlPlane, crd: None, namespace: str, spec: dict[str, Any], field: str
+) -> None:
+    manifest_ = taskqueue("bad", "redis://r:6379/0")
+    manifest_["spec"].update(spec)
+    proc = apply(control_plane, namespace, manifest_, check=False)
+    assert proc.returncode != 0
+    assert field in proc.stderr, proc.stderr
+
+
+def test_defaults_applied_by_the_api_server(
+    control_plane: ControlPlane, crd: None, namespace: str
+) -> None:
+    apply(control_plane, namespace, {
+        "apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue", "metadata": {"name": "d"},
+        "spec": {"redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "q"}]},
+    })
+    body = get(control_plane, "tq", "d", "-n", namespace)
+    assert body["spec"]["scaling"]["pollIntervalSeconds"] == 5
+    assert body["spec"]["delivery"] == "AtLeastOnce"
+    assert manifest.parse(body).spec.scaling.maxReplicas == 10
+
+
+# -- workload, activation, status ------------------------------------------------------------------
+def test_deployment_created_owned_and_activated_within_a_poll(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
+) -> None:
+    run_operator(namespace)
+    apply(control_plane, namespace, taskqueue("act", redis_url))
+    deployment = wait_for("the Deployment", lambda: get(
+        control_plane, "deployment", "act-worker", "-n", namespace))
+    (owner,) = deployment["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("TaskQueue", "act", True)
+    assert deployment["spec"]["replicas"] == 0
+    wait_for("RedisReachable", lambda: (condition(control_plane, namespace, "act",
+                                                  "RedisReachable") or {}).get("status") == "True")
+
+    redis.Redis.from_url(redis_url).lpush("act:jobs", "0.1")
+    pushed = time.monotonic()
+    wait_for("0 -> 1", lambda: replicas(control_plane, namespace, "act-worker") == 1, every=0.05)
+    assert time.monotonic() - pushed <= 1 + 1.0  # pollIntervalSeconds + 1 s
+    status = wait_for("status", lambda: (get(control_plane, "tq", "act", "-n", namespace)
+                                         or {}).get("status", {}).get("desiredReplicas") == 1)
+    assert status
+    body = get(control_plane, "tq", "act", "-n", namespace)
+    assert body["status"]["totalBacklog"] == 1 and body["status"]["backlog"] == {"act:jobs": 1}
+    assert "scale up 0 -> 1" in body["status"]["reason"]
+    assert any("0 -> 1" in m for m in events(control_plane, namespace, "ScaledUp"))
+    columns = control_plane.kubectl("get", "tq", "act", "-n", namespace).stdout
+    assert "BACKLOG" in columns and "IN-FLIGHT" in columns and "DESIRED" in columns
+
+
+def test_redis_url_from_a_secret_and_a_missing_secret_reported(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
+) -> None:
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "redis-auth"},
+              "data": {"url": base64.b64encode(redis_url.encode()).decode()}}
+    apply(control_plane, namespace, secret)
+    run_operator(namespace)
+    apply(control_plane, namespace, taskqueue(
+        "sec", "", redis={"url": None, "urlSecretRef": {"name": "redis-auth", "key": "url"}}))
+    apply(control_plane, namespace, taskqueue(
+        "nosec", "", redis={"url": None, "urlSecretRef": {"name": "missing", "key": "url"}}))
+    redis.Redis.from_url(redis_url).lpush("sec:jobs", "x")
+    wait_for("sec scaled", lambda: replicas(control_plane, namespace, "sec-worker") == 1)
+    env = get(control_plane, "deployment", "sec-worker", "-n", namespace)["spec"]["template"][
+        "spec"]["containers"][0]["env"]
+    assert {"name": "TASKQUEUE_REDIS_URL",
+            "valueFrom": {"secretKeyRef": {"name": "redis-auth", "key": "url"}}} in env
+    ready = wait_for("Ready=False on nosec", lambda: condition(
+        control_plane, namespace, "nosec", "Ready"))
+    assert ready["status"] == "False"
+    assert "spec.redis.urlSecretRef" in ready["message"] and "create it" in ready["message"]
+    assert any("missing" in m for m in events(control_plane, namespace, "InvalidSpec"))
+
+
+def test_paused_holds_and_scale_target_ref_missing_is_reported(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
+) -> None:
+    run_operator(namespace)
+    apply(control_plane, namespace, taskqueue("ext", redis_url, scaleTargetRef={"name": "nope"}))
+    ready = wait_for("Ready=False", lambda: condition(control_plane, namespace, "ext", "Ready"))
+    assert "spec.scaleTargetRef.name" in ready["message"]
+    apply(control_plane, namespace, taskqueue("p", redis_url, scaling={"paused": True}))
+    redis.Redis.from_url(redis_url).lpush("p:jobs", "x")
+    wait_for("Scaling=False Paused", lambda: (condition(control_plane, namespace, "p", "Scaling")
+                                              or {}).get("reason") == "Paused")
+    assert replicas(control_plane, namespace, "p-worker") == 0
+
+
+# -- reaper ----------------------------------------------------------------------------------------
+def test_deleted_worker_pod_tasks_requeued_at_once(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
+) -> None:
+    run_operator(namespace)
+    apply(control_plane, namespace, taskqueue("reap", redis_url))
+    wait_for("status", lambda: condition(control_plane, namespace, "reap", "RedisReachable"))
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "reap-worker-abc", "labels": {"taskqueue.dev/taskqueue": "reap"}},
+           "spec": {"containers": [{"name": "w", "image": "x"}]}}
+    apply(control_plane, namespace, pod)
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    schema = keys.KeySchema.from_spec(manifest.parse(taskqueue("reap", redis_url)).spec)
+    held = [keys.Entry("reap:jobs", "", keys.wrap(f"t{i}")).encode() for i in range(3)]
+    r.lpush(schema.processing("reap-worker-abc"), *held)
+    r.zadd(schema.workers, {"reap-worker-abc": int(time.time() * 1000) + 60_000})
+    deleted = time.monotonic()
+    control_plane.kubectl("delete", "pod", "reap-worker-abc", "-n", namespace, "--grace-period=0",
+                          "--force")
+    wait_for("requeued", lambda: r.llen("reap:jobs") == 3, every=0.05)
+    assert time.monotonic() - deleted < 3
+    assert r.llen(schema.processing("reap-worker-abc")) == 0
+    assert r.zscore(schema.workers, "reap-worker-abc") is None
+    assert [keys.unwrap(e).attempts for e in r.lrange("reap:jobs", 0, -1)] == [1, 1, 1]
+    wait_for("RecoveredTasks event", lambda: events(control_plane, namespace, "RecoveredTasks"))
+
+
+# -- garbage collection ----------------------------------------------------------------------------
+def test_deleting_the_taskqueue_deletes_its_deployment_not_a_scale_target(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
+) -> None:
+    run_operator(namespace)
+    mine = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "mine"},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "mine"}},
+                     "template": {"metadata": {"labels": {"app": "mine"}},
+                                  "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+    apply(control_plane, namespace, mine)
+    apply(control_plane, namespace, taskqueue("owned", redis_url))
+    apply(control_plane, namespace, taskqueue("ext", redis_url, scaleTargetRef={"name": "mine"}))
+    redis.Redis.from_url(redis_url).lpush("ext:jobs", "x")
+    wait_for("owned Deployment", lambda: get(control_plane, "deployment", "owned-worker", "-n",
+                                             namespace))
+    wait_for("mine scaled by ext", lambda: replicas(control_plane, namespace, "mine") == 1)
+    control_plane.kubectl("delete", "tq", "owned", "ext", "-n", namespace, "--timeout=30s")
+    wait_for("GC of owned-worker", lambda: get(control_plane, "deployment", "owned-worker", "-n",
+                                               namespace) is None)
+    time.sleep(1)
+    survivor = get(control_plane, "deployment", "mine", "-n", namespace)
+    assert survivor is not None and not survivor["metadata"].get("ownerReferences")
+
+
+# -- HA --------------------------------------------------------------------------------------------
+def test_lease_has_one_holder_and_is_handed_over_on_release(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    client = KubeClient(str(control_plane.kubeconfig))
+    try:
+        a = LeaderElector(client.api, namespace, "tq-op", "a", lease_seconds=2)
+        b = LeaderElector(client.api, namespace, "tq-op", "b", lease_seconds=2)
+        assert a.try_acquire()
+        assert not b.try_acquire()
+        assert a.try_acquire()  # renew
+        a.release()
+        assert b.try_acquire()
+        assert not a.try_acquire()
+        time.sleep(2.5)  # b stops renewing: the lease expires
+        assert a.try_acquire()
+    finally:
+        client.close()
+
+
+def test_standby_operator_does_not_act_until_the_leader_stops(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
+) -> None:
+    leader = run_operator(namespace)
+    standby = run_operator(namespace, wait_ready=False)
+    apply(control_plane, namespace, taskqueue("ha", redis_url))
+    wait_for("Deployment", lambda: get(control_plane, "deployment", "ha-worker", "-n", namespace))
+    assert not standby.ready.is_set()
+    lease = get(control_plane, "lease", "taskqueue-operator", "-n", namespace)
+    assert lease["spec"]["holderIdentity"]
+    leader.stop()
+    wait_for("standby takes over", standby.ready.is_set, timeout=15)
+    redis.Redis.from_url(redis_url).lpush("ha:jobs", "x")
+    wait_for("scaled by the new leader", lambda: replicas(control_plane, namespace,
+                                                          "ha-worker") == 1)
