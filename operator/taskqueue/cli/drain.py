@@ -43,13 +43,19 @@ def key_length(client: redis.Redis, key: str) -> tuple[str, int]:
 
 def remove_batch(client: redis.Redis, key: str, kind: str, size: int, remaining: int) -> str:
     """Remove `size` of the oldest elements; UNLINK the key if they are all that is left."""
+    if size < remaining:  # not the last batch: one O(size) command
+        if kind == "list":
+            client.ltrim(key, 0, -(size + 1))
+            return "LTRIM"
+        client.zremrangebyrank(key, 0, size - 1)
+        return "ZREMRANGEBYRANK"
     with client.pipeline(transaction=True) as pipe:
-        while True:
+        while True:  # the last batch: UNLINK unless tasks arrived meanwhile (checked atomically)
             try:
                 pipe.watch(key)  # type: ignore[no-untyped-call]
                 length = int(pipe.llen(key) if kind == "list" else pipe.zcard(key))
                 pipe.multi()
-                if length <= size and remaining == size:
+                if length <= size:
                     pipe.unlink(key)
                     op = "UNLINK"
                 elif kind == "list":
