@@ -22,6 +22,11 @@ was in the queue plus where it came from (score is empty for lists), so any proc
 back where it belongs. An *element* is either the producer's raw payload or an envelope written by
 our client or by a retry: `{"__taskqueue__":1,"attempts":N,"enqueued_at":T,"id":"…","payload":…}`
 with the keys in exactly that order, so Lua can read and bump the attempt count without decoding.
+Envelope ids (`new_task_id`) sort by creation time, so zset tasks of equal score come out FIFO.
+
+Scripts (`lua(name)`): observe, recover (operator and worker), fetch (ack + promote + pick by
+priority/starvation + move into the processing list), fail (retry or dead-letter), release (give
+back unrun), heartbeat (refresh + list expired workers). docs/worker.md describes each.
 """
 
 from __future__ import annotations
