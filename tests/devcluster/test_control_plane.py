@@ -7,6 +7,7 @@ No mocks: these run against etcd + kube-apiserver + kube-controller-manager buil
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -333,3 +334,28 @@ def test_process_kubelet_reports_exits_and_restarts(
         timeout=30,
     )
     assert status("again")["phase"] == "Running"
+
+
+def test_process_kubelet_kills_after_the_grace_period(
+    control_plane: ControlPlane,
+    namespace: str,
+    process_kubelet: ProcessKubeletFactory,
+) -> None:
+    cp = control_plane
+    kubelet = process_kubelet(namespace, label_selector="app=exit-check")
+    stubborn = [
+        sys.executable,
+        "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)",
+    ]
+    pod = bare_pod("stubborn", stubborn, "Always")
+    pod["spec"]["terminationGracePeriodSeconds"] = 2
+    cp.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pod))
+    pid = wait_for("the process to run", lambda: kubelet.pid(namespace, "stubborn"))
+    started = time.monotonic()
+    cp.kubectl("delete", "pod", "stubborn", "-n", namespace, "--wait=false")
+    wait_for("the pod to be gone", lambda: not get_json(cp, "pods", "-n", namespace)["items"])
+    elapsed = time.monotonic() - started
+    assert 1.5 <= elapsed < 15, elapsed  # waited the grace period, then SIGKILL
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
