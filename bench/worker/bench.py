@@ -156,7 +156,7 @@ def bench_burst(url: str, r: redis.Redis, procs: int, n: int, *, python: str, ki
             f"os.environ['BENCH_REDIS_URL']));q.enqueue_many([rq.Queue.prepare_data("
             f"bench_tasks.noop) for _ in range({n})])")]
     else:
-        cmd = [str(bindir / "arq"), "bench_tasks.ArqSettings"]
+        cmd = [str(bindir / "arq"), "bench_arq.ArqSettings"]
         enqueue = [python, "-c", (
             "import asyncio,os;from arq import create_pool;from arq.connections import "
             "RedisSettings\nasync def m():\n p=await create_pool(RedisSettings.from_dsn("
@@ -166,6 +166,8 @@ def bench_burst(url: str, r: redis.Redis, procs: int, n: int, *, python: str, ki
     startup = _timed_burst(cmd, url, procs)
     subprocess.run(enqueue, env=env(url), cwd=HERE, check=True)
     elapsed = _timed_burst(cmd, url, procs)
+    if r.llen("bq_rq") or r.zcard("arq:queue"):
+        raise RuntimeError(f"{kind} left tasks in the queue")
     return n / max(1e-6, elapsed - startup)
 
 

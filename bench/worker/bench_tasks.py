@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
-from taskqueue.worker.handlers import TaskContext
+
+if TYPE_CHECKING:
+    from taskqueue.worker.handlers import TaskContext
 
 _r: list[redis.Redis] = []
 
@@ -22,20 +24,3 @@ def latency(payload: str, ctx: TaskContext) -> None:
     if not _r:
         _r.append(redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]))
     _r[0].rpush(f"lat:{ctx.queue}", f"{picked:.6f}")
-
-
-async def arq_noop(ctx: dict[str, Any]) -> None:
-    """arq's task signature."""
-
-
-class ArqSettings:
-    """`arq bench_tasks.ArqSettings`: burst mode, so the worker exits when drained."""
-
-    functions = [arq_noop]
-    burst = True
-    poll_delay = 0.01
-
-    @staticmethod
-    def redis_settings() -> Any:
-        from arq.connections import RedisSettings
-        return RedisSettings.from_dsn(os.environ["BENCH_REDIS_URL"])
