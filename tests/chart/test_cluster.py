@@ -8,13 +8,18 @@ the e2e tests run the operator itself with the same ServiceAccount token.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from taskqueue.devcluster import ControlPlane
+from taskqueue.devcluster.controlplane import free_port
 from tests.chart.conftest import CHART, REPO
 
 pytestmark = pytest.mark.cluster
@@ -175,3 +180,75 @@ def test_service_account_can_do_what_the_operator_needs_and_no_more(
     ):
         proc = kubectl_as(cp, kubeconfig, *args)
         assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
+
+
+def test_operator_runs_with_the_chart_service_account(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path, redis_url: str
+) -> None:
+    """The real operator, as the chart's ServiceAccount: leads, reads its Secret, reconciles, with
+    no 403 in its log; its metrics endpoint serves what the `helm test` pod checks."""
+    cp = control_plane
+    helm_install(cp, namespace, "replicaCount=0", "rbac.secretNames={redis-url}")
+    cp.kubectl("create", "secret", "generic", "redis-url", "-n", namespace,
+               f"--from-literal=url={redis_url}")
+    kubeconfig = cp.token_kubeconfig(namespace, SA, tmp_path / "operator.kubeconfig")
+    metrics_port, health_port = free_port(), free_port()
+    log_path = tmp_path / "operator.log"
+    with log_path.open("w") as log:
+        operator = subprocess.Popen(
+            [sys.executable, "-m", "taskqueue.operator_main", "--kubeconfig", str(kubeconfig),
+             f"--namespace={namespace}", f"--leader-election-namespace={namespace}",
+             f"--metrics-port={metrics_port}", f"--health-port={health_port}",
+             "--log-format=text"],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "POD_NAME": "op-0"},
+        )
+    try:
+        cp.kubectl("apply", "-n", namespace, "-f", "-", input=TASKQUEUE_WITH_SECRET)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            status = cp.kubectl("get", "taskqueue", "emails", "-n", namespace, "-o",
+                                "jsonpath={.status.desiredReplicas}", check=False).stdout
+            made = cp.kubectl("get", "deployment", "emails-worker", "-n", namespace,
+                              check=False).returncode == 0
+            if status and made:
+                break
+            assert operator.poll() is None, log_path.read_text()[-3000:]
+            time.sleep(1)
+        else:
+            pytest.fail(f"no reconcile within 90s; operator log:\n{log_path.read_text()[-3000:]}")
+        holder = cp.kubectl("get", "lease", "taskqueue-operator", "-n", namespace, "-o",
+                            "jsonpath={.spec.holderIdentity}").stdout
+        assert holder.startswith("op-0")
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+            assert "# TYPE taskqueue_" in r.read().decode()
+    finally:
+        operator.send_signal(signal.SIGTERM)
+        try:
+            operator.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            operator.kill()
+            operator.wait()
+    text = log_path.read_text()
+    assert "403" not in text and "Forbidden" not in text, text[-3000:]
+
+
+TASKQUEUE_WITH_SECRET = """
+apiVersion: taskqueue.dev/v1alpha1
+kind: TaskQueue
+metadata:
+  name: emails
+spec:
+  redis:
+    urlSecretRef: {name: redis-url, key: url}
+  queues:
+    - key: emails:vip
+      starvationLimit: 3
+    - key: emails:normal
+  worker:
+    image: registry.example.com/myapp-worker:1.0.0
+    handler: myapp.tasks:send_email
+  scaling:
+    minReplicas: 1
+    maxReplicas: 3
+    pollIntervalSeconds: 1
+"""
