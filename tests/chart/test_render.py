@@ -214,3 +214,13 @@ def test_helm_test_pod_probes_the_metrics_service(render: Render) -> None:
     service = one(objs, "Service")["metadata"]["name"]
     assert f"http://{service}:9090/metrics" in pod["spec"]["containers"][0]["args"][0]
     assert pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_notes_tell_the_next_step(helm: Path) -> None:
+    proc = run_helm(helm, "install", "taskqueue-operator", str(CHART), "-n", "taskqueue",
+                    "--dry-run=client", "--set", "rbac.secretNames={redis-url}")
+    notes = proc.stdout.split("NOTES:", 1)[1]
+    assert "kubectl apply -n taskqueue -f examples/vip-normal.yaml" in notes
+    assert "kubectl get taskqueues" in notes
+    assert "svc/taskqueue-operator-metrics" in notes
+    assert "redis-url" in notes
