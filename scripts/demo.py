@@ -1,0 +1,140 @@
+"""The local demo: Redis + control plane + helm chart + operator + a burst of tasks, watched live.
+
+Run through `scripts/demo` (which installs what is needed first). Every part is real except the
+container runtime: the process kubelet runs worker pods as local `taskqueue-worker` processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "operator"))
+sys.path.insert(0, str(REPO))
+
+from taskqueue import client as tq_client  # noqa: E402
+from taskqueue.devcluster.controlplane import ControlPlane  # noqa: E402
+from taskqueue.devcluster.kubelet import ProcessKubelet  # noqa: E402
+from tests.fixtures.redis_server import RedisServer  # noqa: E402
+
+RELEASE_NS = "taskqueue-system"
+DEMO_NS = "demo"
+CHART = REPO / "charts" / "taskqueue-operator"
+
+
+def manifest(redis_url: str, *, max_replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "taskqueue.dev/v1alpha1",
+        "kind": "TaskQueue",
+        "metadata": {"name": "thumbnails", "namespace": DEMO_NS},
+        "spec": {
+            "redis": {"url": redis_url},
+            "queues": [{"key": "demo:vip", "starvationLimit": 3}, {"key": "demo:normal"}],
+            "worker": {"handler": "taskqueue.worker.builtin:sleep", "concurrency": 2,
+                       "terminationGracePeriodSeconds": 10},
+            "scaling": {"minReplicas": 0, "maxReplicas": max_replicas,
+                        "targetBacklogPerReplica": 20, "pollIntervalSeconds": 1,
+                        "scaleDownStabilizationSeconds": 5, "idleCooldownSeconds": 8},
+        },
+    }
+
+
+def row(cp: ControlPlane) -> tuple[str, dict[str, Any]]:
+    tq = json.loads(cp.kubectl("get", "tq", "thumbnails", "-n", DEMO_NS, "-o", "json").stdout)
+    st = tq.get("status") or {}
+    backlog = st.get("backlog") or {}
+    pods = json.loads(cp.kubectl("get", "pods", "-n", DEMO_NS, "-o", "json").stdout)["items"]
+    ready = sum(
+        1 for p in pods
+        if any(c["type"] == "Ready" and c["status"] == "True"
+               for c in (p.get("status") or {}).get("conditions") or [])
+        and not p["metadata"].get("deletionTimestamp")
+    )
+    line = (
+        f"{backlog.get('demo:vip', 0):>7} {backlog.get('demo:normal', 0):>8} "
+        f"{st.get('inFlight', 0):>9} {st.get('desiredReplicas', '-')!s:>8} "
+        f"{st.get('replicas', '-')!s:>9} {ready:>6}  {st.get('reason', '')}"
+    )
+    return line, st
+
+
+def watch(cp: ControlPlane, *, timeout: float) -> bool:
+    print(f"{'t(s)':>5} {'vip':>7} {'normal':>8} {'in-flight':>9} {'desired':>8} "
+          f"{'replicas':>9} {'ready':>6}  reason", flush=True)
+    start = time.monotonic()
+    scaled_out = False
+    while time.monotonic() - start < timeout:
+        line, st = row(cp)
+        print(f"{time.monotonic() - start:5.0f} {line}", flush=True)
+        replicas = st.get("replicas") or 0
+        scaled_out = scaled_out or replicas > 0
+        if scaled_out and replicas == 0 and not st.get("totalBacklog") and not st.get("inFlight"):
+            return True
+        time.sleep(1)
+    return False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tasks", type=int, default=300, help="tasks in the burst")
+    parser.add_argument("--task-seconds", type=float, default=0.2, help="handler sleep per task")
+    parser.add_argument("--max-replicas", type=int, default=5)
+    parser.add_argument("--timeout", type=float, default=300)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="taskqueue-demo-"))
+    server = RedisServer(data_dir=work / "redis")
+    server.start()
+    print(f"redis-server on {server.url}", flush=True)
+    operator: subprocess.Popen[bytes] | None = None
+    try:
+        with ControlPlane(state_dir=work / "cluster") as cp:
+            print(f"control plane up: {cp.server} (kubeconfig {cp.kubeconfig})", flush=True)
+            cp.kubectl("create", "namespace", DEMO_NS)
+            cp.helm("install", "taskqueue-operator", str(CHART), "-n", RELEASE_NS, "--create-namespace",
+                    "--set", f"watchNamespaces={{{DEMO_NS}}}", "--set", "replicaCount=0")
+            print("helm install taskqueue charts/taskqueue-operator: deployed", flush=True)
+            sa_kubeconfig = cp.token_kubeconfig(RELEASE_NS, "taskqueue-operator",
+                                                work / "operator.kubeconfig")
+            with ProcessKubelet(cp.kubeconfig, namespaces=[DEMO_NS], log_dir=work / "pods"):
+                operator = subprocess.Popen(
+                    ["taskqueue-operator", "--kubeconfig", str(sa_kubeconfig),
+                     "--namespace", DEMO_NS, "--leader-election-namespace", RELEASE_NS,
+                     "--metrics-port", "0", "--health-port", "0"],
+                    stdout=(work / "operator.log").open("wb"), stderr=subprocess.STDOUT,
+                    env={**os.environ, "PATH": f"{cp.bin_dir}:{os.environ['PATH']}"},
+                )
+                print("operator running with the chart's ServiceAccount "
+                      f"(log {work / 'operator.log'})", flush=True)
+                cp.kubectl("apply", "-f", "-",
+                           input=json.dumps(manifest(server.url, max_replicas=args.max_replicas)))
+                time.sleep(2)
+                r = redis.Redis.from_url(server.url)
+                for i in range(args.tasks):
+                    queue = "demo:vip" if i % 4 == 0 else "demo:normal"
+                    tq_client.enqueue(r, queue, str(args.task_seconds))
+                print(f"pushed {args.tasks} tasks of {args.task_seconds}s", flush=True)
+                ok = watch(cp, timeout=args.timeout)
+                print(cp.kubectl("get", "tq", "-n", DEMO_NS).stdout, flush=True)
+                print(cp.kubectl("describe", "tq", "thumbnails", "-n", DEMO_NS).stdout[-1500:])
+                print("demo finished: scaled out and back to zero" if ok else "demo timed out")
+                return 0 if ok else 1
+    finally:
+        if operator is not None:
+            operator.terminate()
+            operator.wait(timeout=15)
+        server.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
