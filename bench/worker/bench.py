@@ -339,7 +339,11 @@ def _report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
     for procs in a.procs:
         contenders = _contenders(a, url, r, procs, peers)
         for name, fn in contenders:
-            rate = fn()
+            try:
+                rate = fn()
+            except (subprocess.CalledProcessError, RuntimeError, TimeoutError) as exc:
+                print(f"{name:40s} procs={procs}  failed: {exc}", flush=True)
+                continue
             rows.append((name, procs, rate))
             print(f"{name:40s} procs={procs}  {rate:10.0f} tasks/s", flush=True)
     for delivery, queues in (
