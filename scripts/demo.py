@@ -22,10 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "operator"))
 sys.path.insert(0, str(REPO))
 
+from tests.fixtures.redis_server import RedisServer  # noqa: E402
+
 from taskqueue import client as tq_client  # noqa: E402
 from taskqueue.devcluster.controlplane import ControlPlane  # noqa: E402
 from taskqueue.devcluster.kubelet import ProcessKubelet  # noqa: E402
-from tests.fixtures.redis_server import RedisServer  # noqa: E402
 
 RELEASE_NS = "taskqueue-system"
 DEMO_NS = "demo"
@@ -84,6 +85,39 @@ def watch(cp: ControlPlane, *, timeout: float) -> bool:
     return False
 
 
+def start_operator(cp: ControlPlane, kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
+    """`taskqueue-operator` as a local process authenticated as the chart's ServiceAccount."""
+    proc = subprocess.Popen(
+        ["taskqueue-operator", "--kubeconfig", str(kubeconfig), "--namespace", DEMO_NS,
+         "--leader-election-namespace", RELEASE_NS, "--metrics-port", "0", "--health-port", "0"],
+        stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        env={**os.environ, "PATH": f"{cp.bin_dir}:{os.environ['PATH']}"},
+    )
+    print(f"operator running with the chart's ServiceAccount (log {log})", flush=True)
+    return proc
+
+
+def run_burst(cp: ControlPlane, redis_url: str, args: argparse.Namespace) -> int:
+    """Apply the TaskQueue, push the burst, watch until the workers are back to zero."""
+    cp.kubectl("apply", "-f", "-", input=json.dumps(manifest(redis_url,
+                                                             max_replicas=args.max_replicas)))
+    print(cp.kubectl("get", "tq", "-n", DEMO_NS).stdout, flush=True)
+    time.sleep(2)
+    r = redis.Redis.from_url(redis_url)
+    for i in range(args.tasks):
+        queue = "demo:vip" if i % 4 == 0 else "demo:normal"
+        tq_client.enqueue_sync(r, queue, str(args.task_seconds))
+    print(f"pushed {args.tasks} tasks of {args.task_seconds}s "
+          "(every 4th to demo:vip, the rest to demo:normal)", flush=True)
+    ok = watch(cp, timeout=args.timeout)
+    print(cp.kubectl("get", "tq", "-n", DEMO_NS).stdout, flush=True)
+    events = cp.kubectl("get", "events", "-n", DEMO_NS, "--field-selector",
+                        "involvedObject.kind=TaskQueue", "--sort-by=.lastTimestamp").stdout
+    print(events, flush=True)
+    print("demo finished: scaled out and back to zero" if ok else "demo timed out")
+    return 0 if ok else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", type=int, default=300, help="tasks in the burst")
@@ -96,43 +130,26 @@ def main() -> int:
     server = RedisServer(data_dir=work / "redis")
     server.start()
     print(f"redis-server on {server.url}", flush=True)
-    operator: subprocess.Popen[bytes] | None = None
     try:
         with ControlPlane(state_dir=work / "cluster") as cp:
             print(f"control plane up: {cp.server} (kubeconfig {cp.kubeconfig})", flush=True)
             cp.kubectl("create", "namespace", DEMO_NS)
-            cp.helm("install", "taskqueue-operator", str(CHART), "-n", RELEASE_NS, "--create-namespace",
-                    "--set", f"watchNamespaces={{{DEMO_NS}}}", "--set", "replicaCount=0")
-            print("helm install taskqueue charts/taskqueue-operator: deployed", flush=True)
+            cp.helm("install", "taskqueue-operator", str(CHART), "-n", RELEASE_NS,
+                    "--create-namespace", "--set", f"watchNamespaces={{{DEMO_NS}}}",
+                    "--set", "replicaCount=0")
+            print("helm install taskqueue-operator charts/taskqueue-operator: deployed "
+                  "(replicaCount=0: the operator runs here, with the chart's ServiceAccount)",
+                  flush=True)
             sa_kubeconfig = cp.token_kubeconfig(RELEASE_NS, "taskqueue-operator",
                                                 work / "operator.kubeconfig")
             with ProcessKubelet(cp.kubeconfig, namespaces=[DEMO_NS], log_dir=work / "pods"):
-                operator = subprocess.Popen(
-                    ["taskqueue-operator", "--kubeconfig", str(sa_kubeconfig),
-                     "--namespace", DEMO_NS, "--leader-election-namespace", RELEASE_NS,
-                     "--metrics-port", "0", "--health-port", "0"],
-                    stdout=(work / "operator.log").open("wb"), stderr=subprocess.STDOUT,
-                    env={**os.environ, "PATH": f"{cp.bin_dir}:{os.environ['PATH']}"},
-                )
-                print("operator running with the chart's ServiceAccount "
-                      f"(log {work / 'operator.log'})", flush=True)
-                cp.kubectl("apply", "-f", "-",
-                           input=json.dumps(manifest(server.url, max_replicas=args.max_replicas)))
-                time.sleep(2)
-                r = redis.Redis.from_url(server.url)
-                for i in range(args.tasks):
-                    queue = "demo:vip" if i % 4 == 0 else "demo:normal"
-                    tq_client.enqueue(r, queue, str(args.task_seconds))
-                print(f"pushed {args.tasks} tasks of {args.task_seconds}s", flush=True)
-                ok = watch(cp, timeout=args.timeout)
-                print(cp.kubectl("get", "tq", "-n", DEMO_NS).stdout, flush=True)
-                print(cp.kubectl("describe", "tq", "thumbnails", "-n", DEMO_NS).stdout[-1500:])
-                print("demo finished: scaled out and back to zero" if ok else "demo timed out")
-                return 0 if ok else 1
+                operator = start_operator(cp, sa_kubeconfig, work / "operator.log")
+                try:
+                    return run_burst(cp, server.url, args)
+                finally:
+                    operator.terminate()
+                    operator.wait(timeout=15)
     finally:
-        if operator is not None:
-            operator.terminate()
-            operator.wait(timeout=15)
         server.stop()
 
 

@@ -278,6 +278,9 @@ class ProcessKubelet:
         if kind == "ERROR":
             raw = event.get("raw_object") or {}
             raise ApiException(status=int(raw.get("code", 500)), reason=str(raw.get("message")))
+        if isinstance(obj, Mapping):  # a BOOKMARK arrives undecoded, as a plain dict
+            meta = obj.get("metadata") or {}
+            return str(meta.get("resourceVersion") or version)
         new_version = str(obj.metadata.resource_version or version)
         if kind == "BOOKMARK":
             return new_version
