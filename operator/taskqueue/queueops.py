@@ -6,25 +6,46 @@ atomically (`recover_worker`). The scripts and key names come from `taskqueue.ke
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
 
 from taskqueue import keys
 from taskqueue.observation import QueueObservation, WorkerObservation
 
-_scripts: dict[tuple[int, str], Any] = {}
+
+class Script:
+    """A Lua script from `taskqueue/lua/` run by EVALSHA on the client passed to each call,
+    loaded again on NOSCRIPT (a restarted or different server).
+
+    One instance per script name, shared by every client: nothing here refers to a client, so
+    clients are never kept alive by the cache nor confused with a later client at the same id.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.source = keys.lua(name)
+        self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+
+    async def __call__(self, client: aioredis.Redis, *, keys: Sequence[Any] = (),
+                       args: Sequence[Any] = ()) -> Any:
+        try:
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            await client.script_load(self.source)
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
 
 
-def script(client: aioredis.Redis, name: str) -> Any:
-    """The registered (EVALSHA, reloaded on NOSCRIPT) script `name` for `client`."""
-    cache_key = (id(client), name)
-    found = _scripts.get(cache_key)
-    if found is None:
-        found = client.register_script(keys.lua(name))
-        _scripts[cache_key] = found
-    return found
+@cache
+def script(name: str) -> Script:
+    """The shared `Script` for `taskqueue/lua/<name>.lua`: `await script(name)(client, keys=...,
+    args=...)`."""
+    return Script(name)
 
 
 def _text(value: Any) -> str:
@@ -34,16 +55,20 @@ def _text(value: Any) -> str:
 async def observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObservation:
     """Queue lengths, in-flight per worker, delayed, dead-letter and counters: one EVALSHA."""
     at = time.time()
-    raw = await script(client, "observe")(
+    raw = await script("observe")(
+        client,
         keys=[schema.workers, schema.delayed, schema.dead_letter, schema.stats,
               *schema.queue_keys],
         args=[schema.processing_prefix, *(q.type for q in schema.queues)],
     )
     lengths, oldest, counters, flat_workers = raw
     backlog = {q.key: int(n) for q, n in zip(schema.queues, lengths, strict=True)}
-    oldest_at = {
-        q.key: float(_text(t)) for q, t in zip(schema.queues, oldest, strict=True) if _text(t)
-    }
+    # "" (no envelope time) and 0 (raw payloads recover.lua wrapped) mean unknown
+    oldest_at: dict[str, float] = {}
+    for q, t in zip(schema.queues, oldest, strict=True):
+        enqueued_at = float(_text(t) or 0)
+        if enqueued_at > 0:
+            oldest_at[q.key] = enqueued_at
     workers = tuple(
         WorkerObservation(
             worker_id=_text(flat_workers[i]),
@@ -82,5 +107,5 @@ async def recover_worker(
     keys_, args = recover_call(
         schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason
     )
-    requeued, dead = await script(client, "recover")(keys=keys_, args=args)
+    requeued, dead = await script("recover")(client, keys=keys_, args=args)
     return int(requeued), int(dead)

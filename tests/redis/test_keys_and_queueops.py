@@ -123,3 +123,45 @@ async def test_two_recoveries_of_one_worker_never_duplicate(redis_client: aiored
     assert sum(r[0] for r in results) == 100
     payloads = sorted(int(keys.unwrap(e).payload) for e in await redis_client.lrange("q", 0, -1))
     assert payloads == list(range(100))
+
+
+async def test_observe_treats_a_zero_enqueue_time_as_unknown(redis_client: aioredis.Redis) -> None:
+    """recover.lua wraps a raw payload with "enqueued_at":0; that is no task from 1970."""
+    schema = _spec(queues=[{"key": "q"}, {"key": "r"}])
+    await redis_client.lpush(schema.processing("gone"), keys.Entry("q", "", "raw").encode())
+    await queueops.recover_worker(redis_client, schema, worker_id="gone", max_attempts=5,
+                                  reason="test")
+    assert '"enqueued_at":0,' in await redis_client.lindex("q", -1)
+    await redis_client.lpush("r", keys.wrap("b", enqueued_at=2000.0))
+
+    obs = await queueops.observe(redis_client, schema)
+
+    assert obs.backlog == {"q": 1, "r": 1}
+    assert obs.oldest_enqueued_at == {"r": 2000.0}
+
+
+async def test_scripts_are_not_bound_to_a_client(redis_url: str) -> None:
+    """One cached script per name serves every client; none is kept alive by the cache, and a
+    server that lost its scripts gets them loaded again."""
+    import gc
+    import weakref
+
+    schema = _spec(queues=[{"key": "q"}])
+    first = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    await first.lpush("q", "a")
+    assert (await queueops.observe(first, schema)).backlog == {"q": 1}
+    gone = weakref.ref(first)
+    await first.aclose()
+    del first
+    gc.collect()
+    assert gone() is None, "the script cache keeps a closed client alive"
+
+    second = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        await second.script_flush()
+        await second.lpush("q", "b")
+        assert (await queueops.observe(second, schema)).backlog == {"q": 2}
+        assert queueops.script("observe") is queueops.script("observe")
+        assert queueops.script("observe").sha == await second.script_load(keys.lua("observe"))
+    finally:
+        await second.aclose()

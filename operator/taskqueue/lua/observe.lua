@@ -2,8 +2,9 @@
 -- KEYS[1] workers zset, KEYS[2] delayed zset, KEYS[3] dead-letter list, KEYS[4] stats hash,
 -- KEYS[5..] the queues in priority order.
 -- ARGV[1] processing-list prefix, ARGV[2..] the type of each queue ("list" | "zset").
--- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers} where workers is a flat
--- list id, heartbeat deadline (ms), processing length, ...
+-- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers} where oldest is the
+-- envelope time of each queue's oldest task ("" when unknown: a raw payload, or 0) and workers
+-- is a flat list id, heartbeat deadline (ms), processing length, ...
 local lengths, oldest = {}, {}
 local nq = #KEYS - 4
 for i = 1, nq do
@@ -19,6 +20,8 @@ for i = 1, nq do
   local t = ''
   if head then
     t = string.match(string.sub(head, 1, 96), '"enqueued_at":([%d%.]+)') or ''
+    -- recover.lua wraps raw payloads with "enqueued_at":0: their time is unknown, not 1970
+    if tonumber(t) == 0 then t = '' end
   end
   oldest[i] = t
 end
