@@ -2,8 +2,9 @@
 
 Settings come from `-f taskqueue.yaml`, else the `TASKQUEUE_MANIFEST` env (JSON, set by the
 operator in worker pods), else from flags alone (`--queue` at least); flags override the
-manifest. Exit status: 0 after a drain, 2 for bad settings or an unusable handler (reported
-before any task is taken).
+manifest. Logs: `--log-json` / `$TASKQUEUE_LOG_JSON=1` and `--log-level` /
+`$TASKQUEUE_LOG_LEVEL` (the env is how a worker pod sets them; flags win). Exit status: 0 after
+a drain, 2 for bad settings or an unusable handler (reported before any task is taken).
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ from taskqueue.worker import handlers, logs
 from taskqueue.worker.runner import Worker
 
 log = logging.getLogger("taskqueue.worker")
+
+
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+
+
+def env_flag(name: str) -> bool:
+    """An on/off environment setting: 1/true/yes/on (any case) is on, anything else off."""
+    return os.environ.get(name, "").strip().lower() in TRUE_WORDS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -45,8 +54,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--key-prefix", help="prefix of the bookkeeping keys")
     p.add_argument("--dead-letter-key")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
-    p.add_argument("--log-json", action="store_true", help="one JSON object per log line")
-    p.add_argument("--log-level", default=os.environ.get("TASKQUEUE_LOG_LEVEL", "INFO"))
+    p.add_argument("--log-json", action=argparse.BooleanOptionalAction,
+                   default=env_flag("TASKQUEUE_LOG_JSON"),
+                   help="one JSON object per log line (default $TASKQUEUE_LOG_JSON=1)")
+    p.add_argument("--log-level", default=os.environ.get("TASKQUEUE_LOG_LEVEL") or "INFO",
+                   help="default $TASKQUEUE_LOG_LEVEL or INFO")
     return p
 
 
