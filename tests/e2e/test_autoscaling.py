@@ -20,7 +20,6 @@ from tests.fixtures.cluster import ProcessKubeletFactory
 from tests.operator.conftest import OperatorThread, apply, get, replicas, taskqueue, wait_for
 
 pytestmark = pytest.mark.cluster
-Start = Callable[..., OperatorThread]
 
 
 def running_pods(cp: ControlPlane, ns: str) -> set[str]:
@@ -51,12 +50,12 @@ def setup(cp: ControlPlane, ns: str, redis_url: str, name: str, **scaling: Any) 
 
 
 def test_activation_scale_out_idle_first_scale_in_and_zero(
-    control_plane: ControlPlane, namespace: str, run_operator: Start,
+    control_plane: ControlPlane, namespace: str, chart_operator: Callable[[str], OperatorThread],
     process_kubelet: ProcessKubeletFactory, redis_url: str,
 ) -> None:
     cp, ns, dep = control_plane, namespace, "e2e-worker"
     process_kubelet(ns)
-    run_operator(ns)
+    chart_operator(ns)
     r, schema = setup(cp, ns, redis_url, "e2e")
     wait_for("Deployment at 0", lambda: replicas(cp, ns, dep) == 0)
 
@@ -101,12 +100,12 @@ def test_activation_scale_out_idle_first_scale_in_and_zero(
 
 
 def test_worker_pod_deleted_mid_task_requeued_at_once(
-    control_plane: ControlPlane, namespace: str, run_operator: Start,
+    control_plane: ControlPlane, namespace: str, chart_operator: Callable[[str], OperatorThread],
     process_kubelet: ProcessKubeletFactory, redis_url: str,
 ) -> None:
     cp, ns = control_plane, namespace
     process_kubelet(ns)
-    run_operator(ns)
+    chart_operator(ns)
     r, schema = setup(cp, ns, redis_url, "kill", minReplicas=1, maxReplicas=2)
     wait_for("1 running worker", lambda: len(running_pods(cp, ns)) == 1, timeout=30)
     r.lpush("kill:jobs", "30")
