@@ -10,6 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from taskqueue import manifest, workload
 from tests.chart.conftest import (
     CHART,
     CI_VALUES,
@@ -224,3 +225,18 @@ def test_notes_tell_the_next_step(helm: Path) -> None:
     assert "kubectl get taskqueues" in notes
     assert "svc/taskqueue-operator-metrics" in notes
     assert "redis-url" in notes
+
+
+def test_worker_pod_monitor_selects_the_pods_the_operator_creates(render: Render) -> None:
+    assert not by_kind(render(), "PodMonitor")
+    monitor = one(render([CHART / "ci" / "monitoring-values.yaml"]), "PodMonitor")
+    tq = manifest.parse({
+        "apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue",
+        "metadata": {"name": "emails", "namespace": "default", "uid": "u1"},
+        "spec": {"redis": {"url": "redis://r:6379"}, "queues": [{"key": "q"}],
+                 "worker": {"metricsPort": 9100}},
+    })
+    pod = workload.build_deployment(tq, uid="u1", replicas=1)["spec"]["template"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    ports = {p["name"]: p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]}
+    assert ports == {monitor["spec"]["podMetricsEndpoints"][0]["port"]: 9100}
