@@ -25,7 +25,8 @@ def client() -> redis.Redis:
 
 
 def record(payload: str) -> None:
-    client().rpush(DONE, payload)
+    # bytes: redis-py's hiredis packer encodes str strictly, whatever encoding_errors says
+    client().rpush(DONE, payload.encode("utf-8", "surrogateescape"))
 
 
 def record_with_context(payload: str, ctx: TaskContext) -> None:

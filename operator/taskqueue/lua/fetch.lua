@@ -2,14 +2,15 @@
 -- starvation limits, moving each into the caller's processing list, all in one atomic call.
 -- KEYS[1] processing list of the caller, KEYS[2] delayed zset, KEYS[3] starvation hash,
 -- KEYS[4] stats hash, KEYS[5..] the queues in priority order.
--- ARGV[1] now (unix ms), ARGV[2] COUNT (0: ack and promote only), ARGV[3] hold ("1": LPUSH the
--- entries into KEYS[1] (AtLeastOnce); "0": hand them out unheld (AtMostOnce)), ARGV[4] number of
--- acks A, ARGV[5..4+A] processing entries to ack, then per queue: type ("list"|"zset") and
+-- ARGV[1] now (unix ms; "" skips promoting due retries in this call), ARGV[2] COUNT (0: ack and
+-- promote only), ARGV[3] hold ("1": LPUSH the entries into KEYS[1] (AtLeastOnce); "0": hand them
+-- out unheld (AtMostOnce)), ARGV[4] number of acks A, ARGV[5..4+A] processing entries to ack, then per queue: type ("list"|"zset") and
 -- starvation limit ("" for none).
 -- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken.
 -- Starvation counters are fleet-wide: KEYS[3] holds, per queue key, how many tasks in a row were
 -- taken from it while a later queue had tasks; at the limit the next task comes from the next
--- non-empty later queue and the counter restarts.
+-- non-empty later queue and the counter restarts. Without any limit the queues are simply drained
+-- in order (one pop per queue, no length reads).
 local now, count, hold = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
 local nacks = tonumber(ARGV[4])
 if nacks > 0 then
@@ -21,48 +22,38 @@ if nacks > 0 then
 end
 
 -- promote due retries back to the right end of their list (served next) or into their zset
-local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
-for _, entry in ipairs(due) do
-  redis.call('ZREM', KEYS[2], entry)
-  local nl1 = string.find(entry, '\n', 1, true)
-  local nl2 = nl1 and string.find(entry, '\n', nl1 + 1, true)
-  if nl2 then
-    local queue, score = string.sub(entry, 1, nl1 - 1), string.sub(entry, nl1 + 1, nl2 - 1)
-    if score ~= '' then
-      redis.call('ZADD', queue, score, string.sub(entry, nl2 + 1))
-    else
-      redis.call('RPUSH', queue, string.sub(entry, nl2 + 1))
+if now then
+  local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
+  for _, entry in ipairs(due) do
+    redis.call('ZREM', KEYS[2], entry)
+    local nl1 = string.find(entry, '\n', 1, true)
+    local nl2 = nl1 and string.find(entry, '\n', nl1 + 1, true)
+    if nl2 then
+      local queue, score = string.sub(entry, 1, nl1 - 1), string.sub(entry, nl1 + 1, nl2 - 1)
+      if score ~= '' then
+        redis.call('ZADD', queue, score, string.sub(entry, nl2 + 1))
+      else
+        redis.call('RPUSH', queue, string.sub(entry, nl2 + 1))
+      end
     end
   end
 end
 if count <= 0 then return {} end
 
 local nq = #KEYS - 4
-local keys, types, limits, lens = {}, {}, {}, {}
+local keys, types, limits = {}, {}, {}
 local any_limit = false
 for i = 1, nq do
   keys[i] = KEYS[4 + i]
   types[i] = ARGV[4 + nacks + 2 * i - 1]
   limits[i] = tonumber(ARGV[4 + nacks + 2 * i])
   if limits[i] then any_limit = true end
-  if types[i] == 'zset' then lens[i] = redis.call('ZCARD', keys[i])
-  else lens[i] = redis.call('LLEN', keys[i]) end
-end
-local counts = {}
-if any_limit then
-  local raw = redis.call('HMGET', KEYS[3], unpack(keys))
-  for i = 1, nq do counts[i] = tonumber(raw[i]) or 0 end
-end
-
-local function next_nonempty(after)
-  for j = after + 1, nq do
-    if lens[j] > 0 then return j end
-  end
-  return nil
 end
 
 local out = {}
+-- pop up to n tasks from queue i into out; returns how many
 local function take(i, n)
+  local before = #out
   if types[i] == 'zset' then
     local popped = redis.call('ZPOPMIN', keys[i], n)
     for k = 1, #popped, 2 do
@@ -70,31 +61,55 @@ local function take(i, n)
     end
   else
     local popped = redis.call('RPOP', keys[i], n)
-    for k = 1, #popped do out[#out + 1] = keys[i] .. '\n\n' .. popped[k] end
+    if popped then
+      for k = 1, #popped do out[#out + 1] = keys[i] .. '\n\n' .. popped[k] end
+    end
   end
+  return #out - before
 end
 
-local remaining = count
-while remaining > 0 do
-  local i = next_nonempty(0)
-  if not i then break end
-  local later = next_nonempty(i)
-  while any_limit and later and limits[i] and counts[i] >= limits[i] do
-    counts[i] = 0
-    i = later
-    later = next_nonempty(i)
+if not any_limit then
+  -- strict priority: drain the queues in order, one pop per queue at most
+  local remaining = count
+  for i = 1, nq do
+    remaining = remaining - take(i, remaining)
+    if remaining <= 0 then break end
   end
-  local n = math.min(remaining, lens[i])
-  if any_limit and later and limits[i] then n = math.min(n, limits[i] - counts[i]) end
-  take(i, n)
-  lens[i] = lens[i] - n
-  remaining = remaining - n
-  if any_limit then
+else
+  local lens = {}
+  for i = 1, nq do
+    if types[i] == 'zset' then lens[i] = redis.call('ZCARD', keys[i])
+    else lens[i] = redis.call('LLEN', keys[i]) end
+  end
+  local counts = {}
+  local raw = redis.call('HMGET', KEYS[3], unpack(keys))
+  for i = 1, nq do counts[i] = tonumber(raw[i]) or 0 end
+
+  local function next_nonempty(after)
+    for j = after + 1, nq do
+      if lens[j] > 0 then return j end
+    end
+    return nil
+  end
+
+  local remaining = count
+  while remaining > 0 do
+    local i = next_nonempty(0)
+    if not i then break end
+    local later = next_nonempty(i)
+    while later and limits[i] and counts[i] >= limits[i] do
+      counts[i] = 0
+      i = later
+      later = next_nonempty(i)
+    end
+    local n = math.min(remaining, lens[i])
+    if later and limits[i] then n = math.min(n, limits[i] - counts[i]) end
+    take(i, n)
+    lens[i] = lens[i] - n
+    remaining = remaining - n
     for k = 1, i - 1 do counts[k] = 0 end
     if later then counts[i] = counts[i] + n else counts[i] = 0 end
   end
-end
-if any_limit then
   local flat = {}
   for i = 1, nq do flat[#flat + 1] = keys[i]; flat[#flat + 1] = counts[i] end
   redis.call('HSET', KEYS[3], unpack(flat))

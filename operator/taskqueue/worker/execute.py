@@ -23,6 +23,18 @@ from taskqueue.worker.store import CONNECTION_ERRORS, Store, now_ms
 log = logging.getLogger("taskqueue.worker.task")
 
 
+class _QueueMetrics:
+    """The metric children of one queue label, looked up once (`.labels()` is not free)."""
+
+    __slots__ = ("duration", "pickup", "started", "succeeded")
+
+    def __init__(self, queue: str) -> None:
+        self.started = metrics.TASKS_STARTED.labels(queue)
+        self.succeeded = metrics.TASKS_SUCCEEDED.labels(queue)
+        self.duration = metrics.TASK_DURATION.labels(queue)
+        self.pickup = metrics.PICKUP_LATENCY.labels(queue)
+
+
 @dataclass
 class Executor:
     """Runs tasks for one consume slot (uses that slot's `Store`)."""
@@ -32,29 +44,37 @@ class Executor:
     store: Store
     stopping: threading.Event
     rng: random.Random = field(default_factory=random.Random)
+    _metrics: dict[str, _QueueMetrics] = field(default_factory=dict)
 
     def run(self, raw_entry: str, *, held: bool) -> bool:
-        entry = keys.Entry.decode(raw_entry)
-        task = keys.unwrap(entry.element)
-        ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
-                          enqueued_at=task.enqueued_at)
-        metrics.TASKS_STARTED.labels(entry.queue).inc()
-        if task.enqueued_at and not task.attempts:
-            metrics.PICKUP_LATENCY.labels(entry.queue).observe(
-                max(0.0, time.time() - task.enqueued_at))
+        queue, _, element = raw_entry.split("\n", 2)
+        m = self._metrics.get(queue)
+        if m is None:
+            m = self._metrics[queue] = _QueueMetrics(queue)
+        if element.startswith(keys.ENVELOPE_MARK):
+            task = keys.unwrap(element)
+            ctx = TaskContext(id=task.id, queue=queue, attempt=task.attempts + 1,
+                              enqueued_at=task.enqueued_at)
+            if task.enqueued_at and not task.attempts:
+                m.pickup.observe(max(0.0, time.time() - task.enqueued_at))
+        else:  # a raw LPUSH payload, as it is
+            task = keys.Task(payload=element)
+            ctx = TaskContext(id="", queue=queue, attempt=1)
+        m.started.inc()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task started", extra=self._extra(ctx))
-        metrics.WORKER_IN_FLIGHT.inc()
+        in_flight = metrics.WORKER_IN_FLIGHT
+        in_flight.inc()
         started = time.perf_counter()
         try:
             self.handler(task.payload, ctx)
         except (Exception, SystemExit) as exc:
-            self._failed(raw_entry, entry, task, ctx, exc, held=held)
+            self._failed(raw_entry, keys.Entry.decode(raw_entry), task, ctx, exc, held=held)
             return False
         finally:
-            metrics.WORKER_IN_FLIGHT.dec()
-            metrics.TASK_DURATION.labels(entry.queue).observe(time.perf_counter() - started)
-        metrics.TASKS_SUCCEEDED.labels(entry.queue).inc()
+            in_flight.dec()
+            m.duration.observe(time.perf_counter() - started)
+        m.succeeded.inc()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task succeeded", extra=self._extra(ctx))
         return True

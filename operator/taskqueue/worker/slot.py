@@ -8,7 +8,8 @@ A worker runs `concurrency` slots. Fetch strategies (`fetch_mode`):
 - "brpop" / "bzpopmin" (AtMostOnce, all queues lists / all zsets, no starvation limits): the
   blocking pop over the keys in priority order, the seed's model.
 An idle slot asks for one task (so a burst spreads over idle workers); after a fetch that found
-work it asks for `prefetch` tasks, all held in the processing list.
+work it asks for `prefetch` tasks, all held in the processing list. Due retries are promoted by
+at most one fetch per `PROMOTE_SECONDS` per slot (and by every idle re-check).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 FetchMode = Literal["held", "unheld", "brpop", "bzpopmin"]
 BLOCK_SECONDS = 0.5
 """Longest blocking pop, so an idle AtMostOnce slot notices a stop quickly."""
+PROMOTE_SECONDS = 0.05
+"""A busy slot asks fetch.lua to promote due retries this often (not on every task)."""
 
 
 def fetch_mode(config: WorkerConfig) -> FetchMode:
@@ -62,6 +65,7 @@ class Slot:
         self.busy = False
         self._delay = 0.05
         self._last_promote = 0.0
+        self._next_promote = 0.0
         self.thread = threading.Thread(target=self.run, name=f"slot-{index}", daemon=True)
 
     @property
@@ -81,7 +85,7 @@ class Slot:
         self.store.close()
 
     def _next(self, want: int) -> list[str] | None:
-        """Fetched entries, [] when idle (after waiting), None after a connection error."""
+        """Fetched entries, [] when idle (after waiting), None after an error."""
         try:
             if self.mode in ("brpop", "bzpopmin"):
                 entries = self._pop_blocking()
@@ -91,23 +95,38 @@ class Slot:
             self.state.needs_reconcile = self.state.needs_reconcile or self.held
             self._backoff(exc)
             return None
+        except Exception:  # an unexpected reply or a bug: keep consuming, never die silently
+            log.exception("fetch failed")
+            self.state.needs_reconcile = self.state.needs_reconcile or self.held
+            self._backoff(None)
+            return None
         self._delay = 0.05
         return entries
 
     def _fetch(self, want: int) -> list[str]:
-        assert self.wakeup is not None
-        gen = self.wakeup.generation()
-        self._maybe_reconcile()
+        wakeup = self.wakeup
+        assert wakeup is not None
+        token = wakeup.token()
+        if self.state.needs_reconcile:
+            self._maybe_reconcile()
         acks = self.acks
-        with self.state.fetch_gate.shared():
-            entries = self.store.fetch(acks=acks, count=want, hold=self.held)
+        now = time.monotonic()
+        promote = now >= self._next_promote
+        if promote:
+            self._next_promote = now + PROMOTE_SECONDS
+        gate = self.state.fetch_gate
+        gate.acquire_shared()
+        try:
+            entries = self.store.fetch(acks=acks, count=want, hold=self.held, promote=promote)
             if self.held:
-                self.state.hold(entries)
+                self.state.swap(acked=acks, taken=entries)
+        finally:
+            gate.release_shared()
         if acks:
-            self.state.unhold(acks)
             self.acks = []
         if not entries:
-            self.wakeup.wait(gen, timeout=self.config.sweep_seconds)
+            wakeup.idle(token, timeout=self.config.sweep_seconds)
+            self._next_promote = 0.0  # an idle re-check always promotes
         return entries
 
     def _pop_blocking(self) -> list[str]:
@@ -174,9 +193,10 @@ class Slot:
                 self._backoff(exc, stoppable=False)
         log.error("could not ack %d finished task(s); they may run again", len(self.acks))
 
-    def _backoff(self, exc: BaseException, *, stoppable: bool = True) -> None:
+    def _backoff(self, exc: BaseException | None, *, stoppable: bool = True) -> None:
         delay = self._delay * random.uniform(0.5, 1.0)
-        log.warning("Redis unavailable (%s); retrying in %.2fs", exc, delay)
+        if exc is not None:
+            log.warning("Redis unavailable (%s); retrying in %.2fs", exc, delay)
         if stoppable:
             self.state.stopping.wait(delay)
         else:

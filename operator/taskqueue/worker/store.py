@@ -1,12 +1,15 @@
 """The worker's Redis calls: one dedicated connection, the Lua scripts by EVALSHA, no pool.
 
 Each consume slot, the heartbeat and the wake-up listener own one `Store` each, so a blocking
-call never waits for another thread. Payloads are decoded as UTF-8 with `surrogateescape`, so
-bytes that are not UTF-8 still travel back to Redis unchanged (acks match exactly).
+call never waits for another thread. Payloads are decoded as UTF-8 with `surrogateescape` and
+encoded back the same way by our own command packer (redis-py's hiredis packer would reject
+them), so bytes that are not UTF-8 still travel back to Redis unchanged (acks match exactly).
+The fetch command, sent once per task, is mostly pre-encoded.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +37,34 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def bulk(value: str | bytes | int | float) -> bytes:
+    """One RESP bulk string; `str` is encoded as UTF-8 with surrogateescape."""
+    if isinstance(value, str):
+        data = value.encode("utf-8", "surrogateescape")
+    elif isinstance(value, bytes):
+        data = value
+    elif isinstance(value, int):
+        data = b"%d" % value
+    else:
+        data = repr(float(value)).encode()
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def pack(args: Sequence[str | bytes | int | float]) -> bytes:
+    """A RESP command."""
+    return b"*%d\r\n" % len(args) + b"".join(bulk(a) for a in args)
+
+
+_SHAS: dict[str, str] = {}
+
+
+def script_sha(name: str) -> str:
+    sha = _SHAS.get(name)
+    if sha is None:
+        sha = _SHAS[name] = hashlib.sha1(keys.lua(name).encode("utf-8")).hexdigest()
+    return sha
+
+
 class Store:
     """Redis operations of one worker thread over a connection of its own."""
 
@@ -42,40 +73,53 @@ class Store:
         self.worker_id = worker_id
         self.processing = schema.processing(worker_id)
         self._conn: Any = connection_pool(url).make_connection()
-        self._shas: dict[str, str] = {}
-        self._queue_args: list[str] = []
+        queue_args: list[str] = []
         for q in schema.queues:
-            self._queue_args += [q.type, "" if q.starvation_limit is None else
-                                 str(q.starvation_limit)]
-        self._fetch_keys = [self.processing, schema.delayed, schema.starvation, schema.stats,
-                            *schema.queue_keys]
+            queue_args += [q.type, "" if q.starvation_limit is None else str(q.starvation_limit)]
+        fetch_keys = [self.processing, schema.delayed, schema.starvation, schema.stats,
+                      *schema.queue_keys]
+        # EVALSHA <sha> <numkeys> <keys...> | now count hold nacks acks... | queue args...
+        head: list[str | int] = ["EVALSHA", script_sha("fetch"), len(fetch_keys), *fetch_keys]
+        self._fetch_head = b"".join(bulk(a) for a in head)
+        self._fetch_tail = b"".join(bulk(a) for a in queue_args)
+        self._fetch_fixed = 3 + len(fetch_keys) + 4 + len(queue_args)
+        self._hold_flag = {True: bulk("1"), False: bulk("0")}
 
     def close(self) -> None:
         self._conn.disconnect()
 
-    def call(self, *args: Any, timeout: float | None = None) -> Any:
-        """One command and its reply; the connection is re-opened after an error."""
-        self._conn.send_command(*args)
+    def send(self, packed: bytes, *, timeout: float | None = None) -> Any:
+        """One packed command and its reply; the connection is re-opened after an error."""
+        self._conn.send_packed_command([packed], check_health=False)
         if timeout is None:
             return self._conn.read_response()
         return self._conn.read_response(timeout=timeout)
 
-    def script(self, name: str, keys_: Sequence[str], args: Sequence[Any]) -> Any:
-        sha = self._shas.get(name)
-        if sha is not None:
-            try:
-                return self.call("EVALSHA", sha, len(keys_), *keys_, *args)
-            except NoScriptError:
-                pass
-        self._shas[name] = sha = self.call("SCRIPT", "LOAD", keys.lua(name))
-        return self.call("EVALSHA", sha, len(keys_), *keys_, *args)
+    def call(self, *args: Any, timeout: float | None = None) -> Any:
+        """One command and its reply."""
+        return self.send(pack(args), timeout=timeout)
 
-    def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True) -> list[str]:
-        """Ack `acks`, promote due retries, take up to `count` entries (see fetch.lua)."""
-        result: list[str] = self.script(
-            "fetch", self._fetch_keys,
-            [now_ms(), count, "1" if hold else "0", len(acks), *acks, *self._queue_args],
-        )
+    def script(self, name: str, keys_: Sequence[str], args: Sequence[Any]) -> Any:
+        packed = pack(["EVALSHA", script_sha(name), len(keys_), *keys_, *args])
+        return self._evalsha(name, packed)
+
+    def _evalsha(self, name: str, packed: bytes) -> Any:
+        try:
+            return self.send(packed)
+        except NoScriptError:
+            self.call("SCRIPT", "LOAD", keys.lua(name))
+            return self.send(packed)
+
+    def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True,
+              promote: bool = True) -> list[str]:
+        """Ack `acks`, promote due retries (unless `promote` is False), take up to `count`
+        entries (see fetch.lua)."""
+        packed = b"".join((
+            b"*%d\r\n" % (self._fetch_fixed + len(acks)), self._fetch_head,
+            bulk(now_ms() if promote else ""), bulk(count), self._hold_flag[hold],
+            bulk(len(acks)), *[bulk(a) for a in acks], self._fetch_tail,
+        ))
+        result: list[str] = self._evalsha("fetch", packed)
         return result
 
     def fail(self, *, entry: str, held: bool, dead: bool, value: str, due_ms: int) -> bool:

@@ -5,6 +5,15 @@ worker learns of an LPUSH/ZADD to one of its queues within a fraction of a milli
 polling. The push only wakes the consume threads; the task itself is taken by the atomic fetch
 script. Waiters also wake every `sweep` seconds (missed pushes, due retries), and everyone wakes
 after the listener reconnects (writes during the outage sent no push).
+
+Tracking is *armed* only while it is needed. A busy worker would otherwise get a push for every
+fetch of every worker of the fleet (each RPOP writes a queue key), which costs Redis and the
+worker CPU for nothing. So the listener turns tracking off (`CLIENT TRACKING OFF`) after
+`DISARM_AFTER` pushes in a row that found no idle slot, and an idle slot turns it back on before
+it sleeps. The rule that keeps a wake-up from being missed: a slot sleeps only if tracking was
+confirmed on (the reply to `CLIENT TRACKING ON` was read) before its empty fetch was sent, and
+stayed on; otherwise it arms and fetches again first. `token()` captures that state before the
+fetch, `idle(token)` checks it after.
 """
 
 from __future__ import annotations
@@ -12,12 +21,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from taskqueue.worker.store import CONNECTION_ERRORS, connection_pool
+from taskqueue.worker.store import CONNECTION_ERRORS, connection_pool, pack
 
 log = logging.getLogger(__name__)
+
+DISARM_AFTER = 32
+"""Pushes in a row with no slot waiting after which tracking is turned off."""
+
+Token = tuple[int, int]
+"""(push generation, armed session) seen before a fetch."""
 
 
 def tracking_prefixes(queue_keys: Iterable[str]) -> list[str]:
@@ -27,14 +43,29 @@ def tracking_prefixes(queue_keys: Iterable[str]) -> list[str]:
 
 
 class Wakeup:
-    """A generation counter bumped on every push that names one of the queue keys."""
+    """A generation counter bumped on every push that names one of the queue keys, and the
+    armed/disarmed state of tracking on the listener connection."""
 
     def __init__(self, *, url: str, queue_keys: Iterable[str]) -> None:
         self._url = url
         self._keys = frozenset(queue_keys)
+        prefixes = [arg for p in tracking_prefixes(self._keys) for arg in ("PREFIX", p)]
+        self._on_cmd = pack(["CLIENT", "TRACKING", "ON", "BCAST", *prefixes])
+        self._off_cmd = pack(["CLIENT", "TRACKING", "OFF"])
         self._cond = threading.Condition()
         self._gen = 0
         self._stopped = False
+        self._conn: Any = None
+        self._sessions = 0
+        self._armed = 0
+        """Session number while tracking is confirmed on, 0 while it is off or unknown."""
+        self._arming = False
+        self._pending: deque[str] = deque()
+        """Replies we wait for on the listener connection, in order: "on" / "off"."""
+        self._waiters = 0
+        self._idle_pushes = 0
+        self.arms = 0
+        self.disarms = 0
         self._thread = threading.Thread(target=self._listen, daemon=True, name="wakeup")
 
     def start(self) -> None:
@@ -48,22 +79,72 @@ class Wakeup:
     def generation(self) -> int:
         return self._gen
 
+    @property
+    def armed(self) -> bool:
+        return bool(self._armed)
+
     def bump(self) -> None:
         with self._cond:
             self._gen += 1
             self._cond.notify_all()
+
+    def token(self) -> Token:
+        """Call before a fetch; pass to `idle()` if the fetch found nothing."""
+        return self._gen, self._armed
+
+    def idle(self, token: Token, *, timeout: float) -> None:
+        """After an empty fetch: sleep until a push after `token`, stop(), or `timeout`, if
+        tracking was armed before that fetch and still is. Otherwise arm it (waiting up to
+        `timeout` for the confirmation) and return at once, so the caller fetches again."""
+        gen, session = token
+        with self._cond:
+            if session and self._armed == session:
+                self._waiters += 1
+                try:
+                    self._cond.wait_for(lambda: self._gen != gen or self._stopped, timeout)
+                finally:
+                    self._waiters -= 1
+                return
+            self._arm()
+            self._cond.wait_for(lambda: self._armed or self._stopped, timeout)
 
     def wait(self, since: int, *, timeout: float) -> None:
         """Until a push after generation `since`, stop(), or `timeout` seconds."""
         with self._cond:
             self._cond.wait_for(lambda: self._gen != since or self._stopped, timeout)
 
+    # -- under self._cond -------------------------------------------------------------------
+    def _send(self, packed: bytes, reply: str) -> bool:
+        conn = self._conn
+        if conn is None:
+            return False
+        try:
+            conn.send_packed_command([packed], check_health=False)
+        except CONNECTION_ERRORS as exc:  # the listener notices and reconnects
+            log.debug("wake-up listener: send failed (%s)", exc)
+            return False
+        self._pending.append(reply)
+        return True
+
+    def _arm(self) -> None:
+        if self._armed or self._arming or self._stopped:
+            return
+        if self._send(self._on_cmd, "on"):
+            self._arming = True
+            self.arms += 1
+
+    def _disarm(self) -> None:
+        if self._send(self._off_cmd, "off"):
+            self._armed = 0
+            self.disarms += 1
+
+    # -- listener thread --------------------------------------------------------------------
     def _listen(self) -> None:
         delay = 0.05
         while not self._stopped:
             try:
                 self._session()
-            except CONNECTION_ERRORS as exc:
+            except Exception as exc:  # connection loss, or anything else: never stop listening
                 log.warning("wake-up listener lost Redis (%s); reconnecting in %.2fs", exc, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
@@ -75,19 +156,54 @@ class Wakeup:
         try:
             conn.connect()
             conn._parser.set_invalidation_push_handler(lambda msg: msg)
-            args = [arg for p in tracking_prefixes(self._keys) for arg in ("PREFIX", p)]
-            conn.send_command("CLIENT", "TRACKING", "ON", "BCAST", *args)
+            conn.send_packed_command([self._on_cmd], check_health=False)
             conn.read_response()
-            self.bump()  # anything written while we were not listening
+            with self._cond:
+                self._conn = conn
+                self._pending.clear()
+                self._arming = False
+                self._sessions += 1
+                self._armed = self._sessions
+                self._idle_pushes = 0
+                self._gen += 1  # anything written while we were not listening
+                self._cond.notify_all()
             while not self._stopped:
                 if conn.can_read(timeout=0.5):
-                    self._on_push(conn.read_response(push_request=True))
+                    msg = conn.read_response(push_request=True)
+                    if isinstance(msg, list):
+                        self._on_push(msg)
+                    else:
+                        self._on_reply()
         finally:
+            with self._cond:
+                self._conn = None
+                self._armed = 0
+                self._arming = False
+                self._pending.clear()
+                self._cond.notify_all()
             conn.disconnect()
 
-    def _on_push(self, msg: Any) -> None:
-        if not isinstance(msg, list) or len(msg) < 2 or msg[0] != "invalidate":
+    def _on_reply(self) -> None:
+        with self._cond:
+            what = self._pending.popleft() if self._pending else ""
+            if what == "on":
+                self._arming = False
+                self._sessions += 1
+                self._armed = self._sessions
+                self._idle_pushes = 0
+                self._cond.notify_all()
+
+    def _on_push(self, msg: list[Any]) -> None:
+        if len(msg) < 2 or msg[0] != "invalidate":
             return
         touched = msg[1]
-        if touched is None or any(k in self._keys for k in touched):
-            self.bump()
+        with self._cond:
+            if touched is None or any(k in self._keys for k in touched):
+                self._gen += 1
+                self._cond.notify_all()
+            if self._waiters:
+                self._idle_pushes = 0
+            elif self._armed:
+                self._idle_pushes += 1
+                if self._idle_pushes >= DISARM_AFTER:
+                    self._disarm()
