@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import os
 import signal
 import statistics
@@ -68,6 +69,7 @@ def child_ours(url: str, n: int, delivery: str, prefetch: int, concurrency: int)
         prefetch=prefetch, concurrency=concurrency)
     worker = Worker(config, handler=handlers.load(handler=config.handler, command=None,
                                                   timeout=None))
+    gc.freeze()  # as taskqueue-worker does after start-up
     worker.start()
     signal.sigwait({signal.SIGTERM})
     worker.stop()
@@ -259,6 +261,7 @@ def child_latency(url: str, delivery: str, queues: str) -> None:
         worker_id="lat", handler="bench_tasks:latency", delivery=delivery)  # type: ignore[arg-type]
     worker = Worker(config, handler=handlers.load(handler=config.handler, command=None,
                                                   timeout=None))
+    gc.freeze()  # as taskqueue-worker does after start-up
     worker.start()
     signal.sigwait({signal.SIGTERM})
     worker.stop()

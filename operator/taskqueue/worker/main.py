@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import logging
 import os
 import sys
@@ -133,7 +134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if config.metrics_port:
         metrics.serve(port=config.metrics_port)
-    return Worker(config, handler=handler).run_until_signal()
+    worker = Worker(config, handler=handler)
+    # everything imported so far lives as long as the process: keep it out of the cyclic GC, so
+    # a full collection scans only what tasks allocate (a pause of ~20 ms otherwise)
+    gc.freeze()
+    return worker.run_until_signal()
 
 
 if __name__ == "__main__":
