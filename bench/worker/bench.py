@@ -6,7 +6,10 @@ importable by `--peers-python` (a venv with `pip install rq arq dramatiq celery`
 older redis-py, so keep them out of the project's environment).
 
     python bench/worker/bench.py                          # ours + raw + latency
-    python bench/worker/bench.py --peers-python /tmp/benchenv/bin/python
+    python bench/worker/bench.py --peers-python /tmp/benchenv/bin/python \
+        --celery-python /tmp/benchenv-celery/bin/python
+
+Celery goes in a venv of its own (`--celery-python`): kombu needs redis-py >= 6.1, arq < 6.
 
 A private redis-server (appendonly off) on a free port is started and stopped by the script.
 Not part of the test suite.
@@ -268,13 +271,27 @@ def child_latency(url: str, delivery: str, queues: str) -> None:
     worker.join(grace=2)
 
 
+def _ratios(rows: list[tuple[str, int, float]]) -> None:
+    """Our AtLeastOnce rates over RQ's and over the raw loop's, per process count."""
+    rate = {(name, procs): r for name, procs, r in rows}
+    for procs in sorted({p for _, p, _ in rows}):
+        for ours in ("taskqueue AtLeastOnce prefetch=1", "taskqueue AtLeastOnce prefetch=20"):
+            if (ours, procs) not in rate:
+                continue
+            parts = [f"{other.split()[0]} {rate[ours, procs] / rate[other, procs]:.1f}x"
+                     for other in ("raw redis-py LMOVE+LREM loop", "RQ SimpleWorker", "arq",
+                                   "Dramatiq (1 thread)", "Celery (solo pool)")
+                     if (other, procs) in rate]
+            print(f"ratio {ours:34s} procs={procs}  vs " + ", ".join(parts), flush=True)
+
+
 # -- main --------------------------------------------------------------------------------------
-def peers_available(python: str | None) -> list[str]:
-    if not python:
-        return []
+def peers_available(python: str | None, celery_python: str | None = None) -> list[str]:
     found = []
     for mod in ("rq", "arq", "dramatiq", "celery"):
-        if subprocess.run([python, "-c", f"import {mod}"], capture_output=True).returncode == 0:
+        py = (celery_python or python) if mod == "celery" else python
+        if py and subprocess.run([py, "-c", f"import {mod}"],
+                                 capture_output=True).returncode == 0:
             found.append(mod)
     return found
 
@@ -291,7 +308,8 @@ def main() -> None:
     p.add_argument("--peer-tasks", type=int, default=3000)
     p.add_argument("--samples", type=int, default=600)
     p.add_argument("--procs", type=int, nargs="+", default=[1, 4])
-    p.add_argument("--peers-python")
+    p.add_argument("--peers-python", help="python of a venv with rq, arq, dramatiq")
+    p.add_argument("--celery-python", help="python of a venv with celery (default: peers')")
     p.add_argument("n", nargs="?", type=int, default=0)
     a = p.parse_args()
     if a.child == "ours":
@@ -331,14 +349,16 @@ def _contenders(a: argparse.Namespace, url: str, r: redis.Redis, procs: int,
     if "dramatiq" in peers:
         out.append(("Dramatiq (1 thread)", functools.partial(bench_dramatiq, **peer)))
     if "celery" in peers:
-        out.append(("Celery (solo pool)", functools.partial(bench_celery, **peer)))
+        celery_peer = {**peer, "python": a.celery_python or a.peers_python or ""}
+        out.append(("Celery (solo pool)", functools.partial(bench_celery, **celery_peer)))
     return out
 
 
 def _report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
-    print(f"# cpus={os.cpu_count()} redis={r.info()['redis_version']} appendonly=no")
+    print(f"# cpus={os.cpu_count()} redis={r.info()['redis_version']} appendonly=no "
+          f"load average (1/5/15 min)={os.getloadavg()}", flush=True)
     rows: list[tuple[str, int, float]] = []
-    peers = peers_available(a.peers_python)
+    peers = peers_available(a.peers_python, a.celery_python)
     for procs in a.procs:
         contenders = _contenders(a, url, r, procs, peers)
         for name, fn in contenders:
@@ -349,6 +369,7 @@ def _report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
                 continue
             rows.append((name, procs, rate))
             print(f"{name:40s} procs={procs}  {rate:10.0f} tasks/s", flush=True)
+    _ratios(rows)
     for delivery, queues in (
             ("AtLeastOnce", [("vip", "list"), ("normal", "list"), ("z", "zset")]),
             ("AtMostOnce", [("vip", "list"), ("normal", "list")]),
@@ -357,6 +378,7 @@ def _report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
         for key, (p50, p99) in lat.items():
             print(f"latency {delivery:12s} {'+'.join(k for k, _ in queues):14s} queue={key:7s}"
                   f" p50={p50:6.2f} ms p99={p99:6.2f} ms", flush=True)
+    print(f"# load average at the end={os.getloadavg()}", flush=True)
 
 
 if __name__ == "__main__":
