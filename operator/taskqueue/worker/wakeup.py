@@ -14,18 +14,25 @@ it sleeps. The rule that keeps a wake-up from being missed: a slot sleeps only i
 confirmed on (the reply to `CLIENT TRACKING ON` was read) before its empty fetch was sent, and
 stayed on; otherwise it arms and fetches again first. `token()` captures that state before the
 fetch, `idle(token)` checks it after.
+
+Only the listener thread reads or writes its connection (an SSL connection must not be used by
+two threads at once): a slot asks for arming through a flag and a byte on a socket pair that
+the listener polls together with the connection.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import select
+import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from taskqueue.worker.store import CONNECTION_ERRORS, connection_pool, pack
+from taskqueue.worker.store import connection_pool, pack
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +67,10 @@ class Wakeup:
         self._armed = 0
         """Session number while tracking is confirmed on, 0 while it is off or unknown."""
         self._arming = False
+        self._want_arm = False
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
         self._pending: deque[str] = deque()
         """Replies we wait for on the listener connection, in order: "on" / "off"."""
         self._waiters = 0
@@ -75,6 +86,13 @@ class Wakeup:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
+        self._poke()
+
+    def _poke(self) -> None:
+        """Wake the listener out of its poll."""
+        # OSError: the pair's buffer is full (wake-ups are pending anyway) or it is closed
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
 
     def generation(self) -> int:
         return self._gen
@@ -114,29 +132,12 @@ class Wakeup:
             self._cond.wait_for(lambda: self._gen != since or self._stopped, timeout)
 
     # -- under self._cond -------------------------------------------------------------------
-    def _send(self, packed: bytes, reply: str) -> bool:
-        conn = self._conn
-        if conn is None:
-            return False
-        try:
-            conn.send_packed_command([packed], check_health=False)
-        except CONNECTION_ERRORS as exc:  # the listener notices and reconnects
-            log.debug("wake-up listener: send failed (%s)", exc)
-            return False
-        self._pending.append(reply)
-        return True
-
     def _arm(self) -> None:
-        if self._armed or self._arming or self._stopped:
+        """Ask the listener to turn tracking on."""
+        if self._armed or self._arming or self._want_arm or self._stopped:
             return
-        if self._send(self._on_cmd, "on"):
-            self._arming = True
-            self.arms += 1
-
-    def _disarm(self) -> None:
-        if self._send(self._off_cmd, "off"):
-            self._armed = 0
-            self.disarms += 1
+        self._want_arm = True
+        self._poke()
 
     # -- listener thread --------------------------------------------------------------------
     def _listen(self) -> None:
@@ -150,6 +151,8 @@ class Wakeup:
                 delay = min(delay * 2, 2.0)
             else:
                 delay = 0.05
+        self._wake_r.close()
+        self._wake_w.close()
 
     def _session(self) -> None:
         conn: Any = connection_pool(self._url, protocol=3).make_connection()
@@ -162,16 +165,18 @@ class Wakeup:
                 self._conn = conn
                 self._pending.clear()
                 self._arming = False
+                self._want_arm = False
                 self._sessions += 1
                 self._armed = self._sessions
                 self._idle_pushes = 0
                 self._gen += 1  # anything written while we were not listening
                 self._cond.notify_all()
             while not self._stopped:
-                if conn.can_read(timeout=0.5):
+                self._maybe_send_arm(conn)
+                if conn.can_read(timeout=0) or self._poll(conn, timeout=0.5):
                     msg = conn.read_response(push_request=True)
                     if isinstance(msg, list):
-                        self._on_push(msg)
+                        self._on_push(conn, msg)
                     else:
                         self._on_reply()
         finally:
@@ -179,9 +184,43 @@ class Wakeup:
                 self._conn = None
                 self._armed = 0
                 self._arming = False
+                self._want_arm = False
                 self._pending.clear()
                 self._cond.notify_all()
             conn.disconnect()
+
+    def _poll(self, conn: Any, *, timeout: float) -> bool:
+        """Wait until the connection is readable (True) or a slot pokes us / timeout (False)."""
+        sock = conn._sock
+        if sock is None:
+            raise ConnectionError("wake-up connection closed")
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        ready = {fd for fd, _ in poller.poll(timeout * 1000)}
+        if self._wake_r.fileno() in ready:
+            try:
+                while self._wake_r.recv(4096):
+                    pass
+            except BlockingIOError:
+                pass
+        return sock.fileno() in ready
+
+    def _maybe_send_arm(self, conn: Any) -> None:
+        with self._cond:
+            if not self._want_arm:
+                return
+            self._want_arm = False
+            if self._armed or self._arming or self._stopped:
+                return
+            self._send(conn, self._on_cmd, "on")
+            self._arming = True
+            self.arms += 1
+
+    def _send(self, conn: Any, packed: bytes, reply: str) -> None:
+        """Under self._cond, from the listener thread only."""
+        conn.send_packed_command([packed], check_health=False)
+        self._pending.append(reply)
 
     def _on_reply(self) -> None:
         with self._cond:
@@ -193,7 +232,7 @@ class Wakeup:
                 self._idle_pushes = 0
                 self._cond.notify_all()
 
-    def _on_push(self, msg: list[Any]) -> None:
+    def _on_push(self, conn: Any, msg: list[Any]) -> None:
         if len(msg) < 2 or msg[0] != "invalidate":
             return
         touched = msg[1]
@@ -206,4 +245,6 @@ class Wakeup:
             elif self._armed:
                 self._idle_pushes += 1
                 if self._idle_pushes >= DISARM_AFTER:
-                    self._disarm()
+                    self._send(conn, self._off_cmd, "off")
+                    self._armed = 0
+                    self.disarms += 1
