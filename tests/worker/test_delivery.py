@@ -27,7 +27,7 @@ def test_each_task_goes_to_exactly_one_worker(redis_sync: redis.Redis, make_work
     got = redis_sync.lrange("test:done", 0, -1)
     assert sorted(map(int, got)) == list(range(2000))
     if delivery == "AtLeastOnce":
-        assert int(redis_sync.hget("q:stats", "completed") or 0) == 2000
+        wait_for(lambda: int(redis_sync.hget("q:stats", "completed") or 0) == 2000)
         wait_for(lambda: not redis_sync.keys("q:processing:*"))
 
 

@@ -43,6 +43,8 @@ def test_failed_task_is_retried_after_backoff(redis_sync: redis.Redis, make_work
     assert 0.2 <= elapsed < 3  # 0.1..0.2 s then 0.2..0.4 s of backoff
     ctx = json.loads(redis_sync.lindex("test:contexts", 0))
     assert ctx["attempt"] == 3 and ctx["id"]
+    # the ack (and its `completed` count) rides on the slot's next fetch, just after the handler
+    wait_for(lambda: redis_sync.hget("q:stats", "completed") == "1")
     stats = redis_sync.hgetall("q:stats")
     assert (stats["failed"], stats["retried"], stats["completed"]) == ("2", "2", "1")
     assert redis_sync.zcard("q:delayed") == 0
