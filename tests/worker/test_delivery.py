@@ -31,13 +31,21 @@ def test_each_task_goes_to_exactly_one_worker(redis_sync: redis.Redis, make_work
         wait_for(lambda: not redis_sync.keys("q:processing:*"))
 
 
+def idle_listeners(r: redis.Redis, delivery: str) -> int:
+    """Workers ready for a push: blocked in BRPOP, or holding a tracking (wake-up) connection."""
+    clients = r.client_list()
+    if delivery == "AtMostOnce":
+        return sum(1 for c in clients if c.get("cmd") in ("brpop", "bzpopmin"))
+    return sum(1 for c in clients if "t" in c.get("flags", ""))
+
+
 @pytest.mark.parametrize("delivery", ["AtLeastOnce", "AtMostOnce"])
 def test_batch_lpush_is_spread_over_idle_workers(redis_sync: redis.Redis,
                                                  make_worker: MakeWorker, delivery: str) -> None:
     """The seed's `LPUSH task:queue 6 7 8` with idle workers: three workers get one each."""
     workers = [make_worker(worker_id=f"w{i}", handler="tests.worker.handlers:sleep_then_record",
                            delivery=delivery, worker={"prefetch": 10}) for i in range(4)]
-    time.sleep(0.3)  # all idle and listening
+    wait_for(lambda: idle_listeners(redis_sync, delivery) >= 4, timeout=5)
     redis_sync.lpush("q", "6:0.5", "7:0.5", "8:0.5")
     if delivery == "AtLeastOnce":
         held = wait_for(lambda: [w.config.worker_id for w in workers
