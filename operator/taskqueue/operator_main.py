@@ -169,8 +169,12 @@ async def _lead(args: argparse.Namespace, poller: Poller, elector: LeaderElector
         log.error("leadership lost: exiting so that a new candidate takes over")
         return 1
     if operator in done and stopping not in done:
-        log.error("kopf stopped on its own")
-        return 1
+        # In the main thread kopf installs its own SIGTERM/SIGINT handlers (replacing ours) and
+        # stops cleanly on them: a clean stop is the pod being terminated, a crash is an error.
+        if operator.cancelled() or operator.exception() is not None:
+            log.error("kopf stopped on its own")
+            return 1
+        log.info("kopf stopped on a termination signal")
     return 0
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import base64
+import signal
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -223,3 +226,29 @@ def test_standby_operator_does_not_act_until_the_leader_stops(
     redis.Redis.from_url(redis_url).lpush("ha:jobs", "x")
     wait_for("scaled by the new leader", lambda: replicas(control_plane, namespace,
                                                           "ha-worker") == 1)
+
+
+def test_console_script_exits_0_on_sigterm_and_releases_the_lease(
+    control_plane: ControlPlane, namespace: str, crd: None, tmp_path: Path
+) -> None:
+    """In a pod the operator is the main thread, where kopf takes over SIGTERM: still exit 0."""
+    log = (tmp_path / "operator.log").open("wb")
+    proc = subprocess.Popen(
+        ["taskqueue-operator", "--kubeconfig", str(control_plane.kubeconfig),
+         "--namespace", namespace, "--leader-election-namespace", namespace,
+         "--metrics-port", "0", "--health-port", "0"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for("the Lease", lambda: (get(control_plane, "lease", "taskqueue-operator",
+                                           "-n", namespace) or {}).get("spec", {})
+                 .get("holderIdentity"), timeout=30)
+        time.sleep(1)  # kopf is up and has its handlers installed
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, (tmp_path / "operator.log").read_text()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    lease = get(control_plane, "lease", "taskqueue-operator", "-n", namespace)
+    assert not lease["spec"].get("holderIdentity")
