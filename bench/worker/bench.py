@@ -43,7 +43,7 @@ QUEUE = "bq"
 
 def env(url: str) -> dict[str, str]:
     return {**os.environ, "BENCH_REDIS_URL": url,
-            "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)])}
+            "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT / "operator"), str(ROOT)])}
 
 
 def wait_until(pred: Callable[[], bool], *, timeout: float = 600, every: float = 0.002) -> None:
@@ -246,10 +246,15 @@ def bench_latency(url: str, r: redis.Redis, *, delivery: str, queues: list[tuple
         child.send_signal(signal.SIGTERM)
         child.wait(timeout=20)
     out = {}
+    pooled: list[float] = []
     for key, _ in queues:
         values = sorted(float(x) * 1000 for x in r.lrange(f"lat:{key}", 0, -1))
+        pooled += values
         out[key] = (statistics.median(values), values[min(len(values) - 1,
                                                           int(len(values) * 0.99))])
+    pooled.sort()
+    out["(all)"] = (statistics.median(pooled), pooled[min(len(pooled) - 1,
+                                                         int(len(pooled) * 0.99))])
     return out
 
 
@@ -310,6 +315,11 @@ def main() -> None:
     p.add_argument("--procs", type=int, nargs="+", default=[1, 4])
     p.add_argument("--peers-python", help="python of a venv with rq, arq, dramatiq")
     p.add_argument("--celery-python", help="python of a venv with celery (default: peers')")
+    p.add_argument("--latency-only", action="store_true", help="only the idle pickup latency")
+    p.add_argument("--latency-modes", default="0,1,2",
+                   help="which latency runs, by index: 0 AtLeastOnce, 1 BRPOP, 2 AtMostOnce script")
+    p.add_argument("--only", default="",
+                   help="run only the throughput contenders whose name contains this")
     p.add_argument("n", nargs="?", type=int, default=0)
     a = p.parse_args()
     if a.child == "ours":
@@ -359,8 +369,8 @@ def _report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
           f"load average (1/5/15 min)={os.getloadavg()}", flush=True)
     rows: list[tuple[str, int, float]] = []
     peers = peers_available(a.peers_python, a.celery_python)
-    for procs in a.procs:
-        contenders = _contenders(a, url, r, procs, peers)
+    for procs in [] if a.latency_only else a.procs:
+        contenders = [c for c in _contenders(a, url, r, procs, peers) if a.only in c[0]]
         for name, fn in contenders:
             try:
                 rate = fn()
@@ -370,10 +380,12 @@ def _report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
             rows.append((name, procs, rate))
             print(f"{name:40s} procs={procs}  {rate:10.0f} tasks/s", flush=True)
     _ratios(rows)
-    for delivery, queues in (
-            ("AtLeastOnce", [("vip", "list"), ("normal", "list"), ("z", "zset")]),
+    runs = (("AtLeastOnce", [("vip", "list"), ("normal", "list"), ("z", "zset")]),
             ("AtMostOnce", [("vip", "list"), ("normal", "list")]),
-            ("AtMostOnce", [("vip", "list"), ("z", "zset")])):
+            ("AtMostOnce", [("vip", "list"), ("z", "zset")]))
+    for i, (delivery, queues) in enumerate(runs):
+        if str(i) not in a.latency_modes.split(","):
+            continue
         lat = bench_latency(url, r, delivery=delivery, queues=queues, samples=a.samples)
         for key, (p50, p99) in lat.items():
             print(f"latency {delivery:12s} {'+'.join(k for k, _ in queues):14s} queue={key:7s}"
