@@ -3,6 +3,8 @@
 - create/resume/update of a TaskQueue's spec: ensure its worker Deployment.
 - a daemon per TaskQueue: one poll every spec.scaling.pollIntervalSeconds (intervals per object).
 - pod events of worker pods: when a pod is gone, requeue what it held (the reaper).
+- events of the Deployments it owns (labelled `taskqueue.dev/taskqueue`): kept in the poller, so
+  a poll does not GET the Deployment (`Poller.read_deployment`).
 
 Shared resources (the `Poller`, with its Kubernetes client and Redis pools) live in kopf's memo,
 created by `taskqueue.operator_main`.
@@ -39,13 +41,14 @@ def _ref(meta: Any) -> kube.ObjectRef:
 
 
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.persistence.finalizer = f"{models.GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=models.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=models.GROUP, key="last-handled-configuration")
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
+    _poller(memo).watch_deployments = True
 
 
 @kopf.on.login()
@@ -123,3 +126,10 @@ async def reap(event: kopf.RawEvent, body: kopf.Body, meta: kopf.Meta, memo: Any
     except Exception as e:
         log.warning("could not recover tasks of pod %s/%s: %s", meta["namespace"], meta["name"],
                     e)
+
+
+@kopf.on.event("apps", "v1", "deployments", labels={workload.TASKQUEUE_LABEL: kopf.PRESENT})
+async def deployment_seen(event: kopf.RawEvent, body: kopf.Body, meta: kopf.Meta, memo: Any,
+                          **_: Any) -> None:
+    _poller(memo).saw_deployment(meta["namespace"], meta["name"], kube.deployment_state(body),
+                                 deleted=event["type"] == "DELETED")

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import datetime
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -73,15 +74,46 @@ class Kube(Protocol):
     async def secret_value(self, namespace: str, name: str, key: str) -> str: ...
     async def get_taskqueue(self, namespace: str, name: str) -> dict[str, Any]: ...
     async def get_deployment(self, namespace: str, name: str) -> DeploymentState | None: ...
-    async def create_deployment(self, body: dict[str, Any]) -> None: ...
+    # The three Deployment writes return the Deployment's new resourceVersion when known.
+    async def create_deployment(self, body: dict[str, Any]) -> str | None: ...
     async def replace_deployment(self, body: dict[str, Any], *, replicas: int,
-                                 resource_version: str) -> None: ...
-    async def scale_deployment(self, namespace: str, name: str, replicas: int) -> None: ...
+                                 resource_version: str) -> str | None: ...
+    async def scale_deployment(self, namespace: str, name: str, replicas: int) -> str | None: ...
     async def list_pods(self, namespace: str, selector: dict[str, str]) -> list[PodState]: ...
     async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
         ...
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
     async def event(self, ref: ObjectRef, *, type: str, reason: str, message: str) -> None: ...
+
+
+def deployment_state(body: Mapping[str, Any]) -> DeploymentState:
+    """The `DeploymentState` of a Deployment as the API returns it in JSON (e.g. a watch event)."""
+    meta, spec, status = body["metadata"], body.get("spec") or {}, body.get("status") or {}
+    replicas = spec.get("replicas")
+    return DeploymentState(
+        name=meta["name"],
+        replicas=int(replicas if replicas is not None else 1),
+        ready_replicas=int(status.get("readyReplicas") or 0),
+        selector=dict((spec.get("selector") or {}).get("matchLabels") or {}),
+        owner_uids=tuple(o["uid"] for o in meta.get("ownerReferences") or ()),
+        spec_hash=(meta.get("annotations") or {}).get("taskqueue.dev/spec-hash"),
+        resource_version=str(meta.get("resourceVersion") or ""),
+    )
+
+
+def _resource_version(obj: Any) -> str | None:
+    meta = getattr(obj, "metadata", None)
+    rv = getattr(meta, "resource_version", None)
+    return str(rv) if rv else None
+
+
+def newer_or_same(rv: str, than: str) -> bool:
+    """Whether resourceVersion `rv` is not older than `than`. They are etcd revisions (integers)
+    on every API server in practice; when either is not, order is unknown and this says True."""
+    try:
+        return int(rv) >= int(than)
+    except ValueError:
+        return True
 
 
 def _now() -> str:
@@ -147,21 +179,24 @@ class KubeClient:
             resource_version=meta.resource_version,
         )
 
-    async def create_deployment(self, body: dict[str, Any]) -> None:
-        await self._call(self.apps.create_namespaced_deployment, body["metadata"]["namespace"],
-                         body, field_manager=FIELD_MANAGER)
+    async def create_deployment(self, body: dict[str, Any]) -> str | None:
+        return _resource_version(await self._call(
+            self.apps.create_namespaced_deployment, body["metadata"]["namespace"], body,
+            field_manager=FIELD_MANAGER))
 
     async def replace_deployment(self, body: dict[str, Any], *, replicas: int,
-                                 resource_version: str) -> None:
+                                 resource_version: str) -> str | None:
         """PUT `body` keeping `replicas`; fails with 409 if the Deployment changed meanwhile."""
         new = {**body, "metadata": {**body["metadata"], "resourceVersion": resource_version},
                "spec": {**body["spec"], "replicas": replicas}}
-        await self._call(self.apps.replace_namespaced_deployment, new["metadata"]["name"],
-                         new["metadata"]["namespace"], new, field_manager=FIELD_MANAGER)
+        return _resource_version(await self._call(
+            self.apps.replace_namespaced_deployment, new["metadata"]["name"],
+            new["metadata"]["namespace"], new, field_manager=FIELD_MANAGER))
 
-    async def scale_deployment(self, namespace: str, name: str, replicas: int) -> None:
-        await self._call(self.apps.patch_namespaced_deployment_scale, name, namespace,
-                         {"spec": {"replicas": replicas}}, field_manager=FIELD_MANAGER)
+    async def scale_deployment(self, namespace: str, name: str, replicas: int) -> str | None:
+        return _resource_version(await self._call(
+            self.apps.patch_namespaced_deployment_scale, name, namespace,
+            {"spec": {"replicas": replicas}}, field_manager=FIELD_MANAGER))
 
     async def list_pods(self, namespace: str, selector: dict[str, str]) -> list[PodState]:
         pods = await self._call(self.core.list_namespaced_pod, namespace,

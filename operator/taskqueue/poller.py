@@ -21,12 +21,26 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from taskqueue import keys, manifest, metrics, models, policy, queueops, workload
-from taskqueue.kube import ConflictError, DeploymentState, Kube, NotFoundError, ObjectRef
+from taskqueue.kube import (
+    ConflictError,
+    DeploymentState,
+    Kube,
+    NotFoundError,
+    ObjectRef,
+    newer_or_same,
+)
 from taskqueue.observation import QueueObservation
 
 log = logging.getLogger("taskqueue.operator")
 
 SECRET_TTL_SECONDS = 30.0
+DEPLOYMENT_REFRESH_POLLS = 12
+"""With the Deployment watch on, a cached Deployment no watch event has refreshed is re-read
+(GET) after this many polls anyway: a safety net for a missed event."""
+STATUS_DRIFT_SECONDS = 15.0
+"""A status change that is only `oldestTaskAgeSeconds`/`lastActiveTime` moving on is written at
+most this often; any other change is written at once."""
+_DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime")
 
 
 def redact(url: str) -> str:
@@ -90,6 +104,8 @@ class Memory:
 
     state: policy.PolicyState | None = None
     status: dict[str, Any] | None = None
+    """The status last written (or read from the object)."""
+    status_written: float | None = None
     last_error: str | None = None
 
 
@@ -110,7 +126,62 @@ class Poller:
     pools: RedisPools = field(default_factory=RedisPools)
     clock: Callable[[], float] = time.time
     targets: dict[tuple[str, str], Target] = field(default_factory=dict)
+    watch_deployments: bool = False
+    """True when `saw_deployment` is fed by a watch of the Deployments the operator owns (the
+    kopf handler): then a poll uses the last seen Deployment instead of a GET."""
     _secrets: dict[tuple[str, str, str], tuple[float, str]] = field(default_factory=dict)
+    _deployments: dict[tuple[str, str], _SeenDeployment] = field(default_factory=dict)
+    _floors: dict[tuple[str, str], str] = field(default_factory=dict)
+    """resourceVersion of our last write (or of the deletion) of a Deployment not seen since:
+    older watch events still on their way are ignored."""
+
+    # -- the Deployment cache ----------------------------------------------------------------
+    def saw_deployment(self, namespace: str, name: str, state: DeploymentState, *,
+                       deleted: bool = False) -> None:
+        """A watch event of an owned Deployment (kept unless older than what we know)."""
+        key = (namespace, name)
+        if deleted:
+            self._deployments.pop(key, None)
+            owner = state.selector.get(workload.TASKQUEUE_LABEL)
+            if (namespace, owner) in self.targets and state.resource_version:
+                self._floors[key] = state.resource_version
+            return
+        self._keep(key, state, uses=0)
+
+    def _keep(self, key: tuple[str, str], state: DeploymentState, *, uses: int) -> None:
+        rv = state.resource_version
+        floor, seen = self._floors.get(key), self._deployments.get(key)
+        if floor is not None and not newer_or_same(rv, floor):
+            return
+        if seen is not None and not newer_or_same(rv, seen.state.resource_version):
+            return
+        self._deployments[key] = _SeenDeployment(state, uses)
+        self._floors.pop(key, None)
+
+    def _wrote_deployment(self, namespace: str, name: str, resource_version: str | None) -> None:
+        """After our own write: the next read is a GET, or the watch event of this write."""
+        key = (namespace, name)
+        self._deployments.pop(key, None)
+        if resource_version:
+            self._floors[key] = resource_version
+
+    async def read_deployment(self, namespace: str, name: str, *,
+                              owned: bool = True) -> DeploymentState | None:
+        """The Deployment: the last one seen by the watch when `owned` (and watched), else GET."""
+        key = (namespace, name)
+        cache = owned and self.watch_deployments
+        if cache:
+            seen = self._deployments.get(key)
+            if seen is not None and seen.uses < DEPLOYMENT_REFRESH_POLLS:
+                seen.uses += 1
+                return seen.state
+        state = await self.kube.get_deployment(namespace, name)
+        if cache:
+            if state is None:
+                self._deployments.pop(key, None)
+            else:
+                self._keep(key, state, uses=1)
+        return state
 
     # -- reading -----------------------------------------------------------------------------
     async def redis_url(self, tq: models.TaskQueue) -> str:
@@ -152,7 +223,7 @@ class Poller:
     async def ensure_workload(self, tq: models.TaskQueue, *, uid: str) -> DeploymentState:
         """The Deployment to scale: created or updated when the TaskQueue owns it."""
         ns, name = tq.metadata.namespace or "default", workload.deployment_name(tq)
-        existing = await self.kube.get_deployment(ns, name)
+        existing = await self.read_deployment(ns, name, owned=tq.spec.scaleTargetRef is None)
         if tq.spec.scaleTargetRef is not None:
             if existing is None:
                 raise SpecError(
@@ -163,11 +234,14 @@ class Poller:
         replicas = tq.spec.scaling.minReplicas
         body = workload.build_deployment(tq, uid=uid, replicas=replicas)
         if existing is None:
+            rv = None
             try:
-                await self.kube.create_deployment(body)
+                rv = await self.kube.create_deployment(body)
                 log.info("created Deployment %s/%s", ns, name)
             except ConflictError:  # created meanwhile (the create handler and a poll race)
                 pass
+            finally:
+                self._wrote_deployment(ns, name, rv)
             return DeploymentState(name=name, replicas=replicas, ready_replicas=0,
                                    selector=workload.selector_labels(tq.metadata.name),
                                    owner_uids=(uid,))
@@ -178,12 +252,15 @@ class Poller:
             )
         wanted = body["metadata"]["annotations"][workload.SPEC_HASH_ANNOTATION]
         if existing.spec_hash != wanted:
+            rv = None
             try:
-                await self.kube.replace_deployment(body, replicas=existing.replicas,
-                                                   resource_version=existing.resource_version)
+                rv = await self.kube.replace_deployment(
+                    body, replicas=existing.replicas, resource_version=existing.resource_version)
                 log.info("updated Deployment %s/%s", ns, name)
             except ConflictError:  # changed since read (e.g. scaled): the next poll retries
                 pass
+            finally:
+                self._wrote_deployment(ns, name, rv)
         return existing
 
     # -- one poll ----------------------------------------------------------------------------
@@ -196,7 +273,8 @@ class Poller:
         target.tq, target.uid = tq, uid
         observation, error = await self.observe(tq)
         deployment = await self.ensure_workload(tq, uid=uid)
-        state = memory.state or initial_state(memory.status)
+        state = memory.state or initial_state(memory.status,
+                                              slack=status_slack(tq.spec.scaling))
         state = replace(state, replicas=deployment.replicas)
         decision = policy.decide(spec=tq.spec.scaling, observation=observation, state=state,
                                  now=self.clock())
@@ -206,9 +284,12 @@ class Poller:
         await self._report_error(ref, memory, error)
         status = build_status(memory.status, observation, decision, deployment, error,
                               generation=generation)
-        if status != memory.status:
+        now = self.clock()
+        if status != memory.status and not (
+                drift_only(memory.status, status) and memory.status_written is not None
+                and now - memory.status_written < STATUS_DRIFT_SECONDS):
             await self.kube.patch_status(ref.namespace, ref.name, status)
-            memory.status = status
+            memory.status, memory.status_written = status, now
         record_metrics(ref, observation, decision, deployment, error is not None,
                        time.perf_counter() - started)
         return decision
@@ -218,7 +299,12 @@ class Poller:
         down = decision.replicas < decision.previous
         if down and observation is not None:
             await self.mark_deletion_costs(ref.namespace, deployment, observation)
-        await self.kube.scale_deployment(ref.namespace, deployment.name, decision.replicas)
+        rv = None
+        try:
+            rv = await self.kube.scale_deployment(ref.namespace, deployment.name,
+                                                  decision.replicas)
+        finally:
+            self._wrote_deployment(ref.namespace, deployment.name, rv)
         direction = "down" if down else "up"
         metrics.SCALE_EVENTS.labels(ref.namespace, ref.name, direction).inc()
         message = f"{deployment.name} {decision.previous} -> {decision.replicas}: {decision.reason}"
@@ -295,7 +381,18 @@ class Poller:
         return target
 
     def forget(self, namespace: str, name: str) -> None:
-        self.targets.pop((namespace, name), None)
+        target = self.targets.pop((namespace, name), None)
+        if target is not None:
+            key = (namespace, workload.deployment_name(target.tq))
+            self._deployments.pop(key, None)
+            self._floors.pop(key, None)
+
+
+@dataclass
+class _SeenDeployment:
+    state: DeploymentState
+    uses: int = 0
+    """Polls that used this state since the watch event (or GET) that brought it."""
 
 
 def _key(tq: models.TaskQueue) -> tuple[str, str]:
@@ -310,14 +407,38 @@ def parse(body: dict[str, Any]) -> models.TaskQueue:
         raise SpecError(f"invalid spec: {e}") from None
 
 
-def initial_state(status: dict[str, Any] | None) -> policy.PolicyState:
-    """The policy state after a restart: the durable part comes from the TaskQueue's status."""
+def status_slack(scaling: models.ScalingSpec) -> float:
+    """How far `status.lastActiveTime` can lag the last poll that saw work (throttled writes)."""
+    return STATUS_DRIFT_SECONDS + scaling.pollIntervalSeconds
+
+
+def initial_state(status: dict[str, Any] | None, *, slack: float = 0.0) -> policy.PolicyState:
+    """The policy state after a restart: the durable part comes from the TaskQueue's status.
+
+    While a TaskQueue has work, `lastActiveTime` is written at most every STATUS_DRIFT_SECONDS
+    (`drift_only`), so when the last status written shows work, the work may have lasted up to
+    `slack` longer: the cooldown resumes from `lastActiveTime + slack` (a restart can delay a
+    scale-in, never cause one). The status written when the work ends is never throttled.
+    """
     status = status or {}
+    last_active = from_iso(status.get("lastActiveTime"))
+    busy = (status.get("totalBacklog") or 0) + (status.get("inFlight") or 0) > 0
+    if last_active is not None and busy:
+        last_active += slack
     return policy.PolicyState(
         replicas=0,
-        last_active=from_iso(status.get("lastActiveTime")),
+        last_active=last_active,
         last_scale=from_iso(status.get("lastScaleTime")),
     )
+
+
+def drift_only(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+    """True when `new` differs from `old` only in `oldestTaskAgeSeconds`/`lastActiveTime`."""
+    if old is None:
+        return False
+    def rest(s: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in s.items() if k not in _DRIFT_FIELDS}
+    return rest(old) == rest(new) and all((k in old) == (k in new) for k in _DRIFT_FIELDS)
 
 
 def condition(kind: str, ok: bool, reason: str, message: str = "") -> dict[str, Any]:

@@ -102,6 +102,31 @@ def test_deployment_created_owned_and_activated_within_a_poll(
     assert "BACKLOG" in columns and "IN-FLIGHT" in columns and "DESIRED" in columns
 
 
+def test_deployment_scaled_by_hand_is_noticed_and_a_deleted_one_recreated(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
+) -> None:
+    """The poll uses the Deployment as the watch last saw it, not a GET: changes still count."""
+    cp, ns = control_plane, namespace
+    run_operator(ns)
+    apply(cp, ns, taskqueue("hand", redis_url))
+    first = wait_for("the Deployment", lambda: get(cp, "deployment", "hand-worker", "-n", ns))
+    wait_for("RedisReachable", lambda: (condition(cp, ns, "hand", "RedisReachable")
+                                        or {}).get("status") == "True")
+    time.sleep(2)  # several polls on the cached Deployment
+    cp.kubectl("scale", "deployment", "hand-worker", "-n", ns, "--replicas=3")
+    wait_for("3 -> back to 0 (idle)", lambda: any(
+        m.startswith("hand-worker 3 -> ") for m in events(cp, ns, "ScaledDown")), timeout=10)
+    wait_for("back to 0", lambda: replicas(cp, ns, "hand-worker") == 0, timeout=10)
+
+    cp.kubectl("delete", "deployment", "hand-worker", "-n", ns, "--wait=true")
+    again = wait_for("recreated", lambda: get(cp, "deployment", "hand-worker", "-n", ns),
+                     timeout=10)
+    assert again["metadata"]["uid"] != first["metadata"]["uid"]
+
+    redis.Redis.from_url(redis_url).lpush("hand:jobs", "0.1")
+    wait_for("0 -> 1 on the new one", lambda: replicas(cp, ns, "hand-worker") == 1, timeout=5)
+
+
 def test_redis_url_from_a_secret_and_a_missing_secret_reported(
     control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
 ) -> None:
