@@ -382,25 +382,31 @@ class ProcessKubelet:
             log_path=self.log_dir / f"{pod.metadata.namespace}_{pod.metadata.name}.log",
         )
 
-    def _launch(self, proc: _PodProcess) -> None:
+    @staticmethod
+    def _spawn(proc: _PodProcess, banner: str) -> None:
+        """Start the pod's process in its own session, appending its output to the pod's log."""
         with proc.log_path.open("ab") as out:
-            out.write(f"--- process kubelet: starting {proc.argv!r} ---\n".encode())
+            out.write(f"--- process kubelet: {banner} ---\n".encode())
             out.flush()
-            try:
-                proc.popen = subprocess.Popen(
-                    proc.argv,
-                    env=proc.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            except OSError as e:
+            proc.popen = subprocess.Popen(
+                proc.argv,
+                env=proc.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def _launch(self, proc: _PodProcess) -> None:
+        try:
+            self._spawn(proc, f"starting {proc.argv!r}")
+        except OSError as e:
+            with proc.log_path.open("ab") as out:
                 out.write(f"--- process kubelet: cannot start: {e} ---\n".encode())
-                self._report_exit(proc, 127, reason="StartError", message=str(e))
-                with self._lock:
-                    self._pods.pop(proc.uid, None)
-                return
+            self._report_exit(proc, 127, reason="StartError", message=str(e))
+            with self._lock:
+                self._pods.pop(proc.uid, None)
+            return
         self._report_running(proc)
         threading.Thread(
             target=self._monitor, args=(proc,), name=f"pod-{proc.name}", daemon=True
@@ -425,17 +431,7 @@ class ProcessKubelet:
                 proc.done.set()
                 return
             proc.restart_count += 1
-            with proc.log_path.open("ab") as out:
-                out.write(f"--- process kubelet: restart #{proc.restart_count} ---\n".encode())
-                out.flush()
-                proc.popen = subprocess.Popen(
-                    proc.argv,
-                    env=proc.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            self._spawn(proc, f"restart #{proc.restart_count}")
             self._report_running(proc)
 
     def _terminate_pod(self, pod: Any) -> None:
