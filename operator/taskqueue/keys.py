@@ -205,5 +205,12 @@ def dead_letter_record(*, entry: Entry, task: Task, attempts: int, error: str,
 
 @cache
 def lua(name: str) -> str:
-    """The source of `taskqueue/lua/<name>.lua`."""
-    return resources.files("taskqueue").joinpath("lua", f"{name}.lua").read_text("utf-8")
+    """The source of `taskqueue/lua/<name>.lua`, each `-- include: <lib>` line replaced by
+    `taskqueue/lua/lib/<lib>.lua` (Redis scripts cannot import; shared functions live there)."""
+    folder = resources.files("taskqueue").joinpath("lua")
+    lines = folder.joinpath(f"{name}.lua").read_text("utf-8").splitlines(keepends=True)
+    return "".join(
+        folder.joinpath("lib", f"{line.split(':', 1)[1].strip()}.lua").read_text("utf-8")
+        if line.startswith("-- include:") else line
+        for line in lines
+    )

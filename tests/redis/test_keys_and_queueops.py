@@ -165,3 +165,10 @@ async def test_scripts_are_not_bound_to_a_client(redis_url: str) -> None:
         assert queueops.script("observe").sha == await second.script_load(keys.lua("observe"))
     finally:
         await second.aclose()
+
+
+@pytest.mark.parametrize("name", ["fetch", "release"])
+def test_scripts_get_the_shared_entry_library_inlined(name: str) -> None:
+    source = keys.lua(name)
+    assert "local function put_back(entry)" in source
+    assert not any(line.startswith("-- include:") for line in source.splitlines())

@@ -11,6 +11,7 @@
 -- taken from it while a later queue had tasks; at the limit the next task comes from the next
 -- non-empty later queue and the counter restarts. Without any limit the queues are simply drained
 -- in order (one pop per queue, no length reads).
+-- include: entry
 local now, count, hold = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
 local nacks = tonumber(ARGV[4])
 if nacks > 0 then
@@ -26,16 +27,7 @@ if now then
   local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
   for _, entry in ipairs(due) do
     redis.call('ZREM', KEYS[2], entry)
-    local nl1 = string.find(entry, '\n', 1, true)
-    local nl2 = nl1 and string.find(entry, '\n', nl1 + 1, true)
-    if nl2 then
-      local queue, score = string.sub(entry, 1, nl1 - 1), string.sub(entry, nl1 + 1, nl2 - 1)
-      if score ~= '' then
-        redis.call('ZADD', queue, score, string.sub(entry, nl2 + 1))
-      else
-        redis.call('RPUSH', queue, string.sub(entry, nl2 + 1))
-      end
-    end
+    put_back(entry)
   end
 end
 if count <= 0 then return {} end
