@@ -106,13 +106,18 @@ def run_prestarted(url: str, argv: list[str], procs: int, n: int, *, python: str
         wait_until(done)
         return n / (time.perf_counter() - t0)
     finally:
-        for c in children:
-            c.send_signal(signal.SIGTERM)
-        for c in children:
-            try:
-                c.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                c.kill()
+        stop_children(children)
+
+
+def stop_children(children: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every worker process, then wait (SIGKILL after 20 s)."""
+    for c in children:
+        c.send_signal(signal.SIGTERM)
+    for c in children:
+        try:
+            c.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            c.kill()
 
 
 def bench_ours(url: str, r: redis.Redis, procs: int, n: int, delivery: str,
@@ -214,13 +219,7 @@ def _prestarted_foreign(url: str, argv: list[str], procs: int, n: int, *, python
         wait_until(done, timeout=900)
         return n / (time.perf_counter() - t0)
     finally:
-        for c in children:
-            c.send_signal(signal.SIGTERM)
-        for c in children:
-            try:
-                c.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                c.kill()
+        stop_children(children)
 
 
 # -- latency -----------------------------------------------------------------------------------
