@@ -21,12 +21,13 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "operator"))
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "devcluster"))
 
 from tests.fixtures.redis_server import RedisServer  # noqa: E402
 
 from taskqueue import client as tq_client  # noqa: E402
-from taskqueue.devcluster.controlplane import ControlPlane  # noqa: E402
-from taskqueue.devcluster.kubelet import ProcessKubelet  # noqa: E402
+from taskqueue_devcluster.controlplane import ControlPlane  # noqa: E402
+from taskqueue_devcluster.kubelet import ProcessKubelet  # noqa: E402
 
 RELEASE_NS = "taskqueue-system"
 DEMO_NS = "demo"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from taskqueue.devcluster import BinariesNotBuiltError, find_bin_dir
+from taskqueue_devcluster import BinariesNotBuiltError, find_bin_dir
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "taskqueue-operator"

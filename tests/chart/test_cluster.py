@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from taskqueue.devcluster import ControlPlane
-from taskqueue.devcluster.controlplane import free_port
+from taskqueue_devcluster import ControlPlane
+from taskqueue_devcluster.controlplane import free_port
 from tests.chart.conftest import CHART, REPO
 
 pytestmark = pytest.mark.cluster

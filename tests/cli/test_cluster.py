@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import redis
-from taskqueue.devcluster import ControlPlane
+from taskqueue_devcluster import ControlPlane
 from tests.cli.conftest import Run
 
 pytestmark = pytest.mark.cluster

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import pytest
 from tests.fixtures.cluster import ProcessKubeletFactory
 
-from taskqueue.devcluster import DEFAULT_LABEL_SELECTOR, CommandError, ControlPlane
-from taskqueue.devcluster.controlplane import _control_plane_script
+from taskqueue_devcluster import DEFAULT_LABEL_SELECTOR, CommandError, ControlPlane
+from taskqueue_devcluster.controlplane import _control_plane_script
 
 pytestmark = pytest.mark.cluster
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from taskqueue.devcluster import ControlPlane
+from taskqueue_devcluster import ControlPlane
 from tests.operator.conftest import OperatorThread, crd, run_operator
 
 __all__ = ["chart_operator", "crd", "run_operator"]

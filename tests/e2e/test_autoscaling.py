@@ -15,7 +15,7 @@ import pytest
 
 import redis
 from taskqueue import keys, manifest
-from taskqueue.devcluster import ControlPlane
+from taskqueue_devcluster import ControlPlane
 from tests.fixtures.cluster import ProcessKubeletFactory
 from tests.operator.conftest import OperatorThread, apply, get, replicas, taskqueue, wait_for
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from taskqueue import crdgen, operator_main
-from taskqueue.devcluster import ControlPlane
+from taskqueue_devcluster import ControlPlane
 from tests.fixtures.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

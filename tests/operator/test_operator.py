@@ -14,9 +14,9 @@ import pytest
 
 import redis
 from taskqueue import keys, manifest
-from taskqueue.devcluster import ControlPlane
 from taskqueue.kube import KubeClient
 from taskqueue.leader import LeaderElector
+from taskqueue_devcluster import ControlPlane
 from tests.operator.conftest import OperatorThread, apply, get, replicas, taskqueue, wait_for
 
 pytestmark = pytest.mark.cluster
