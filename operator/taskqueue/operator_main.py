@@ -30,8 +30,9 @@ import kopf
 from aiohttp import web
 
 from taskqueue import handlers, kube, metrics
+from taskqueue.connections import RedisPools
 from taskqueue.leader import LeaderElector
-from taskqueue.poller import Poller, RedisPools
+from taskqueue.poller import Poller
 
 assert handlers  # registers the kopf handlers
 log = logging.getLogger("taskqueue.operator")
@@ -155,7 +156,7 @@ async def _lead(args: argparse.Namespace, poller: Poller, elector: LeaderElector
     operator = asyncio.create_task(kopf.operator(
         standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,
         liveness_endpoint=health, stop_flag=kopf_stop, ready_flag=ready_flag,
-        memo=kopf.Memo(poller=poller, memories={}, kubeconfig=args.kubeconfig),
+        memo=kopf.Memo(poller=poller, kubeconfig=args.kubeconfig),
     ))
     holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(
         asyncio.Event().wait())
