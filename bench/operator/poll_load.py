@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 import redis
+
 from taskqueue import manifest
 from taskqueue.connections import RedisPools
 from taskqueue.kube import DeploymentState, ObjectRef, PodState

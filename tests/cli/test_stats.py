@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 import redis
+
 from taskqueue import keys
 from taskqueue.cli import stats
 from tests.cli.conftest import Run

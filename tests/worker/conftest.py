@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
 import redis
+
 from taskqueue import manifest
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers

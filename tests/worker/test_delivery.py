@@ -8,8 +8,8 @@ import sys
 import time
 
 import pytest
-
 import redis
+
 from taskqueue import client, keys
 from tests.worker.conftest import MakeWorker, wait_done, wait_for
 

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 import redis
+
 from taskqueue import client, keys
 from tests.fixtures.redis_server import RedisServer
 from tests.worker.conftest import MakeWorker, wait_for

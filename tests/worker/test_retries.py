@@ -6,8 +6,8 @@ import json
 import time
 
 import pytest
-
 import redis
+
 from taskqueue import client, keys
 from taskqueue.worker import backoff
 from tests.worker.conftest import MakeWorker, make_config, wait_done, wait_for
