@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "devcluster"))
 
 from tests.fixtures.redis_server import RedisServer, free_port  # noqa: E402
-from tests.operator.conftest import taskqueue  # noqa: E402
+from tests.helpers.kube import taskqueue  # noqa: E402
 
 from taskqueue_devcluster import ControlPlane  # noqa: E402
 

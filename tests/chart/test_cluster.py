@@ -21,7 +21,7 @@ import pytest
 
 from taskqueue_devcluster import ControlPlane
 from taskqueue_devcluster.controlplane import free_port
-from tests.chart.conftest import CHART, REPO
+from tests.helpers.chart import CHART, REPO
 
 pytestmark = pytest.mark.cluster
 

@@ -13,7 +13,7 @@ import yaml
 
 from taskqueue import keys, manifest
 from taskqueue.worker import main as worker_main
-from tests.chart.conftest import REPO
+from tests.helpers.chart import REPO
 
 EXAMPLES = REPO / "examples"
 MANIFESTS = sorted(EXAMPLES.glob("*.yaml"))

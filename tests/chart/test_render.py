@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from taskqueue import manifest, workload
-from tests.chart.conftest import (
+from tests.helpers.chart import (
     CHART,
     CI_VALUES,
     NAMESPACE,

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from taskqueue_devcluster import ControlPlane
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 pytestmark = pytest.mark.cluster
 

@@ -12,7 +12,7 @@ import redis
 
 from taskqueue import keys
 from taskqueue.cli import stats
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 
 def _fill(r: redis.Redis, *, now: float) -> None:

@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 
 from taskqueue_devcluster import ControlPlane
-from tests.operator.conftest import OperatorThread, crd, run_operator
-
-__all__ = ["chart_operator", "crd", "run_operator"]
+from tests.helpers.kube import OperatorThread
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "taskqueue-operator"
 RELEASE = "e2e"

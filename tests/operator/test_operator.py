@@ -17,7 +17,8 @@ from taskqueue import keys, manifest
 from taskqueue.kube import KubeClient
 from taskqueue.leader import LeaderElector
 from taskqueue_devcluster import ControlPlane
-from tests.operator.conftest import OperatorThread, apply, get, replicas, taskqueue, wait_for
+from tests.helpers.kube import OperatorThread, apply, get, replicas, taskqueue
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 Start = Callable[..., OperatorThread]
