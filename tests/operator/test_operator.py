@@ -92,9 +92,8 @@ def test_deployment_created_owned_and_activated_within_a_poll(
     pushed = time.monotonic()
     wait_for("0 -> 1", lambda: replicas(control_plane, namespace, "act-worker") == 1, every=0.05)
     assert time.monotonic() - pushed <= 1 + 1.0  # pollIntervalSeconds + 1 s
-    status = wait_for("status", lambda: (get(control_plane, "tq", "act", "-n", namespace)
-                                         or {}).get("status", {}).get("desiredReplicas") == 1)
-    assert status
+    wait_for("status", lambda: (get(control_plane, "tq", "act", "-n", namespace)
+                                or {}).get("status", {}).get("desiredReplicas") == 1)
     body = get(control_plane, "tq", "act", "-n", namespace)
     assert body["status"]["totalBacklog"] == 1 and body["status"]["backlog"] == {"act:jobs": 1}
     assert "scale up 0 -> 1" in body["status"]["reason"]

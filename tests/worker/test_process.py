@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import time
@@ -177,4 +178,10 @@ def _worker_on(make_worker: MakeWorker, url: str, worker_id: str) -> object:
 
 
 def test_console_script_is_installed() -> None:
-    assert worker_argv()[0]
+    exe = shutil.which("taskqueue-worker")
+    assert exe is not None, "taskqueue-worker is not on PATH: install the package"
+    assert worker_argv()[0] == exe
+    proc = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: taskqueue-worker")
