@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -16,24 +15,25 @@ from prometheus_client import generate_latest
 from taskqueue import metrics
 from taskqueue_devcluster import ControlPlane
 from tests.fixtures.redis_server import free_port
+from tests.helpers.wait import wait_for
 from tests.worker.procs import spawn
 
 WORKER_NAME = re.compile(r"^# TYPE (taskqueue_worker_\w+)", re.MULTILINE)
 ANY_NAME = re.compile(r"^# TYPE (taskqueue_\w+)", re.MULTILINE)
 
 
-def scrape(port: int, proc: subprocess.Popen[bytes], *, timeout: float = 30.0) -> str:
+def scrape(port: int, proc: subprocess.Popen[bytes]) -> str:
     """The /metrics text once the process serves it; fails if the process exits first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def text() -> str | None:
         assert proc.poll() is None, f"exited {proc.returncode} before serving /metrics"
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                text: str = r.read().decode()
-                return text
+                body: str = r.read().decode()
+                return body
         except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.1)
-    raise AssertionError(f"no /metrics on port {port} within {timeout}s")
+            return None
+
+    return wait_for(f"/metrics on port {port}", text, timeout=30, every=0.1)
 
 
 def names(text: str) -> set[str]:
