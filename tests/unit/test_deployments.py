@@ -136,3 +136,20 @@ def test_drift_only_and_restart_slack() -> None:
     assert at is not None
     assert statuses.initial_state(old, slack=20).last_active == at + 20
     assert statuses.initial_state(idle, slack=20).last_active == at
+
+
+async def test_a_deletion_floors_only_a_tracked_deployment() -> None:
+    fake, tq = FakeKube(), taskqueue()
+    p = Deployments(fake, watched=True)  # type: ignore[arg-type]
+    await p.ensure(tq, uid="u")
+    seen = await p.ensure(tq, uid="u")  # GET: tracked now
+    p.saw("prod", "emails-worker", kube.DeploymentState(**{**seen.__dict__,
+                                                           "resource_version": "7"}),
+          deleted=True)
+    stale = kube.DeploymentState(**{**seen.__dict__, "replicas": 9, "resource_version": "6"})
+    p.saw("prod", "emails-worker", stale)  # older than the deletion: ignored
+    assert (await p.ensure(tq, uid="u")).replicas != 9
+
+    p.forget("prod", "emails-worker")  # the TaskQueue is gone
+    p.saw("prod", "emails-worker", stale, deleted=True)  # its Deployment's deletion arrives
+    assert p._floors == {} and p._seen == {}
