@@ -97,7 +97,8 @@ def test_deployment_created_owned_and_activated_within_a_poll(
                                 or {}).get("status", {}).get("desiredReplicas") == 1)
     body = get(control_plane, "tq", "act", "-n", namespace)
     assert body["status"]["totalBacklog"] == 1 and body["status"]["backlog"] == {"act:jobs": 1}
-    assert "scale up 0 -> 1" in body["status"]["reason"]
+    # the reason is the latest poll's: "scale up 0 -> 1", or "hold 1" once the next poll ran
+    assert "demand 1 (1 queued + 0 in flight)" in body["status"]["reason"]
     assert any("0 -> 1" in m for m in events(control_plane, namespace, "ScaledUp"))
     columns = control_plane.kubectl("get", "tq", "act", "-n", namespace).stdout
     assert "BACKLOG" in columns and "IN-FLIGHT" in columns and "DESIRED" in columns
