@@ -41,6 +41,19 @@ def taskqueue(name: str, redis_url: str, **spec: Any) -> dict[str, Any]:
             "metadata": {"name": name}, "spec": body}
 
 
+def condition(cp: ControlPlane, ns: str, name: str, kind: str) -> dict[str, Any] | None:
+    tq = get(cp, "taskqueue", name, "-n", ns) or {}
+    for c in (tq.get("status") or {}).get("conditions", []):
+        if c["type"] == kind:
+            return dict(c)
+    return None
+
+
+def events(cp: ControlPlane, ns: str, reason: str) -> list[str]:
+    found = get(cp, "events", "-n", ns) or {"items": []}
+    return [e["message"] for e in found["items"] if e["reason"] == reason]
+
+
 def replicas(cp: ControlPlane, namespace: str, deployment: str) -> int | None:
     found = get(cp, "deployment", deployment, "-n", namespace)
     return None if found is None else int(found["spec"].get("replicas", 1))

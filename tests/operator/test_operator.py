@@ -18,24 +18,19 @@ from taskqueue.kube import KubeClient
 from taskqueue.leader import LeaderElector
 from taskqueue_devcluster import ControlPlane
 from tests.fixtures.redis_server import RedisServer
-from tests.helpers.kube import OperatorThread, apply, get, replicas, taskqueue
+from tests.helpers.kube import (
+    OperatorThread,
+    apply,
+    condition,
+    events,
+    get,
+    replicas,
+    taskqueue,
+)
 from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 Start = Callable[..., OperatorThread]
-
-
-def condition(cp: ControlPlane, ns: str, name: str, kind: str) -> dict[str, Any] | None:
-    tq = get(cp, "taskqueue", name, "-n", ns) or {}
-    for c in (tq.get("status") or {}).get("conditions", []):
-        if c["type"] == kind:
-            return dict(c)
-    return None
-
-
-def events(cp: ControlPlane, ns: str, reason: str) -> list[str]:
-    found = get(cp, "events", "-n", ns) or {"items": []}
-    return [e["message"] for e in found["items"] if e["reason"] == reason]
 
 
 # -- the API server rejects what the schema can say ------------------------------------------------
