@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from taskqueue import redact
+
 GROUP = "taskqueue.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -22,6 +24,10 @@ SHORT_NAMES = ("tq",)
 
 #: A Redis key usable as a queue: printable, no whitespace (the processing-entry header uses "\n").
 KEY_PATTERN = r"^[^\s]{1,512}$"
+PASSWORD_IN_URL = (
+    "spec.redis.url must not carry a password (anyone who can read the TaskQueue would see "
+    "it); put the whole URL in a Secret and set spec.redis.urlSecretRef {name, key} instead"
+)
 _KEY_RE = re.compile(KEY_PATTERN)
 
 Delivery = Literal["AtLeastOnce", "AtMostOnce"]
@@ -66,11 +72,12 @@ class RedisSpec(_Model):
 
 
 def _check_redis_url(url: str) -> None:
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ValueError(
-            f"url {url!r} is not a Redis URL; use redis://host:6379/0 "
-            "or rediss:// for TLS"
-        )
+    # never quotes the URL: a value that does not parse may hold a password
+    if redact.has_password(url):
+        raise ValueError(PASSWORD_IN_URL)
+    problem = redact.check(url, field="url")
+    if problem is not None:
+        raise ValueError(problem)
 
 
 class QueueSpec(_Model):

@@ -12,7 +12,6 @@ import asyncio
 import datetime
 import logging
 import time
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
-from taskqueue import keys, manifest, metrics, models, policy, queueops, workload
+from taskqueue import keys, manifest, metrics, models, policy, queueops, redact, workload
 from taskqueue.kube import (
     ConflictError,
     DeploymentState,
@@ -41,17 +40,6 @@ STATUS_DRIFT_SECONDS = 15.0
 """A status change that is only `oldestTaskAgeSeconds`/`lastActiveTime` moving on is written at
 most this often; any other change is written at once."""
 _DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime")
-
-
-def redact(url: str) -> str:
-    """`url` without its password (for logs, events and status)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.hostname}"
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 def iso(ts: float | None) -> str | None:
@@ -201,6 +189,10 @@ class Poller:
                 f"spec.redis.urlSecretRef: Secret {ref.name!r} with key {ref.key!r} not found in "
                 f"namespace {ns}; create it with the Redis URL as the value"
             ) from None
+        problem = redact.check(url, field=f"spec.redis.urlSecretRef (Secret {ref.name!r}, key "
+                                         f"{ref.key!r})")
+        if problem is not None:
+            raise SpecError(problem)
         self._secrets[key] = (self.clock(), url)
         return url
 
@@ -216,7 +208,7 @@ class Poller:
                 timeout=tq.spec.scaling.pollIntervalSeconds,
             )
         except (aioredis.RedisError, OSError, TimeoutError) as e:
-            return None, f"{redact(url)}: {type(e).__name__}: {redact(str(e))}"
+            return None, f"{redact.url(url)}: {type(e).__name__}: {redact.scrub(str(e))}"
         return observation, None
 
     # -- the workload ------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import redis
+from taskqueue import redact
 from taskqueue.cli import dlq, drain, enqueue, inflight, stats, target
 from taskqueue.cli.errors import (
     EXIT_FAILURE,
@@ -15,7 +16,6 @@ from taskqueue.cli.errors import (
     EXIT_UNREACHABLE,
     EXIT_WRONGTYPE,
     CliError,
-    redact,
 )
 from taskqueue.manifest import ManifestError
 
@@ -40,14 +40,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _redis_error(exc: redis.RedisError, url: str) -> CliError:
+    where, why = redact.url(url), redact.scrub(str(exc))
     if isinstance(exc, redis.AuthenticationError):
-        return CliError(f"Redis at {redact(url)} refused the credentials: {exc}",
+        return CliError(f"Redis at {where} refused the credentials: {why}",
                         EXIT_UNREACHABLE)
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
-        return CliError(f"cannot reach Redis at {redact(url)}: {exc}", EXIT_UNREACHABLE)
+        return CliError(f"cannot reach Redis at {where}: {why}", EXIT_UNREACHABLE)
     if isinstance(exc, redis.ResponseError) and str(exc).startswith("WRONGTYPE"):
-        return CliError(f"{exc} (a key of this TaskQueue holds another type)", EXIT_WRONGTYPE)
-    return CliError(f"Redis error: {exc}", EXIT_FAILURE)
+        return CliError(f"{why} (a key of this TaskQueue holds another type)", EXIT_WRONGTYPE)
+    return CliError(f"Redis error: {why}", EXIT_FAILURE)
 
 
 def execute(args: argparse.Namespace) -> int:
