@@ -47,9 +47,11 @@ class Target:
             return None
 
     def connect(self) -> redis.Redis:
-        """A client for this target (replies decoded); nothing is sent yet."""
+        """A client for this target; nothing is sent yet. Replies are decoded as UTF-8 with
+        `surrogateescape`: bytes that are not UTF-8 survive a read and a write unchanged."""
         return redis.Redis.from_url(
-            self.redis_url, decode_responses=True, socket_connect_timeout=3, socket_timeout=30
+            self.redis_url, decode_responses=True, encoding_errors="surrogateescape",
+            socket_connect_timeout=3, socket_timeout=30
         )
 
 
