@@ -121,8 +121,7 @@ def _resolver(client: redis.Redis, target: Target, allowed: tuple[str, ...],
             found[key] = str(client.type(to_bytes(key)))
         declared = target.queue_type(key)
         actual = found[key]
-        if actual != "none" and actual != (declared or actual) or actual not in (
-                "none", "list", "zset"):
+        if actual not in (("none", declared) if declared else ("none", "list", "zset")):
             return (f"queue key {printable(key)!r} holds a {actual}, not a "
                     f"{declared or 'list or zset'}")
         return key, declared or (actual if actual != "none" else "list")
@@ -161,7 +160,7 @@ def _requeue_batch(client: redis.Redis, dead_key: str, start: int, pick: Pick,
                         pipe.zadd(to_bytes(key), {element: priority})
                     else:
                         pipe.rpush(to_bytes(key), element)  # the right end: served next
-                    pipe.lrem(dead_key, -1, to_bytes(record.raw))
+                    pipe.lrem(dead_key, -1, to_bytes(record.raw))  # type: ignore[arg-type]
                 results = pipe.execute(raise_on_error=False)
                 return len(plan) - _restore_failed(client, dead_key, plan, results, kept), kept
             except redis.WatchError:
@@ -217,7 +216,7 @@ def _before_last(skipped: int) -> Pick:
 def _requeue_oldest(client: redis.Redis, dead_key: str, goal: int, resolve: Resolve,
                     priority: float) -> int:
     progress = ui.Progress(goal, "requeueing")
-    moved, kept = 0, []
+    moved, kept = 0, Kept()
     while moved + len(kept) < goal:
         size = min(BATCH, goal - moved - len(kept))
         # the oldest records are at the right end, behind the ones already kept
