@@ -150,6 +150,17 @@ class WorkerSpec(_Model):
     nodeSelector: dict[str, str] | None = Field(default=None, description="Pod nodeSelector.")
     tolerations: list[KubeObject] = Field(default_factory=list, description="Pod tolerations.")
     serviceAccountName: str | None = Field(default=None, description="Pod service account.")
+    securityContext: KubeObject | None = Field(
+        default=None,
+        description="Container securityContext, merged key by key over the restricted default "
+                    "(runAsNonRoot, allowPrivilegeEscalation false, capabilities drop ALL, "
+                    "seccompProfile RuntimeDefault, readOnlyRootFilesystem).",
+    )
+    podSecurityContext: KubeObject | None = Field(
+        default=None,
+        description="Pod securityContext, merged key by key over the default "
+                    "(runAsNonRoot, seccompProfile RuntimeDefault).",
+    )
     terminationGracePeriodSeconds: int = Field(
         default=30, ge=0, description="Time a worker has to finish tasks in hand on SIGTERM."
     )
