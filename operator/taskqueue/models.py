@@ -144,6 +144,11 @@ class WorkerSpec(_Model):
     metricsPort: int | None = Field(
         default=None, ge=1, le=65535, description="Serve Prometheus metrics on this port."
     )
+    metricsAddress: str | None = Field(
+        default=None, pattern=r"^[0-9A-Fa-f.:]{2,45}$",
+        description="IP address the metrics listen on (default 0.0.0.0; 127.0.0.1 keeps them "
+                    "to the pod, e.g. for a scraping sidecar).",
+    )
     env: list[KubeObject] = Field(default_factory=list, description="Extra container env vars.")
     envFrom: list[KubeObject] = Field(default_factory=list, description="Container envFrom.")
     resources: KubeObject | None = Field(default=None, description="Container resources.")

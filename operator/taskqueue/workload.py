@@ -83,6 +83,8 @@ def _env(tq: models.TaskQueue) -> list[dict[str, Any]]:
         {"name": "TASKQUEUE_WORKER_ID",
          "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
+    if tq.spec.worker.metricsAddress is not None:
+        env.append({"name": "TASKQUEUE_METRICS_ADDRESS", "value": tq.spec.worker.metricsAddress})
     ref = tq.spec.redis.urlSecretRef
     if ref is not None:
         env.append({"name": "TASKQUEUE_REDIS_URL",

@@ -112,6 +112,15 @@ def test_probes_and_ports_follow_the_operator_contract(render: Render) -> None:
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
 
 
+def test_metrics_and_health_addresses_reach_the_operator(render: Render) -> None:
+    from taskqueue.operator_main import parse_args
+
+    default = parse_args(_container(render())["args"])
+    assert (default.metrics_address, default.health_address) == ("0.0.0.0", "0.0.0.0")
+    args = parse_args(_container(render(sets=["ports.metricsAddress=127.0.0.1"]))["args"])
+    assert (args.metrics_address, args.health_address) == ("127.0.0.1", "0.0.0.0")
+
+
 def test_args_watch_the_release_namespace_by_default(render: Render) -> None:
     args = _container(render())["args"]
     assert f"--namespace={NAMESPACE}" in args and "--all-namespaces" not in args

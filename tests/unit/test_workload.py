@@ -170,3 +170,18 @@ def test_a_security_override_rolls_the_pods() -> None:
     changed = workload.build_deployment(
         taskqueue(worker={"securityContext": {"runAsUser": 1}}), uid="u", replicas=1)
     assert workload.spec_hash(plain) != workload.spec_hash(changed)
+
+
+@pytest.mark.parametrize(
+    ("worker", "address"),
+    [
+        pytest.param({}, None, id="default"),
+        pytest.param({"metricsPort": 9100, "metricsAddress": "127.0.0.1"}, "127.0.0.1",
+                     id="loopback"),
+    ],
+)
+def test_metrics_address_reaches_the_worker_env(worker: dict[str, Any],
+                                                address: str | None) -> None:
+    body = workload.build_deployment(taskqueue(worker=worker), uid="u", replicas=1)
+    found = env(body).get("TASKQUEUE_METRICS_ADDRESS")
+    assert (found or {}).get("value") == address
