@@ -30,7 +30,7 @@ from typing import Any
 import kopf
 from aiohttp import web
 
-from taskqueue import handlers, kube, metrics
+from taskqueue import admission, handlers, kube, metrics
 from taskqueue.leader import LeaderElector
 from taskqueue.poller import Poller, RedisPools
 
@@ -59,11 +59,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--leader-election-id", default="taskqueue-operator", help="Lease name")
     p.add_argument("--no-leader-election", action="store_true",
                    help="act without a Lease (one replica only)")
+    p.add_argument("--allowed-image-prefix", action="append", default=[], metavar="PREFIX",
+                   help="worker images must start with one of these (repeatable; default: any)")
+    p.add_argument("--scale-target-label", default=None, metavar="KEY=VALUE",
+                   help="a Deployment named by spec.scaleTargetRef must carry this label "
+                        "(default: any Deployment of the namespace)")
     p.add_argument("--kubeconfig", default=None,
                    help="kubeconfig path (default: in-cluster, then $KUBECONFIG/~/.kube/config)")
     p.add_argument("--log-format", choices=("json", "text"), default="json")
     p.add_argument("--log-level", default="INFO")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    try:
+        args.worker_rules = admission.WorkerRules(
+            image_prefixes=tuple(args.allowed_image_prefix),
+            scale_target_label=(admission.parse_label(args.scale_target_label)
+                                if args.scale_target_label else None))
+    except ValueError as e:
+        p.error(str(e))
+    return args
 
 
 class JsonFormatter(logging.Formatter):
@@ -127,7 +140,7 @@ async def run(args: argparse.Namespace, *, stop_flag: Flag | None = None,
               ready_flag: threading.Event | None = None) -> int:
     """Run until `stop_flag` is set (0) or leadership is lost (1)."""
     client = kube.KubeClient(args.kubeconfig)
-    poller = Poller(kube=client, pools=RedisPools())
+    poller = Poller(kube=client, pools=RedisPools(), rules=args.worker_rules)
     elector = None if args.no_leader_election else LeaderElector(
         client.api, args.leader_election_namespace or "default", args.leader_election_id,
         _identity())

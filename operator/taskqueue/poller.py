@@ -19,7 +19,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
-from taskqueue import keys, manifest, metrics, models, policy, queueops, redact, workload
+from taskqueue import admission, keys, manifest, metrics, models, policy, queueops, redact, workload
 from taskqueue.kube import (
     ConflictError,
     DeploymentState,
@@ -114,6 +114,8 @@ class Poller:
     pools: RedisPools = field(default_factory=RedisPools)
     clock: Callable[[], float] = time.time
     targets: dict[tuple[str, str], Target] = field(default_factory=dict)
+    rules: admission.WorkerRules = field(default_factory=admission.WorkerRules)
+    """What TaskQueue authors may run and scale (the operator's flags)."""
     watch_deployments: bool = False
     """True when `saw_deployment` is fed by a watch of the Deployments the operator owns (the
     kopf handler): then a poll uses the last seen Deployment instead of a GET."""
@@ -215,6 +217,9 @@ class Poller:
     async def ensure_workload(self, tq: models.TaskQueue, *, uid: str) -> DeploymentState:
         """The Deployment to scale: created or updated when the TaskQueue owns it."""
         ns, name = tq.metadata.namespace or "default", workload.deployment_name(tq)
+        problem = self.rules.image_problem(tq)
+        if problem is not None:
+            raise SpecError(problem)
         existing = await self.read_deployment(ns, name, owned=tq.spec.scaleTargetRef is None)
         if tq.spec.scaleTargetRef is not None:
             if existing is None:
@@ -222,6 +227,9 @@ class Poller:
                     f"spec.scaleTargetRef.name: Deployment {name!r} not found in namespace {ns}; "
                     "create it or fix the name"
                 )
+            problem = self.rules.scale_target_problem(tq, dict(existing.labels))
+            if problem is not None:
+                raise SpecError(problem)
             return existing
         replicas = tq.spec.scaling.minReplicas
         body = workload.build_deployment(tq, uid=uid, replicas=replicas)
