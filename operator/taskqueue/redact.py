@@ -42,14 +42,14 @@ def url(text: str) -> str:
     """
     text = _SECRET_PARAMS.sub(lambda m: m.group(1) + MASK, text)
     scheme, sep, rest = text.partition("://")
-    if not sep:
-        return text
+    if not sep:  # no scheme: `user:pw@host:6379` is still a userinfo
+        scheme, rest = "", text
     at = rest.rfind("@")
     if at < 0:
         return text
     user, colon, _ = rest[:at].partition(":")
     shown = f"{user}:{MASK}" if colon else MASK
-    return f"{scheme}://{shown}@{rest[at + 1:]}"
+    return f"{scheme}{sep}{shown}@{rest[at + 1:]}"
 
 
 def scrub(text: str) -> str:

@@ -30,6 +30,8 @@ B64 = "Zm9v/YmFy+cXV4=="
         pytest.param("unix:///tmp/redis.sock?password=x", "unix:///tmp/redis.sock?password=***",
                      id="unix-query"),
         pytest.param("not a url", "not a url", id="not-a-url"),
+        pytest.param("user:pw@host:6379", "user:***@host:6379", id="no-scheme"),
+        pytest.param("host:6379", "host:6379", id="no-scheme-no-userinfo"),
     ],
 )
 def test_url_hides_the_password(url: str, shown: str) -> None:
