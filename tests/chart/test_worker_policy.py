@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from taskqueue.devcluster import ControlPlane
+from taskqueue_devcluster import ControlPlane
 from tests.chart.test_cluster import RELEASE, helm_install
 
 pytestmark = pytest.mark.cluster

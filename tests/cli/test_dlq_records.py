@@ -10,10 +10,10 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-
 import redis
+
 from taskqueue import keys
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 BINARY = b"\xff\xfe raw \x80 bytes \xc3\x28 end"
 """A payload that is not UTF-8 (the worker keeps payloads byte-exact)."""

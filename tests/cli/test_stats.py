@@ -12,12 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 import redis
+
 from taskqueue import keys
 from taskqueue.cli import stats
-from tests.cli.conftest import Run
 from tests.fixtures.redis_server import RedisServer
+from tests.helpers.cli import Run
 
 
 def _fill(r: redis.Redis, *, now: float) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from taskqueue.devcluster import ControlPlane
+from taskqueue_devcluster import ControlPlane
 from tests.fixtures.redis_server import free_port
 
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from taskqueue import manifest, workload
-from taskqueue.devcluster import ControlPlane
-from tests.operator.conftest import get, taskqueue, wait_for
+from taskqueue_devcluster import ControlPlane
+from tests.helpers.kube import get, taskqueue
+from tests.helpers.wait import wait_for
 from tests.operator.test_operator import Start
 
 pytestmark = pytest.mark.cluster

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from taskqueue.devcluster import ControlPlane
-from tests.operator.conftest import apply, get, taskqueue, wait_for
+from taskqueue_devcluster import ControlPlane
+from tests.helpers.kube import apply, get, taskqueue
+from tests.helpers.wait import wait_for
 from tests.operator.test_operator import Start, condition
 
 pytestmark = pytest.mark.cluster

@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 import redis
-from taskqueue.devcluster import ControlPlane
-from tests.operator.conftest import apply, get, replicas, taskqueue, wait_for
+
+from taskqueue_devcluster import ControlPlane
+from tests.helpers.kube import apply, get, replicas, taskqueue
+from tests.helpers.wait import wait_for
 from tests.operator.test_operator import Start, condition, events
 
 pytestmark = pytest.mark.cluster
