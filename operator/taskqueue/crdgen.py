@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from taskqueue import models
+from taskqueue import models, redact
 
 OUTPUT = Path("crds") / f"{models.GROUP}_{models.PLURAL}.yaml"
 
@@ -33,6 +33,11 @@ RULES: dict[str, list[tuple[str, str, str | None]]] = {
         "set exactly one of spec.redis.url or spec.redis.urlSecretRef "
         "(e.g. url: redis://redis:6379/0)",
         None,
+    ), (
+        f"!has(self.url) || !(self.url.matches('{redact.PASSWORD_IN_USERINFO}') "
+        f"|| self.url.matches('{redact.PASSWORD_IN_QUERY}'))",
+        models.PASSWORD_IN_URL,
+        ".url",
     )],
     "WorkerSpec": [(
         "!(has(self.handler) && has(self.command))",

@@ -48,6 +48,8 @@ class DeploymentState:
     owner_uids: tuple[str, ...] = ()
     spec_hash: str | None = None
     resource_version: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    """metadata.labels, sorted (a tuple: the state stays hashable)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ def deployment_state(body: Mapping[str, Any]) -> DeploymentState:
         owner_uids=tuple(o["uid"] for o in meta.get("ownerReferences") or ()),
         spec_hash=(meta.get("annotations") or {}).get("taskqueue.dev/spec-hash"),
         resource_version=str(meta.get("resourceVersion") or ""),
+        labels=tuple(sorted((meta.get("labels") or {}).items())),
     )
 
 
@@ -177,6 +180,7 @@ class KubeClient:
             owner_uids=tuple(o.uid for o in meta.owner_references or ()),
             spec_hash=(meta.annotations or {}).get("taskqueue.dev/spec-hash"),
             resource_version=meta.resource_version,
+            labels=tuple(sorted((meta.labels or {}).items())),
         )
 
     async def create_deployment(self, body: dict[str, Any]) -> str | None:

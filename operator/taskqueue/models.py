@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from taskqueue import redact
+
 GROUP = "taskqueue.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -22,6 +24,10 @@ SHORT_NAMES = ("tq",)
 
 #: A Redis key usable as a queue: printable, no whitespace (the processing-entry header uses "\n").
 KEY_PATTERN = r"^[^\s]{1,512}$"
+PASSWORD_IN_URL = (
+    "spec.redis.url must not carry a password (anyone who can read the TaskQueue would see "
+    "it); put the whole URL in a Secret and set spec.redis.urlSecretRef {name, key} instead"
+)
 _KEY_RE = re.compile(KEY_PATTERN)
 
 Delivery = Literal["AtLeastOnce", "AtMostOnce"]
@@ -66,11 +72,12 @@ class RedisSpec(_Model):
 
 
 def _check_redis_url(url: str) -> None:
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ValueError(
-            f"url {url!r} is not a Redis URL; use redis://host:6379/0 "
-            "or rediss:// for TLS"
-        )
+    # never quotes the URL: a value that does not parse may hold a password
+    if redact.has_password(url):
+        raise ValueError(PASSWORD_IN_URL)
+    problem = redact.check(url, field="url")
+    if problem is not None:
+        raise ValueError(problem)
 
 
 class QueueSpec(_Model):
@@ -137,12 +144,28 @@ class WorkerSpec(_Model):
     metricsPort: int | None = Field(
         default=None, ge=1, le=65535, description="Serve Prometheus metrics on this port."
     )
+    metricsAddress: str | None = Field(
+        default=None, pattern=r"^[0-9A-Fa-f.:]{2,45}$",
+        description="IP address the metrics listen on (default 0.0.0.0; 127.0.0.1 keeps them "
+                    "to the pod, e.g. for a scraping sidecar).",
+    )
     env: list[KubeObject] = Field(default_factory=list, description="Extra container env vars.")
     envFrom: list[KubeObject] = Field(default_factory=list, description="Container envFrom.")
     resources: KubeObject | None = Field(default=None, description="Container resources.")
     nodeSelector: dict[str, str] | None = Field(default=None, description="Pod nodeSelector.")
     tolerations: list[KubeObject] = Field(default_factory=list, description="Pod tolerations.")
     serviceAccountName: str | None = Field(default=None, description="Pod service account.")
+    securityContext: KubeObject | None = Field(
+        default=None,
+        description="Container securityContext, merged key by key over the restricted default "
+                    "(runAsNonRoot, allowPrivilegeEscalation false, capabilities drop ALL, "
+                    "seccompProfile RuntimeDefault, readOnlyRootFilesystem).",
+    )
+    podSecurityContext: KubeObject | None = Field(
+        default=None,
+        description="Pod securityContext, merged key by key over the default "
+                    "(runAsNonRoot, seccompProfile RuntimeDefault).",
+    )
     terminationGracePeriodSeconds: int = Field(
         default=30, ge=0, description="Time a worker has to finish tasks in hand on SIGTERM."
     )

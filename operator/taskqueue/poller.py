@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from taskqueue import policy, workload
+from taskqueue import admission, policy, workload
 from taskqueue import status as statuses
 from taskqueue.act import Actor, record_metrics
 from taskqueue.connections import RedisPools, RedisUrls
@@ -33,10 +33,12 @@ class Poller:
     pools: RedisPools = field(default_factory=RedisPools)
     clock: Callable[[], float] = time.time
     records: Records = field(default_factory=Records)
+    rules: admission.WorkerRules = field(default_factory=admission.WorkerRules)
+    """What TaskQueue authors may run and scale (the operator's flags)."""
 
     def __post_init__(self) -> None:
         self.urls = RedisUrls(self.kube, clock=self.clock)
-        self.deployments = Deployments(self.kube)
+        self.deployments = Deployments(self.kube, rules=self.rules)
         """`deployments.watched` is set when the Deployment watch (a kopf handler) feeds it."""
         self.actor = Actor(self.kube, self.deployments, self.clock)
         self.reaper = Reaper(self.kube, self.pools, self.urls, self.records)

@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 
 import redis
 
-from taskqueue.cli import dlq, drain, enqueue, inflight, stats, target
+from taskqueue import redact
+from taskqueue.cli import dlq, drain, enqueue, inflight, keycheck, stats, target
 from taskqueue.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -16,7 +17,6 @@ from taskqueue.cli.errors import (
     EXIT_UNREACHABLE,
     EXIT_WRONGTYPE,
     CliError,
-    redact,
 )
 from taskqueue.manifest import ManifestError
 
@@ -40,15 +40,29 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
-def _redis_error(exc: redis.RedisError, url: str) -> CliError:
+def _redis_error(exc: redis.RedisError, resolved: target.Target) -> CliError:
+    where, why = redact.url(resolved.redis_url), redact.scrub(str(exc))
     if isinstance(exc, redis.AuthenticationError):
-        return CliError(f"Redis at {redact(url)} refused the credentials: {exc}",
+        return CliError(f"Redis at {where} refused the credentials: {why}",
                         EXIT_UNREACHABLE)
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
-        return CliError(f"cannot reach Redis at {redact(url)}: {exc}", EXIT_UNREACHABLE)
-    if isinstance(exc, redis.ResponseError) and str(exc).startswith("WRONGTYPE"):
-        return CliError(f"{exc} (a key of this TaskQueue holds another type)", EXIT_WRONGTYPE)
-    return CliError(f"Redis error: {exc}", EXIT_FAILURE)
+        return CliError(f"cannot reach Redis at {where}: {why}", EXIT_UNREACHABLE)
+    if isinstance(exc, redis.ResponseError) and "WRONGTYPE" in str(exc):
+        return _wrong_type(resolved) or CliError(
+            "WRONGTYPE: a key of this TaskQueue holds another type than expected "
+            "(`redis-cli TYPE <key>` on its queues, <prefix>:workers, :delayed, :stats)",
+            EXIT_WRONGTYPE)
+    return CliError(f"Redis error: {why}", EXIT_FAILURE)
+
+
+def _wrong_type(resolved: target.Target) -> CliError | None:
+    """The key a bare WRONGTYPE (e.g. from a Lua script) was about, when it can be found."""
+    if resolved.schema is None:
+        return None
+    try:
+        return keycheck.culprit(resolved.connect(), resolved.schema)
+    except redis.RedisError:
+        return None
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -63,7 +77,7 @@ def execute(args: argparse.Namespace) -> int:
     try:
         return run(resolved, args)
     except redis.RedisError as exc:
-        raise _redis_error(exc, resolved.redis_url) from None
+        raise _redis_error(exc, resolved) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -55,6 +55,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--key-prefix", help="prefix of the bookkeeping keys")
     p.add_argument("--dead-letter-key")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument("--metrics-address",
+                   default=os.environ.get("TASKQUEUE_METRICS_ADDRESS") or "0.0.0.0",
+                   help="address the metrics listen on (default $TASKQUEUE_METRICS_ADDRESS "
+                        "or 0.0.0.0)")
     p.add_argument("--log-json", action=argparse.BooleanOptionalAction,
                    default=env_flag("TASKQUEUE_LOG_JSON"),
                    help="one JSON object per log line (default $TASKQUEUE_LOG_JSON=1)")
@@ -129,11 +133,12 @@ def build(argv: Sequence[str] | None = None) -> tuple[cfg.WorkerConfig, handlers
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         config, handler, _ = build(argv)
+        address = parser().parse_args(argv).metrics_address
     except (manifest.ManifestError, handlers.HandlerError, ValueError) as exc:
         print(f"taskqueue-worker: {exc}", file=sys.stderr)
         return 2
     if config.metrics_port:
-        metrics.serve(metrics.WORKER, port=config.metrics_port)
+        metrics.serve(metrics.WORKER, port=config.metrics_port, addr=address)
     worker = Worker(config, handler=handler)
     # everything imported so far lives as long as the process: keep it out of the cyclic GC, so
     # a full collection scans only what tasks allocate (a pause of ~20 ms otherwise)
