@@ -189,10 +189,25 @@ class ScalingSpec(_Model):
         gt=0,
         description="Scale so the backlog drains in this time at the measured per-replica rate.",
     )
+    targetWaitSeconds: dict[str, float] | None = Field(
+        default=None,
+        description="Queue key -> seconds: scale so the p95 wait of that queue stays under it "
+        "(Erlang C with the measured arrival rate and service time; highest priority first).",
+    )
     fallbackReplicas: int | None = Field(
         default=None, ge=0, description="Replicas while Redis cannot be read (default: hold)."
     )
     paused: bool = Field(default=False, description="Hold the replica count; status still updates.")
+
+    @field_validator("targetWaitSeconds")
+    @classmethod
+    def _positive_waits(cls, waits: dict[str, float] | None) -> dict[str, float] | None:
+        for key, seconds in (waits or {}).items():
+            if not seconds > 0:
+                raise ValueError(
+                    f"targetWaitSeconds[{key!r}] is {seconds}; use a number of seconds > 0"
+                )
+        return waits
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalingSpec:
@@ -238,6 +253,17 @@ class TaskQueueSpec(_Model):
             raise ValueError(f"duplicate key(s) {dupes}; list each queue once")
         return queues
 
+    @model_validator(mode="after")
+    def _wait_targets_name_queues(self) -> TaskQueueSpec:
+        keys = {q.key for q in self.queues}
+        unknown = sorted(set(self.scaling.targetWaitSeconds or {}) - keys)
+        if unknown:
+            raise ValueError(
+                f"scaling.targetWaitSeconds names {unknown}, not in spec.queues; use the key "
+                f"of one of {sorted(keys)}"
+            )
+        return self
+
     @property
     def dead_letter_key(self) -> str:
         return self.retry.deadLetterKey or f"{self.queues[0].key}:dead"
@@ -266,6 +292,15 @@ class TaskQueueStatus(_Model):
     delayed: int = Field(default=0, description="Tasks waiting for a retry.")
     deadLetter: int = Field(default=0, description="Tasks in the dead-letter list.")
     oldestTaskAgeSeconds: float | None = Field(default=None, description="Oldest task's age.")
+    waitSeconds: dict[str, float] = Field(
+        default_factory=dict, description="Per queue: how long its oldest task has waited."
+    )
+    arrivalRate: dict[str, float] = Field(
+        default_factory=dict, description="Per queue: measured tasks/s entering it."
+    )
+    serviceSeconds: float | None = Field(
+        default=None, description="Measured mean seconds a task is held by a worker."
+    )
     throughputPerReplica: float | None = Field(default=None, description="Tasks/s per replica.")
     workers: int = Field(default=0, description="Workers with a live heartbeat.")
     desiredReplicas: int | None = Field(default=None, description="Last decided replica count.")
