@@ -31,6 +31,8 @@ class QueueObservation:
     oldest_enqueued_at: dict[str, float] = field(default_factory=dict)
     taken: dict[str, int] = field(default_factory=dict)
     """Tasks ever taken from each queue by fetch.lua (empty when the counters are unknown)."""
+    quiesced: frozenset[str] = frozenset()
+    """Worker ids the operator has quiesced (they take no task)."""
 
     def oldest_age(self, queue: str) -> float | None:
         """Seconds the oldest task of `queue` has waited (None: empty or unknown)."""

@@ -20,7 +20,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
-from taskqueue import keys, manifest, metrics, models, policy, queueops, workload
+from taskqueue import keys, manifest, metrics, models, policy, queueops, scalein, workload
 from taskqueue.kube import (
     ConflictError,
     DeploymentState,
@@ -40,7 +40,8 @@ DEPLOYMENT_REFRESH_POLLS = 12
 STATUS_DRIFT_SECONDS = 15.0
 """A status change that is only `oldestTaskAgeSeconds`/`lastActiveTime` moving on is written at
 most this often; any other change is written at once."""
-_DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime")
+_DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime", "waitSeconds", "arrivalRate",
+                 "serviceSeconds")
 
 
 def redact(url: str) -> str:
@@ -277,7 +278,9 @@ class Poller:
                                               slack=status_slack(tq.spec.scaling))
         state = replace(state, replicas=deployment.replicas)
         decision = policy.decide(spec=tq.spec.scaling, observation=observation, state=state,
-                                 now=self.clock())
+                                 now=self.clock(), concurrency=tq.spec.worker.concurrency,
+                                 queue_order=tuple(q.key for q in tq.spec.queues))
+        decision = await self._settle(tq, ref, deployment, decision, observation, state)
         if decision.changed:
             await self._scale(ref, deployment, decision, observation)
         memory.state = decision.state
@@ -294,11 +297,24 @@ class Poller:
                        time.perf_counter() - started)
         return decision
 
+    async def _settle(self, tq: models.TaskQueue, ref: ObjectRef, deployment: DeploymentState,
+                      decision: policy.Decision, observation: QueueObservation | None,
+                      state: policy.PolicyState) -> policy.Decision:
+        """Quiesce before removal (`taskqueue.scalein`): the count that is safe to set now."""
+        target = self.targets[_key(tq)]
+        try:
+            settled = await scalein.settle(
+                self.kube, self.pools.get(target.url), keys.KeySchema.from_spec(tq.spec),
+                namespace=ref.namespace, deployment=deployment, observation=observation,
+                target=decision.replicas)
+        except (aioredis.RedisError, OSError) as e:
+            held = max(decision.replicas, deployment.replicas)
+            settled = scalein.Settled(held, f"scale-in deferred: {type(e).__name__}")
+        return scalein.applied(decision, settled, last_scale=state.last_scale)
+
     async def _scale(self, ref: ObjectRef, deployment: DeploymentState,
                      decision: policy.Decision, observation: QueueObservation | None) -> None:
         down = decision.replicas < decision.previous
-        if down and observation is not None:
-            await self.mark_deletion_costs(ref.namespace, deployment, observation)
         rv = None
         try:
             rv = await self.kube.scale_deployment(ref.namespace, deployment.name,
@@ -311,21 +327,6 @@ class Poller:
         log.info("scaled %s/%s %s", ref.namespace, ref.name, message)
         await self.kube.event(ref, type="Normal", reason=f"Scaled{direction.capitalize()}",
                               message=message)
-
-    async def mark_deletion_costs(self, namespace: str, deployment: DeploymentState,
-                                  observation: QueueObservation) -> int:
-        """Annotate each pod with the tasks it holds; returns how many pods were patched."""
-        pods = [p for p in await self.kube.list_pods(namespace, deployment.selector)
-                if not p.deleting]
-        held = {w.worker_id: w.in_flight for w in observation.workers}
-        costs = workload.deletion_costs([p.name for p in pods], held)
-        stale = [p.name for p in pods if p.deletion_cost != costs[p.name]]
-        await asyncio.gather(*(
-            self.kube.annotate_pod(namespace, name,
-                                   {workload.DELETION_COST_ANNOTATION: costs[name]})
-            for name in stale
-        ), return_exceptions=True)
-        return len(stale)
 
     async def _report_error(self, ref: ObjectRef, memory: Memory, error: str | None) -> None:
         if error is None:
@@ -488,7 +489,8 @@ def build_status(previous: dict[str, Any] | None, observation: QueueObservation 
 
 
 _COUNTS = ("backlog", "totalBacklog", "inFlight", "delayed", "deadLetter",
-           "oldestTaskAgeSeconds", "throughputPerReplica", "workers")
+           "oldestTaskAgeSeconds", "throughputPerReplica", "workers", "waitSeconds",
+           "arrivalRate", "serviceSeconds")
 
 
 def counts(observation: QueueObservation, state: policy.PolicyState) -> dict[str, Any]:
@@ -503,6 +505,7 @@ def counts(observation: QueueObservation, state: policy.PolicyState) -> dict[str
         "oldestTaskAgeSeconds": None if age is None else round(age),
         "throughputPerReplica": None if rate is None else float(f"{rate:.3g}"),
         "workers": observation.live_workers,
+        **scalein.measured(observation, state.rates),
     }
 
 

@@ -61,3 +61,12 @@ def chaos(payload: str) -> None:
     """A short task for the SIGKILL chaos test: ~2 ms of work, then recorded."""
     time.sleep(0.002)
     client().rpush(DONE, payload)
+
+
+PIDS = "test:pids"
+
+
+def record_pid(payload: str) -> None:
+    """Record the payload and which process ran it."""
+    client().rpush(PIDS, str(os.getpid()))
+    record(payload)

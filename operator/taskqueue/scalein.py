@@ -1,0 +1,90 @@
+"""The act side of a scale-in: quiesce the victims, remove only the drained ones (I/O).
+
+`settle()` turns the policy's replica count into the count that is safe to set now, following
+`taskqueue.quiesce` (pure): victims are quiesced in Redis and their processing lists read in one
+MULTI/EXEC (`queueops.quiesce`); the drained ones get the lowest pod-deletion-cost, every other
+pod its in-flight count; the replica count drops by the drained victims only. Victims no longer
+needed are released. On a poll with nothing to remove and nothing quiesced it does no I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, replace
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from taskqueue import keys, policy, queueops, quiesce, workload
+from taskqueue import rates as rates_
+from taskqueue.kube import DeploymentState, Kube
+from taskqueue.observation import QueueObservation
+
+
+@dataclass(frozen=True)
+class Settled:
+    replicas: int
+    """The replica count to set now."""
+    note: str = ""
+    """What the scale-in did, for the decision's reason ("" when nothing)."""
+
+
+async def settle(kube: Kube, client: aioredis.Redis, schema: keys.KeySchema, *, namespace: str,
+                 deployment: DeploymentState, observation: QueueObservation | None,
+                 target: int) -> Settled:
+    """The replica count to set for `target`, quiescing and releasing pods on the way."""
+    current = deployment.replicas
+    if observation is None:  # Redis unreadable: nothing can be quiesced, hold what we have
+        return Settled(max(target, current) if target < current else target)
+    if target >= current:
+        if observation.quiesced:
+            await queueops.quiesce(client, schema, add=(), remove=sorted(observation.quiesced))
+            return Settled(target, f"released {len(observation.quiesced)} quiesced pod(s)")
+        return Settled(target)
+    pods = [p for p in await kube.list_pods(namespace, deployment.selector) if not p.deleting]
+    held = {w.worker_id: w.in_flight for w in observation.workers}
+    views = [quiesce.PodView(p.name, held.get(p.name, 0), p.created) for p in pods]
+    plan = quiesce.plan(views, target=target, quiesced=observation.quiesced)
+    release = sorted(set(plan.release) | (observation.quiesced - set(plan.victims)))
+    after = await queueops.quiesce(client, schema, add=plan.victims, remove=release)
+    drained = quiesce.drained(plan.victims, after)
+    costs = quiesce.deletion_costs([p.name for p in pods], {**held, **after}, drained)
+    results = await asyncio.gather(*(
+        kube.annotate_pod(namespace, p.name, {workload.DELETION_COST_ANNOTATION: costs[p.name]})
+        for p in pods if p.deletion_cost != costs[p.name]
+    ), return_exceptions=True)
+    # a pod whose cost could not be written may rank below a victim: remove nothing this time
+    removable = 0 if any(isinstance(r, BaseException) for r in results) else len(drained)
+    replicas = quiesce.replicas_after(current=current, target=target, pods=len(pods),
+                                      removable=removable)
+    busy = len(plan.victims) - removable
+    note = f"quiesced {len(plan.victims)} pod(s), {removable} drained"
+    if busy:
+        note += f", {busy} still finishing their tasks"
+    return Settled(replicas, note)
+
+
+def applied(decision: policy.Decision, settled: Settled, *,
+            last_scale: float | None) -> policy.Decision:
+    """`decision` with the replica count `settled` allows (and its note in the reason)."""
+    if settled.replicas == decision.replicas and not settled.note:
+        return decision
+    reason = f"{decision.reason}; {settled.note}" if settled.note else decision.reason
+    if settled.replicas != decision.replicas:
+        reason += f"; now {settled.replicas}"
+    state = replace(decision.state, replicas=settled.replicas,
+                    last_scale=decision.state.last_scale
+                    if settled.replicas != decision.previous else last_scale)
+    return replace(decision, replicas=settled.replicas, reason=reason, state=state)
+
+
+def measured(observation: QueueObservation, rates: rates_.Rates) -> dict[str, Any]:
+    """Status fields of the wait model: oldest wait and arrival rate per queue, service time."""
+    waits = {q: round(age, 1) for q in observation.backlog
+             if (age := observation.oldest_age(q)) is not None}
+    service = rates.service_seconds
+    return {
+        "waitSeconds": waits,
+        "arrivalRate": {q: round(rates.arrival_rate(q), 3) for q in observation.backlog},
+        "serviceSeconds": None if service is None else float(f"{service:.3g}"),
+    }
