@@ -9,6 +9,7 @@ import pytest
 from taskqueue.models import ScalingSpec
 from taskqueue.observation import QueueObservation, WorkerObservation
 from taskqueue.policy import Decision, PolicyState, decide
+from taskqueue.rates import Rates
 
 NOW = 1_000_000.0
 
@@ -278,3 +279,57 @@ def test_a_poll_sequence_burst_then_drain_then_zero() -> None:
     # 4 (t=4); t=10: idle 4 s < 10 s keeps one; t=16: idle 10 s: zero at once, not waiting for
     # the window (the cooldown is the idle fleet's stabilisation).
     assert seen == [1, 5, 5, 5, 4, 1, 1, 1, 0, 0, 0]
+
+
+# -- targetWaitSeconds -----------------------------------------------------------------------------
+def measured(rate: dict[str, float], service: float) -> Rates:
+    """Rates as if measured over a long busy spell: `rate` tasks/s per queue, `service` s each."""
+    return Rates(at=NOW, elapsed=100.0, elapsed_short=100.0,
+                 arrivals=tuple((q, r * 100) for q, r in rate.items()),
+                 arrivals_short=tuple((q, r * 100) for q, r in rate.items()),
+                 busy_seconds=service * 1000, completions=1000.0, completed=0)
+
+
+def wait_obs(backlog: dict[str, int], *held: int) -> QueueObservation:
+    workers = tuple(WorkerObservation(f"w{i}", int((NOW + 15) * 1000), n)
+                    for i, n in enumerate(held))
+    return QueueObservation(at=NOW, backlog=backlog, workers=workers)
+
+
+@pytest.mark.parametrize("targets, backlog, rate, concurrency, expected", [
+    # 9.8/s x 2 s = 19.6 slots busy; p95 <= 2 s needs 22 slots
+    pytest.param({"q": 2.0}, {"q": 0}, {"q": 9.8}, 4, 6, id="steady-c4"),
+    pytest.param({"q": 2.0}, {"q": 0}, {"q": 9.8}, 1, 22, id="steady-c1"),
+    pytest.param({"q": 60.0}, {"q": 0}, {"q": 9.8}, 4, 5, id="loose-target-fewer"),
+    # 100 queued beyond the normal 19: 19.6 + 81 x 2 s / max(2 s, poll 5 s) slots
+    pytest.param({"q": 2.0}, {"q": 100}, {"q": 9.8}, 4, 13, id="burst-within-a-poll"),
+    pytest.param({"high": 1.0}, {"high": 0, "low": 0}, {"high": 2.0, "low": 2.0}, 1, 10,
+                 id="high-priority-target"),
+    pytest.param({"low": 100.0}, {"high": 0, "low": 0}, {"high": 2.0, "low": 2.0}, 1, 9,
+                 id="low-priority-target"),
+])
+def test_wait_target_sizes_the_fleet(targets: dict[str, float], backlog: dict[str, int],
+                                     rate: dict[str, float], concurrency: int,
+                                     expected: int) -> None:
+    spec = scaling(maxReplicas=100, targetWaitSeconds=targets)
+    state = PolicyState(replicas=3, rates=measured(rate, 2.0), last_active=NOW)
+    decision = decide(spec=spec, observation=wait_obs(backlog, 1), state=state, now=NOW,
+                      concurrency=concurrency, queue_order=tuple(backlog))
+    assert decision.recommendation == expected
+    assert "p95 wait of" in decision.reason
+
+
+def test_wait_target_falls_back_to_length_until_the_service_time_is_known() -> None:
+    spec = scaling(targetWaitSeconds={"q": 2.0})
+    decision = run(spec, obs(35), 1)
+    assert decision.replicas == 4
+    assert "p95" not in decision.reason
+
+
+def test_length_target_still_applies_to_queues_without_a_wait_target() -> None:
+    spec = scaling(maxReplicas=100, targetWaitSeconds={"high": 60.0})
+    state = PolicyState(replicas=1, rates=measured({"high": 0.1, "low": 0.0}, 1.0),
+                        last_active=NOW)
+    decision = decide(spec=spec, observation=wait_obs({"high": 0, "low": 95}, 1), state=state,
+                      now=NOW, concurrency=1, queue_order=("high", "low"))
+    assert decision.recommendation == 10  # 95 queued on low / 10 per replica

@@ -59,6 +59,11 @@ class Result:
     timeline: tuple[tuple[float, int, int], ...] = field(default=(), repr=False)
     """(time, live pods, queued tasks) every `sample_every` seconds."""
 
+    def replicas_between(self, start: float, end: float) -> float:
+        """Mean live pods sampled in [start, end) (the steady part of a run)."""
+        pods = [p for t, p, _ in self.timeline if start <= t < end]
+        return sum(pods) / len(pods) if pods else 0.0
+
     def p95(self) -> float:
         """The worst p95 over the queues."""
         return max((w[1] for w in self.waits.values()), default=0.0)
