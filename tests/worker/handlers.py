@@ -70,3 +70,9 @@ def record_pid(payload: str) -> None:
     """Record the payload and which process ran it."""
     client().rpush(PIDS, str(os.getpid()))
     record(payload)
+
+
+def sleep_record_pid(payload: str) -> None:
+    """Sleeps float(payload.split(':')[1]) seconds, then records the payload and the process."""
+    time.sleep(float(payload.split(":")[1]))
+    record_pid(payload)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -55,3 +56,29 @@ def test_a_quiesced_worker_takes_nothing_under_a_flood_then_works_once_released(
         assert redis_sync.lrange(PIDS, -20, -1) == [str(quiet.pid)] * 20
     finally:
         _stop(quiet, *([other] if other else []))
+
+
+@pytest.mark.timeout(120)
+def test_a_lone_task_goes_to_the_busy_worker_so_idle_ones_stay_idle(
+        redis_url: str, redis_sync: redis.Redis) -> None:
+    procs = {w: spawn(redis_url, "--queue", "q", "--handler",
+                      "tests.worker.handlers:sleep_record_pid", "--concurrency", "2",
+                      "--grace", "0.5", "--worker-id", w) for w in ("a", "b")}
+    try:
+        for w in procs:
+            wait_for(lambda w=w: redis_sync.zscore("q:workers", w), timeout=20)
+        redis_sync.lpush("q", "long:60")
+        busy = wait_for(lambda: next((w for w in procs
+                                      if redis_sync.llen(f"q:processing:{w}")), None))
+        shorts = 30
+        for i in range(shorts):
+            time.sleep(0.05)  # every slot back to waiting for a push
+            redis_sync.lpush("q", f"short{i}:0")
+            wait_for(lambda i=i: redis_sync.llen("test:done") >= i + 1, timeout=10,
+                     interval=0.005)
+        pids = redis_sync.lrange(PIDS, 0, -1)
+        on_busy = pids.count(str(procs[busy].pid))
+        # unpacked, the busy worker's one idle slot would win ~1 in 3 (against the idle 2)
+        assert on_busy >= 0.7 * shorts, f"{on_busy}/{shorts} on the busy worker"
+    finally:
+        _stop(*procs.values())
