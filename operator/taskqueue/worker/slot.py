@@ -10,8 +10,9 @@ A worker runs `concurrency` slots. Fetch strategies (`fetch_mode`):
 An idle slot asks for one task (so a burst spreads over idle workers); after a fetch that found
 work it asks for `prefetch` tasks, all held in the processing list. Packing: after a wake-up, the
 slots of a worker holding no task wait `PACK_DELAY_SECONDS` before fetching, so a busy worker's
-idle slot takes a lone task first and fully idle pods stay idle (removable by the operator). Due retries are promoted by
-at most one fetch per `PROMOTE_SECONDS` per slot (and by every idle re-check).
+idle slot takes a lone task first and fully idle pods stay idle (removable by the operator).
+Due retries are promoted by at most one fetch per `PROMOTE_SECONDS` per slot (and by every idle
+re-check).
 """
 
 from __future__ import annotations
