@@ -211,9 +211,11 @@ def _by_wait(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
     service = state.rates.service_seconds
     if not targets or service is None:
         return None, ""
+    services = state.rates.service_by_queue(list(fleet.queue_order)) or {}
     loads = [
         waitmodel.QueueLoad(key=q, arrival_rate=state.rates.arrival_rate(q),
-                            queued=obs.backlog.get(q, 0), target_wait=targets.get(q))
+                            queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
+                            service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0)
         for q in fleet.queue_order
     ]
     slots, why = waitmodel.slots_for_wait(loads, service=service,

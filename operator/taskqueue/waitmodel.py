@@ -12,7 +12,7 @@ queue this is the exact Erlang C tail. `slots_for_wait` returns the fewest slots
 p95 (`QUANTILE`) wait of each queue with a target under it, highest priority first; and, when
 more tasks are queued (in k and ahead of it) than that fleet would have queued 95 % of the time
 (P(queue > n) = C * rho^(n+1)), the slots that start the excess within the target as well:
-a_k + excess x S / target (a burst; a normal fluctuation of the queue adds nothing).
+a_k + excess x S / (target - oldest age) (a burst; a normal fluctuation adds nothing).
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ class QueueLoad:
     queued: int
     target_wait: float | None
     """Seconds the p95 wait should stay under (None: no target for this queue)."""
+    service: float | None = None
+    """Mean service seconds of this queue's tasks (None: the fleet-wide mean)."""
+    oldest_age: float = 0.0
+    """Seconds the oldest queued task has already waited (spent from its target)."""
 
 
 def erlang_c(slots: int, load: float) -> float:
@@ -89,25 +93,33 @@ def slots_for_wait(queues: Sequence[QueueLoad], *, service: float,
                    horizon: float = 0.0) -> tuple[int, str]:
     """Slots so each queue with a target meets it, and why (the binding queue).
 
-    A burst is drained within max(target, `horizon`): more slots than that cannot help before
-    the next decision (the poll interval) anyway."""
-    load_total = service * sum(q.arrival_rate for q in queues)
+    `service` is the fleet-wide mean service time (used for queues without their own). A burst
+    is drained within max(target, `horizon`): more slots than that cannot help before the next
+    decision (the poll interval) anyway."""
+    def s_of(q: QueueLoad) -> float:
+        return q.service if q.service is not None else service
+    load_total = sum(q.arrival_rate * s_of(q) for q in queues)
+    rate_total = sum(q.arrival_rate for q in queues)
+    mix = load_total / rate_total if rate_total > 0 else service
     best, why = 0, ""
-    before, queued = 0.0, 0
+    before, queued, work, age = 0.0, 0, 0.0, 0.0
     for q in queues:
-        through = before + service * q.arrival_rate
+        age = max(age, q.oldest_age)
+        through = before + q.arrival_rate * s_of(q)
         queued += q.queued
+        work += q.queued * s_of(q)
         if q.target_wait is not None:
-            steady = slots_for_queue(service=service, load_before=before, load_through=through,
+            steady = slots_for_queue(service=mix, load_before=before, load_through=through,
                                      load_total=load_total, target=q.target_wait)
             # queued beyond a normal fluctuation (a burst) must start within the target as well
             excess = queued - normal_queue(slots=steady, load=load_total)
-            window = max(q.target_wait, horizon)
-            backlog = math.ceil(through + max(0, excess) * service / window)
+            window = max(q.target_wait - age, horizon)
+            per_task = work / queued if queued else mix
+            backlog = math.ceil(through + max(0, excess) * per_task / window)
             need = max(steady, backlog)
             if need > best:
                 best = need
                 why = (f"p95 wait of {q.key} <= {q.target_wait:g}s at {q.arrival_rate:.3g}/s, "
-                       f"S {service:.3g}s, {queued} queued: {need} slots")
+                       f"S {s_of(q):.3g}s, {queued} queued: {need} slots")
         before = through
     return best, why

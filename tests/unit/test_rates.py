@@ -42,9 +42,11 @@ def test_service_time_is_held_task_seconds_per_completion() -> None:
     assert rates.service_seconds == pytest.approx(2.0)  # 4 held / 2 done per s
 
 
-def test_service_time_unknown_until_enough_completions() -> None:
-    assert feed(obs(0, {"q": 0}, in_flight=1), obs(5, {"q": 0}, in_flight=1,
-                                                   completed=1)).service_seconds is None
+def test_before_enough_completions_the_service_time_is_a_lower_bound() -> None:
+    assert feed(obs(0, {"q": 0})).service_seconds is None
+    # two tasks held for 10 s, none done yet: each takes at least 10 s
+    rates = feed(obs(0, {"q": 0}, in_flight=2), obs(10, {"q": 0}, in_flight=2))
+    assert rates.service_seconds == pytest.approx(10.0)
 
 
 def test_an_idle_spell_keeps_the_service_time_and_forgets_the_rate() -> None:
@@ -61,3 +63,26 @@ def test_a_reset_counter_restarts_the_sums() -> None:
                  obs(30, {"q": 0}, in_flight=4, completed=3))
     assert rates.service_seconds is None
     assert rates.completed == 3
+
+
+def test_per_queue_service_times_are_told_apart_when_the_mix_varies() -> None:
+    # spells of 4 intervals: 10 fast tasks (0.5 s) alone, then also 2 slow ones (5 s)
+    observations, taken, done, t = [], {"fast": 0, "slow": 0}, 0, 0.0
+    for i in range(40):
+        slow = 2 if (i // 4) % 2 else 0
+        held = (10 * 0.5 + slow * 5.0) / 5.0  # task-seconds in a 5 s interval / 5 s
+        taken = {"fast": taken["fast"] + 10, "slow": taken["slow"] + slow}
+        done += 10 + slow
+        observations.append(obs(t, {"fast": 0, "slow": 0}, taken=dict(taken),
+                                in_flight=round(held), completed=done))
+        t += 5.0
+    services = feed(*observations).service_by_queue(["fast", "slow"])
+    assert services is not None
+    assert services["slow"] > 3 * services["fast"]
+
+
+def test_one_queue_or_no_counters_use_the_mean() -> None:
+    rates = feed(*[obs(t, {"q": 0}, in_flight=4, completed=int(t * 2)) for t in range(0, 60, 5)])
+    assert rates.service_by_queue(["q"]) == {"q": pytest.approx(2.0)}
+    assert rates.service_by_queue(["a", "b"]) == {"a": pytest.approx(2.0),
+                                                  "b": pytest.approx(2.0)}
