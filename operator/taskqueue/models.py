@@ -173,7 +173,8 @@ class ScalingSpec(_Model):
     )
     pollIntervalSeconds: float = Field(default=5.0, ge=1, description="Seconds between polls.")
     scaleDownStabilizationSeconds: float = Field(
-        default=60.0, ge=0, description="Scale down to the highest recommendation in this window."
+        default=15.0, ge=0, description="Scale down to the highest recommendation in this window "
+        "(pods leave only once quiesced and drained, so the window can be short)."
     )
     maxScaleUpStep: int | None = Field(
         default=None, ge=1, description="Most replicas added per poll."
@@ -182,7 +183,7 @@ class ScalingSpec(_Model):
         default=None, ge=1, description="Most replicas removed per poll."
     )
     idleCooldownSeconds: float = Field(
-        default=60.0, ge=0, description="Idle time (nothing queued or in flight) before zero."
+        default=30.0, ge=0, description="Idle time (nothing queued or in flight) before zero."
     )
     targetDrainSeconds: float | None = Field(
         default=None,
