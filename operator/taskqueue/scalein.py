@@ -5,6 +5,8 @@
 MULTI/EXEC (`queueops.quiesce`); the drained ones get the lowest pod-deletion-cost, every other
 pod its in-flight count; the replica count drops by the drained victims only. Victims no longer
 needed are released. On a poll with nothing to remove and nothing quiesced it does no I/O.
+Quiescing needs worker id = pod name (the operator's own Deployment sets TASKQUEUE_WORKER_ID from
+metadata.name); when busy workers are not pods by name, the count stays at or above them.
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ async def settle(kube: Kube, client: aioredis.Redis, schema: keys.KeySchema, *, 
         return Settled(target)
     pods = [p for p in await kube.list_pods(namespace, deployment.selector) if not p.deleting]
     held = {w.worker_id: w.in_flight for w in observation.workers}
+    names = {p.name for p in pods}
+    strangers = [w for w in observation.workers
+                 if w.in_flight and w.alive(now=observation.at) and w.worker_id not in names]
+    if strangers:  # worker ids are not pod names (a scaleTargetRef without TASKQUEUE_WORKER_ID)
+        floor = min(current, max(target, observation.busy_workers))
+        return Settled(floor, f"{len(strangers)} busy worker(s) are not pod names: no quiesce, "
+                              f"not below {observation.busy_workers} busy workers")
     views = [quiesce.PodView(p.name, held.get(p.name, 0), p.created) for p in pods]
     plan = quiesce.plan(views, target=target, quiesced=observation.quiesced)
     release = sorted(set(plan.release) | (observation.quiesced - set(plan.victims)))

@@ -83,3 +83,27 @@ def test_only_drained_victims_leave_and_a_busy_one_waits(
     # more work again: the quiesced set is released
     r.lpush("qz:jobs", *[str(i) for i in range(30)])
     wait_for("released", lambda: not r.smembers(schema.quiesced))
+
+
+def test_busy_workers_that_are_not_pods_by_name_keep_the_count(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
+) -> None:
+    # e.g. a scaleTargetRef Deployment whose workers do not take the pod name as their id
+    tq = taskqueue("st", redis_url, scaling={"targetBacklogPerReplica": 1,
+                                             "idleCooldownSeconds": 600})
+    schema = keys.KeySchema.from_spec(manifest.parse(tq).spec)
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    run_operator(namespace)
+    apply(control_plane, namespace, tq)
+    r.lpush("st:jobs", "a", "b", "c")
+    wait_for("3 replicas", lambda: replicas(control_plane, namespace, "st-worker") == 3)
+    r.delete("st:jobs")
+    for worker in ("host-1-abc", "host-2-def"):
+        hold(r, schema, worker, 1)
+    tq["spec"]["scaling"]["targetBacklogPerReplica"] = 10  # wants 1
+    apply(control_plane, namespace, tq)
+    wait_for("2 replicas", lambda: replicas(control_plane, namespace, "st-worker") == 2)
+    time.sleep(3)
+    assert replicas(control_plane, namespace, "st-worker") == 2
+    reason = (get(control_plane, "tq", "st", "-n", namespace) or {})["status"]["reason"]
+    assert "not pod names" in reason
