@@ -81,8 +81,15 @@ def test_only_drained_victims_leave_and_a_busy_one_waits(
     wait_for("other gone", lambda: other not in pods(control_plane, namespace, "qz"))
     assert busy in pods(control_plane, namespace, "qz")
     # more work again: the quiesced set is released
-    r.lpush("qz:jobs", *[str(i) for i in range(30)])
+    r.lpush("qz:jobs", *[keys.wrap(str(i), enqueued_at=time.time() - 7) for i in range(30)])
     wait_for("released", lambda: not r.smembers(schema.quiesced))
+    # the measured wait model in the status (OLDEST column = oldestTaskAgeSeconds)
+    status = wait_for("measured status", lambda: (lambda s: s if s.get("waitSeconds") else None)(
+        (get(control_plane, "tq", "qz", "-n", namespace) or {}).get("status") or {}))
+    assert status["waitSeconds"]["qz:jobs"] >= 7
+    assert status["arrivalRate"]["qz:jobs"] > 0
+    assert status["serviceSeconds"] > 0
+    assert "OLDEST" in control_plane.kubectl("get", "tq", "qz", "-n", namespace).stdout
 
 
 def test_busy_workers_that_are_not_pods_by_name_keep_the_count(
