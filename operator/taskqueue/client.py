@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 
+import redis
 import redis.asyncio as aioredis
 
-import redis
 from taskqueue import keys
 
 

@@ -287,23 +287,24 @@ class Condition(_Model):
 class TaskQueueStatus(_Model):
     """status of a TaskQueue, written by the operator."""
 
-    backlog: dict[str, int] = Field(default_factory=dict, description="Queued tasks per queue.")
-    totalBacklog: int = Field(default=0, description="Queued tasks in all queues.")
-    inFlight: int = Field(default=0, description="Tasks held in processing lists.")
-    delayed: int = Field(default=0, description="Tasks waiting for a retry.")
-    deadLetter: int = Field(default=0, description="Tasks in the dead-letter list.")
+    # The counts are read from Redis: absent while it cannot be read (unknown is not empty).
+    backlog: dict[str, int] | None = Field(default=None, description="Queued tasks per queue.")
+    totalBacklog: int | None = Field(default=None, description="Queued tasks in all queues.")
+    inFlight: int | None = Field(default=None, description="Tasks held in processing lists.")
+    delayed: int | None = Field(default=None, description="Tasks waiting for a retry.")
+    deadLetter: int | None = Field(default=None, description="Tasks in the dead-letter list.")
     oldestTaskAgeSeconds: float | None = Field(default=None, description="Oldest task's age.")
-    waitSeconds: dict[str, float] = Field(
-        default_factory=dict, description="Per queue: how long its oldest task has waited."
+    waitSeconds: dict[str, float] | None = Field(
+        default=None, description="Per queue: how long its oldest task has waited."
     )
-    arrivalRate: dict[str, float] = Field(
-        default_factory=dict, description="Per queue: measured tasks/s entering it."
+    arrivalRate: dict[str, float] | None = Field(
+        default=None, description="Per queue: measured tasks/s entering it."
     )
     serviceSeconds: float | None = Field(
         default=None, description="Measured mean seconds a task is held by a worker."
     )
     throughputPerReplica: float | None = Field(default=None, description="Tasks/s per replica.")
-    workers: int = Field(default=0, description="Workers with a live heartbeat.")
+    workers: int | None = Field(default=None, description="Workers with a live heartbeat.")
     desiredReplicas: int | None = Field(default=None, description="Last decided replica count.")
     replicas: int | None = Field(default=None, description="Replicas of the worker Deployment.")
     lastScaleTime: str | None = Field(default=None, description="Time of the last scale change.")

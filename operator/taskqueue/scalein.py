@@ -13,14 +13,28 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
-from typing import Any
 
 import redis.asyncio as aioredis
 
-from taskqueue import keys, policy, queueops, quiesce, workload
-from taskqueue import rates as rates_
+from taskqueue import keys, models, policy, queueops, quiesce, workload
 from taskqueue.kube import DeploymentState, Kube
 from taskqueue.observation import QueueObservation
+
+
+async def settle_decision(kube: Kube, client: aioredis.Redis, tq: models.TaskQueue, *,
+                          namespace: str, deployment: DeploymentState, decision: policy.Decision,
+                          observation: QueueObservation | None,
+                          last_scale: float | None) -> policy.Decision:
+    """`decision` with the replica count that is safe to set now (`settle`); a Redis error
+    defers the scale-in (nothing is removed this poll)."""
+    try:
+        settled = await settle(kube, client, keys.KeySchema.from_spec(tq.spec),
+                               namespace=namespace, deployment=deployment,
+                               observation=observation, target=decision.replicas)
+    except (aioredis.RedisError, OSError) as e:
+        held = max(decision.replicas, deployment.replicas)
+        settled = Settled(held, f"scale-in deferred: {type(e).__name__}")
+    return applied(decision, settled, last_scale=last_scale)
 
 
 @dataclass(frozen=True)
@@ -85,15 +99,3 @@ def applied(decision: policy.Decision, settled: Settled, *,
                     last_scale=decision.state.last_scale
                     if settled.replicas != decision.previous else last_scale)
     return replace(decision, replicas=settled.replicas, reason=reason, state=state)
-
-
-def measured(observation: QueueObservation, rates: rates_.Rates) -> dict[str, Any]:
-    """Status fields of the wait model: oldest wait and arrival rate per queue, service time."""
-    waits = {q: round(age, 1) for q in observation.backlog
-             if (age := observation.oldest_age(q)) is not None}
-    service = rates.service_seconds
-    return {
-        "waitSeconds": waits,
-        "arrivalRate": {q: round(rates.arrival_rate(q), 3) for q in observation.backlog},
-        "serviceSeconds": None if service is None else float(f"{service:.3g}"),
-    }

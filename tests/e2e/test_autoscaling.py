@@ -12,12 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 import redis
+
 from taskqueue import keys, manifest
-from taskqueue.devcluster import ControlPlane
+from taskqueue_devcluster import ControlPlane
 from tests.fixtures.cluster import ProcessKubeletFactory
-from tests.operator.conftest import OperatorThread, apply, get, replicas, taskqueue, wait_for
+from tests.helpers.kube import OperatorThread, apply, get, replicas, taskqueue
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 

@@ -12,11 +12,12 @@ import time
 from typing import Any
 
 import pytest
-
 import redis
+
 from taskqueue import keys, manifest
-from taskqueue.devcluster import ControlPlane
-from tests.operator.conftest import apply, get, replicas, taskqueue, wait_for
+from taskqueue_devcluster import ControlPlane
+from tests.helpers.kube import apply, get, replicas, taskqueue
+from tests.helpers.wait import wait_for
 from tests.operator.test_operator import Start
 
 pytestmark = pytest.mark.cluster

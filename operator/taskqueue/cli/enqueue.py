@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable, Iterator
 
 import redis
+
 from taskqueue import keys, models
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.target import Target

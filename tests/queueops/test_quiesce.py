@@ -3,9 +3,9 @@ per-queue taken counters, and `queueops.quiesce` reads lengths after quiescing (
 
 from __future__ import annotations
 
+import redis
 import redis.asyncio as aioredis
 
-import redis
 from taskqueue import keys, manifest, queueops
 from taskqueue.worker.store import Store
 
