@@ -3,6 +3,7 @@
 The worker reads `TaskQueueSpec` from a manifest, the operator reads it from the cluster, and the
 CRD in `crds/` is generated from these models (`taskqueue.crdgen`). Field names are the manifest's
 camelCase names, so a manifest round-trips without aliases. Pure data: no I/O, no kopf, no redis.
+The status schema is in `taskqueue.statusschema`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from taskqueue.statusschema import ApiModel as _Model
+from taskqueue.statusschema import TaskQueueStatus
 
 GROUP = "taskqueue.dev"
 VERSION = "v1alpha1"
@@ -29,10 +33,6 @@ QueueType = Literal["list", "zset"]
 
 KubeObject = dict[str, Any]
 """A Kubernetes sub-object passed through verbatim (env var, resources, toleration...)."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 class SecretKeyRef(_Model):
@@ -272,46 +272,6 @@ class TaskQueueSpec(_Model):
     @property
     def key_prefix(self) -> str:
         return self.keyPrefix or self.queues[0].key
-
-
-class Condition(_Model):
-    """A status condition, as Kubernetes conventions define it."""
-
-    type: str
-    status: Literal["True", "False", "Unknown"]
-    reason: str = ""
-    message: str = ""
-    lastTransitionTime: str | None = None
-
-
-class TaskQueueStatus(_Model):
-    """status of a TaskQueue, written by the operator."""
-
-    # The counts are read from Redis: absent while it cannot be read (unknown is not empty).
-    backlog: dict[str, int] | None = Field(default=None, description="Queued tasks per queue.")
-    totalBacklog: int | None = Field(default=None, description="Queued tasks in all queues.")
-    inFlight: int | None = Field(default=None, description="Tasks held in processing lists.")
-    delayed: int | None = Field(default=None, description="Tasks waiting for a retry.")
-    deadLetter: int | None = Field(default=None, description="Tasks in the dead-letter list.")
-    oldestTaskAgeSeconds: float | None = Field(default=None, description="Oldest task's age.")
-    waitSeconds: dict[str, float] | None = Field(
-        default=None, description="Per queue: how long its oldest task has waited."
-    )
-    arrivalRate: dict[str, float] | None = Field(
-        default=None, description="Per queue: measured tasks/s entering it."
-    )
-    serviceSeconds: float | None = Field(
-        default=None, description="Measured mean seconds a task is held by a worker."
-    )
-    throughputPerReplica: float | None = Field(default=None, description="Tasks/s per replica.")
-    workers: int | None = Field(default=None, description="Workers with a live heartbeat.")
-    desiredReplicas: int | None = Field(default=None, description="Last decided replica count.")
-    replicas: int | None = Field(default=None, description="Replicas of the worker Deployment.")
-    lastScaleTime: str | None = Field(default=None, description="Time of the last scale change.")
-    lastActiveTime: str | None = Field(default=None, description="Last time work was seen.")
-    reason: str | None = Field(default=None, description="Why the last decision was taken.")
-    observedGeneration: int | None = Field(default=None, description="Generation last acted on.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready etc.")
 
 
 class ObjectMeta(BaseModel):
