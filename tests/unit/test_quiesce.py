@@ -67,7 +67,13 @@ def test_replicas_after_never_removes_a_busy_pod(current: int, target: int, pods
                           removable=removable) == expected
 
 
-def test_deletion_costs_put_drained_victims_first() -> None:
-    costs = deletion_costs(["a", "b", "c"], {"a": 2, "c": 0}, victims=("c",))
-    assert costs == {"a": "2", "b": "0", "c": str(VICTIM_DELETION_COST)}
-    assert min(costs, key=lambda p: int(costs[p])) == "c"
+@pytest.mark.parametrize("held, victims, expected", [
+    pytest.param({"a": 2, "c": 0}, ("c",), {"a": "2", "b": "0", "c": str(VICTIM_DELETION_COST)},
+                 id="drained-victim-lowest"),
+    pytest.param({"a": 3, "c": 1, "gone": 9}, (), {"a": "3", "b": "0", "c": "1"},
+                 id="no-victim-in-flight-count"),
+])
+def test_deletion_costs_put_drained_victims_first(held: dict[str, int], victims: tuple[str, ...],
+                                                  expected: dict[str, str]) -> None:
+    costs = deletion_costs(["a", "b", "c"], held, victims=victims)
+    assert costs == expected
