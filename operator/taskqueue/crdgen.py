@@ -70,6 +70,8 @@ PRINTER_COLUMNS = [
      "description": "Queued tasks in all queues."},
     {"name": "In-flight", "type": "integer", "jsonPath": ".status.inFlight",
      "description": "Tasks held by workers."},
+    {"name": "Oldest", "type": "integer", "jsonPath": ".status.oldestTaskAgeSeconds",
+     "description": "Seconds the oldest queued task has waited."},
     {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas",
      "description": "Replicas the operator decided."},
     {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas",

@@ -57,6 +57,8 @@ class PodState:
     name: str
     deletion_cost: str | None
     deleting: bool
+    created: float = 0.0
+    """creationTimestamp (unix seconds; 0 when unknown)."""
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,8 @@ class KubeClient:
                 deletion_cost=(p.metadata.annotations or {}).get(
                     "controller.kubernetes.io/pod-deletion-cost"),
                 deleting=p.metadata.deletion_timestamp is not None,
+                created=(p.metadata.creation_timestamp.timestamp()
+                         if p.metadata.creation_timestamp else 0.0),
             )
             for p in pods.items
         ]

@@ -3,6 +3,7 @@
 The worker reads `TaskQueueSpec` from a manifest, the operator reads it from the cluster, and the
 CRD in `crds/` is generated from these models (`taskqueue.crdgen`). Field names are the manifest's
 camelCase names, so a manifest round-trips without aliases. Pure data: no I/O, no kopf, no redis.
+The status schema is in `taskqueue.statusschema`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from taskqueue import redact
+from taskqueue.statusschema import ApiModel as _Model
+from taskqueue.statusschema import TaskQueueStatus
 
 GROUP = "taskqueue.dev"
 VERSION = "v1alpha1"
@@ -35,10 +38,6 @@ QueueType = Literal["list", "zset"]
 
 KubeObject = dict[str, Any]
 """A Kubernetes sub-object passed through verbatim (env var, resources, toleration...)."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 class SecretKeyRef(_Model):
@@ -196,7 +195,8 @@ class ScalingSpec(_Model):
     )
     pollIntervalSeconds: float = Field(default=5.0, ge=1, description="Seconds between polls.")
     scaleDownStabilizationSeconds: float = Field(
-        default=60.0, ge=0, description="Scale down to the highest recommendation in this window."
+        default=15.0, ge=0, description="Scale down to the highest recommendation in this window "
+        "(pods leave only once quiesced and drained, so the window can be short)."
     )
     maxScaleUpStep: int | None = Field(
         default=None, ge=1, description="Most replicas added per poll."
@@ -205,17 +205,32 @@ class ScalingSpec(_Model):
         default=None, ge=1, description="Most replicas removed per poll."
     )
     idleCooldownSeconds: float = Field(
-        default=60.0, ge=0, description="Idle time (nothing queued or in flight) before zero."
+        default=30.0, ge=0, description="Idle time (nothing queued or in flight) before zero."
     )
     targetDrainSeconds: float | None = Field(
         default=None,
         gt=0,
         description="Scale so the backlog drains in this time at the measured per-replica rate.",
     )
+    targetWaitSeconds: dict[str, float] | None = Field(
+        default=None,
+        description="Queue key -> seconds: scale so the p95 wait of that queue stays under it "
+        "(Erlang C with the measured arrival rate and service time; highest priority first).",
+    )
     fallbackReplicas: int | None = Field(
         default=None, ge=0, description="Replicas while Redis cannot be read (default: hold)."
     )
     paused: bool = Field(default=False, description="Hold the replica count; status still updates.")
+
+    @field_validator("targetWaitSeconds")
+    @classmethod
+    def _positive_waits(cls, waits: dict[str, float] | None) -> dict[str, float] | None:
+        for key, seconds in (waits or {}).items():
+            if not seconds > 0:
+                raise ValueError(
+                    f"targetWaitSeconds[{key!r}] is {seconds}; use a number of seconds > 0"
+                )
+        return waits
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalingSpec:
@@ -261,6 +276,17 @@ class TaskQueueSpec(_Model):
             raise ValueError(f"duplicate key(s) {dupes}; list each queue once")
         return queues
 
+    @model_validator(mode="after")
+    def _wait_targets_name_queues(self) -> TaskQueueSpec:
+        keys = {q.key for q in self.queues}
+        unknown = sorted(set(self.scaling.targetWaitSeconds or {}) - keys)
+        if unknown:
+            raise ValueError(
+                f"scaling.targetWaitSeconds names {unknown}, not in spec.queues; use the key "
+                f"of one of {sorted(keys)}"
+            )
+        return self
+
     @property
     def dead_letter_key(self) -> str:
         return self.retry.deadLetterKey or f"{self.queues[0].key}:dead"
@@ -268,37 +294,6 @@ class TaskQueueSpec(_Model):
     @property
     def key_prefix(self) -> str:
         return self.keyPrefix or self.queues[0].key
-
-
-class Condition(_Model):
-    """A status condition, as Kubernetes conventions define it."""
-
-    type: str
-    status: Literal["True", "False", "Unknown"]
-    reason: str = ""
-    message: str = ""
-    lastTransitionTime: str | None = None
-
-
-class TaskQueueStatus(_Model):
-    """status of a TaskQueue, written by the operator."""
-
-    # The counts are read from Redis: absent while it cannot be read (unknown is not empty).
-    backlog: dict[str, int] | None = Field(default=None, description="Queued tasks per queue.")
-    totalBacklog: int | None = Field(default=None, description="Queued tasks in all queues.")
-    inFlight: int | None = Field(default=None, description="Tasks held in processing lists.")
-    delayed: int | None = Field(default=None, description="Tasks waiting for a retry.")
-    deadLetter: int | None = Field(default=None, description="Tasks in the dead-letter list.")
-    oldestTaskAgeSeconds: float | None = Field(default=None, description="Oldest task's age.")
-    throughputPerReplica: float | None = Field(default=None, description="Tasks/s per replica.")
-    workers: int | None = Field(default=None, description="Workers with a live heartbeat.")
-    desiredReplicas: int | None = Field(default=None, description="Last decided replica count.")
-    replicas: int | None = Field(default=None, description="Replicas of the worker Deployment.")
-    lastScaleTime: str | None = Field(default=None, description="Time of the last scale change.")
-    lastActiveTime: str | None = Field(default=None, description="Last time work was seen.")
-    reason: str | None = Field(default=None, description="Why the last decision was taken.")
-    observedGeneration: int | None = Field(default=None, description="Generation last acted on.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready etc.")
 
 
 class ObjectMeta(BaseModel):

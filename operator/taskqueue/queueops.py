@@ -57,11 +57,11 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObserv
     at = time.time()
     raw = await script("observe")(
         client,
-        keys=[schema.workers, schema.delayed, schema.dead_letter, schema.stats,
+        keys=[schema.workers, schema.delayed, schema.dead_letter, schema.stats, schema.quiesced,
               *schema.queue_keys],
-        args=[schema.processing_prefix, *(q.type for q in schema.queues)],
+        args=[schema.processing_prefix, *(q.type for q in schema.queues), *schema.taken_fields],
     )
-    lengths, oldest, counters, flat_workers = raw
+    lengths, oldest, counters, flat_workers, raw_taken, quiesced = raw
     backlog = {q.key: int(n) for q, n in zip(schema.queues, lengths, strict=True)}
     # "" (no envelope time) and 0 (raw payloads recover.lua wrapped) mean unknown
     oldest_at: dict[str, float] = {}
@@ -77,8 +77,12 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObserv
         )
         for i in range(0, len(flat_workers), 3)
     )
+    taken = {q.key: int(_text(n)) for q, n in zip(schema.queues, raw_taken, strict=False)
+             if _text(n).isdigit()}
     return QueueObservation(
         at=at,
+        taken=taken if len(taken) == len(schema.queues) else {},
+        quiesced=frozenset(schema.worker_of(_text(k)) for k in quiesced),
         backlog=backlog,
         delayed=int(counters[0]),
         dead_letter=int(counters[1]),
@@ -87,6 +91,22 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObserv
         workers=workers,
         oldest_enqueued_at=oldest_at,
     )
+
+
+async def quiesce(client: aioredis.Redis, schema: keys.KeySchema, *, add: Sequence[str],
+                  remove: Sequence[str]) -> dict[str, int]:
+    """Quiesce workers `add`, release `remove`, then read the processing-list length of each
+    of `add`, in one MULTI/EXEC: a length read here is final, a quiesced worker takes nothing."""
+    async with client.pipeline(transaction=True) as pipe:
+        if add:
+            pipe.sadd(schema.quiesced, *(schema.processing(w) for w in add))
+        if remove:
+            pipe.srem(schema.quiesced, *(schema.processing(w) for w in remove))
+        for w in add:
+            pipe.llen(schema.processing(w))
+        replies = await pipe.execute()
+    lengths = replies[len(replies) - len(add):] if add else []
+    return {w: int(n) for w, n in zip(add, lengths, strict=True)}
 
 
 def recover_call(

@@ -169,8 +169,3 @@ def spec_hash(body: dict[str, Any]) -> str:
     }
     text = json.dumps(rendered, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def deletion_costs(pods: list[str], in_flight: dict[str, int]) -> dict[str, str]:
-    """pod-deletion-cost per pod: the tasks it holds, so the ReplicaSet removes idle pods first."""
-    return {pod: str(in_flight.get(pod, 0)) for pod in pods}

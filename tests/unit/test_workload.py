@@ -118,11 +118,6 @@ def test_scale_target_ref_names_the_users_deployment() -> None:
     assert workload.deployment_name(taskqueue(scaleTargetRef={"name": "mine"})) == "mine"
 
 
-def test_deletion_costs_idle_pods_lowest() -> None:
-    costs = workload.deletion_costs(["a", "b", "c"], {"a": 3, "c": 1, "gone": 9})
-    assert costs == {"a": "3", "b": "0", "c": "1"}
-
-
 def test_deployment_is_a_valid_kubernetes_object() -> None:
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     tq = taskqueue(redis={"urlSecretRef": {"name": "s", "key": "k"}},

@@ -62,3 +62,18 @@ def chaos(payload: str) -> None:
     """A short task for the SIGKILL chaos test: ~2 ms of work, then recorded."""
     time.sleep(0.002)
     client().rpush(DONE, payload)
+
+
+PIDS = "test:pids"
+
+
+def record_pid(payload: str) -> None:
+    """Record the payload and which process ran it."""
+    client().rpush(PIDS, str(os.getpid()))
+    record(payload)
+
+
+def sleep_record_pid(payload: str) -> None:
+    """Sleeps float(payload.split(':')[1]) seconds, then records the payload and the process."""
+    time.sleep(float(payload.split(":")[1]))
+    record_pid(payload)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import redis
 
 from taskqueue import redact
-from taskqueue.cli import dlq, drain, enqueue, inflight, keycheck, stats, target
+from taskqueue.cli import dlq, drain, enqueue, inflight, keycheck, simulate, stats, target
 from taskqueue.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -34,9 +34,10 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = root.add_subparsers(dest="command", required=True,
-                              metavar="{enqueue,stats,inflight,dlq,drain}")
+                              metavar="{enqueue,stats,inflight,dlq,drain,simulate}")
     for module in (enqueue, stats, inflight, dlq, drain):
         module.add_parser(sub, [common])
+    simulate.add_parser(sub)
     return root
 
 
@@ -67,6 +68,9 @@ def _wrong_type(resolved: target.Target) -> CliError | None:
 
 def execute(args: argparse.Namespace) -> int:
     """Run the parsed command; every expected failure becomes a CliError."""
+    standalone: Callable[[argparse.Namespace], int] | None = getattr(args, "run_standalone", None)
+    if standalone is not None:  # needs no Redis target (simulate)
+        return standalone(args)
     try:
         resolved = target.resolve(args)
     except ManifestError as exc:

@@ -1,14 +1,16 @@
 -- observe.lua: everything the operator and `taskqueue stats` read about one TaskQueue, in one call.
 -- KEYS[1] workers zset, KEYS[2] delayed zset, KEYS[3] dead-letter list, KEYS[4] stats hash,
--- KEYS[5..] the queues in priority order.
--- ARGV[1] processing-list prefix, ARGV[2..] the type of each queue ("list" | "zset").
--- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers} where oldest is the
--- envelope time of each queue's oldest task ("" when unknown: a raw payload, or 0) and workers
--- is a flat list id, heartbeat deadline (ms), processing length, ...
+-- KEYS[5] quiesced set, KEYS[6..] the queues in priority order.
+-- ARGV[1] processing-list prefix, ARGV[2..1+n] the type of each queue ("list" | "zset"),
+-- ARGV[2+n..1+2n] the stats field counting the tasks taken from each queue.
+-- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers, taken, quiesced} where
+-- oldest is the envelope time of each queue's oldest task ("" when unknown: a raw payload, or 0),
+-- workers is a flat list id, heartbeat deadline (ms), processing length, ..., taken the
+-- per-queue taken counters ("" when never written) and quiesced the members of KEYS[5].
 local lengths, oldest = {}, {}
-local nq = #KEYS - 4
+local nq = #KEYS - 5
 for i = 1, nq do
-  local key, kind = KEYS[4 + i], ARGV[1 + i]
+  local key, kind = KEYS[5 + i], ARGV[1 + i]
   local head
   if kind == 'zset' then
     lengths[i] = redis.call('ZCARD', key)
@@ -33,7 +35,12 @@ for i = 1, #ids, 2 do
   workers[#workers + 1] = redis.call('LLEN', ARGV[1] .. ids[i])
 end
 local counters = redis.call('HMGET', KEYS[4], 'completed', 'failed')
+local taken = {}
+if nq > 0 and #ARGV >= 1 + 2 * nq then
+  local raw = redis.call('HMGET', KEYS[4], unpack(ARGV, 2 + nq, 1 + 2 * nq))
+  for i = 1, nq do taken[i] = raw[i] or '' end
+end
 return {lengths, oldest,
         {redis.call('ZCARD', KEYS[2]), redis.call('LLEN', KEYS[3]),
          tonumber(counters[1] or '0') or 0, tonumber(counters[2] or '0') or 0},
-        workers}
+        workers, taken, redis.call('SMEMBERS', KEYS[5])}

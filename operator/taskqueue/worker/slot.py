@@ -8,8 +8,11 @@ A worker runs `concurrency` slots. Fetch strategies (`fetch_mode`):
 - "brpop" / "bzpopmin" (AtMostOnce, all queues lists / all zsets, no starvation limits): the
   blocking pop over the keys in priority order, the seed's model.
 An idle slot asks for one task (so a burst spreads over idle workers); after a fetch that found
-work it asks for `prefetch` tasks, all held in the processing list. Due retries are promoted by
-at most one fetch per `PROMOTE_SECONDS` per slot (and by every idle re-check).
+work it asks for `prefetch` tasks, all held in the processing list. Packing: after a wake-up, the
+slots of a worker holding no task wait `PACK_DELAY_SECONDS` before fetching, so a busy worker's
+idle slot takes a lone task first and fully idle pods stay idle (removable by the operator).
+Due retries are promoted by at most one fetch per `PROMOTE_SECONDS` per slot (and by every idle
+re-check).
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ BLOCK_SECONDS = 0.5
 """Longest blocking pop, so an idle AtMostOnce slot notices a stop quickly."""
 PROMOTE_SECONDS = 0.05
 """A busy slot asks fetch.lua to promote due retries this often (not on every task)."""
+PACK_DELAY_SECONDS = 0.005
+"""After a wake-up, a slot of a worker that holds no task waits this long before it fetches, so
+an idle slot of a busy worker takes the task: work packs onto fewer pods and fully idle pods
+remain for the operator to remove (a task that only an idle pod can take waits this much more)."""
 
 
 def fetch_mode(config: WorkerConfig) -> FetchMode:
@@ -127,6 +134,8 @@ class Slot:
         if not entries:
             wakeup.idle(token, timeout=self.config.sweep_seconds)
             self._next_promote = 0.0  # an idle re-check always promotes
+            if self.held and self.state.held_count() == 0:
+                self.state.stopping.wait(PACK_DELAY_SECONDS)  # busy workers fetch first
         return entries
 
     def _pop_blocking(self) -> list[str]:

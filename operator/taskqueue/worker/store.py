@@ -77,7 +77,7 @@ class Store:
         for q in schema.queues:
             queue_args += [q.type, "" if q.starvation_limit is None else str(q.starvation_limit)]
         fetch_keys = [self.processing, schema.delayed, schema.starvation, schema.stats,
-                      *schema.queue_keys]
+                      schema.quiesced, *schema.queue_keys]
         # EVALSHA <sha> <numkeys> <keys...> | now count hold nacks acks... | queue args...
         head: list[str | int] = ["EVALSHA", script_sha("fetch"), len(fetch_keys), *fetch_keys]
         self._fetch_head = b"".join(bulk(a) for a in head)
