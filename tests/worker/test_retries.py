@@ -9,7 +9,7 @@ import pytest
 
 import redis
 from taskqueue import client, keys
-from taskqueue.worker import backoff
+from taskqueue import backoff
 from tests.worker.conftest import MakeWorker, make_config, wait_done, wait_for
 
 
