@@ -32,7 +32,7 @@ KubeObject = dict[str, Any]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
 
 class SecretKeyRef(_Model):
