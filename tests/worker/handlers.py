@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import time
@@ -61,3 +62,67 @@ def chaos(payload: str) -> None:
     """A short task for the SIGKILL chaos test: ~2 ms of work, then recorded."""
     time.sleep(0.002)
     client().rpush(DONE, payload)
+
+
+class CustomBaseError(BaseException):
+    """A BaseException that is neither Exception nor SystemExit."""
+
+
+class UnprintableError(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ is broken")
+
+
+_RAISE = {
+    "keyboard-interrupt": lambda: KeyboardInterrupt("ctrl-c in a handler"),
+    "generator-exit": lambda: GeneratorExit("closed"),
+    "custom-base": lambda: CustomBaseError("custom"),
+    "cancelled": lambda: asyncio.CancelledError("cancelled"),
+    "system-exit": lambda: SystemExit(3),
+    "unprintable": lambda: UnprintableError(),
+}
+
+
+def raise_kind(payload: str) -> None:
+    """Raises the exception named by the payload (see `_RAISE`); any other payload records."""
+    make = _RAISE.get(payload)
+    if make is not None:
+        raise make()
+    record(payload)
+
+
+def _plain_decorator(fn):  # type: ignore[no-untyped-def]
+    """A decorator that hides that `fn` is async (functools.wraps keeps no coroutine flag)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+@_plain_decorator
+async def decorated_async(payload: str) -> None:
+    """An async handler behind a plain decorator: the worker sees a sync function."""
+    await asyncio.sleep(0.01)
+    record(payload)
+
+
+@_plain_decorator
+def generator_handler(payload: str):  # type: ignore[no-untyped-def]
+    """A generator by mistake, behind a plain decorator (so it passes the start-up check): its
+    body never runs unless iterated."""
+    record(payload)
+    yield
+
+
+def fail_slowly_or_record(payload: str) -> None:
+    """`boom:<seconds>` sleeps then fails; any other payload records."""
+    if payload.startswith("boom:"):
+        time.sleep(float(payload.split(":")[1]))
+        raise RuntimeError("boom")
+    record(payload)
+
+
+def short_work(payload: str) -> None:
+    """~10 ms of work, then recorded (outage tests count the records per payload)."""
+    time.sleep(0.01)
+    record(payload)

@@ -94,6 +94,11 @@ def _wants_context(fn: Callable[..., Any]) -> bool:
 
 
 def _python(fn: Callable[..., Any], *, timeout: float | None) -> Handler:
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise HandlerError(
+            f"handler {getattr(fn, '__qualname__', fn)!r} is a generator function: calling it "
+            "would not run its body; make it return (or await) instead of yield"
+        )
     with_ctx = _wants_context(fn)
     if inspect.iscoroutinefunction(fn):
         return _AsyncHandler(fn, with_context=with_ctx, timeout=timeout)
