@@ -126,3 +126,32 @@ def short_work(payload: str) -> None:
     """~10 ms of work, then recorded (outage tests count the records per payload)."""
     time.sleep(0.01)
     record(payload)
+
+
+RUNS = "test:runs"
+
+
+def record_run(payload: str) -> None:
+    """~10 ms of work, then one field per run in the RUNS hash (run id -> payload), written
+    until it succeeds (a lost reply makes it write the same field again), so every field is
+    one run of the handler and the handler never fails: a second field means a second run."""
+    time.sleep(0.01)
+    run_id = os.urandom(8).hex()
+    while True:  # the same field until it is written: a Redis outage never fails this run
+        try:
+            _patient_client().hset(RUNS, run_id, payload)
+            return
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+            time.sleep(0.05)
+
+
+_patient: list[redis.Redis] = []
+
+
+def _patient_client() -> redis.Redis:
+    """A client that waits out a paused Redis (redis-py's default read timeout is 5 s): a
+    timed-out write that Redis applies later would fail the task and run it again."""
+    if not _patient:
+        _patient.append(redis.Redis.from_url(os.environ[URL_ENV], decode_responses=True,
+                                             socket_timeout=600))
+    return _patient[0]
