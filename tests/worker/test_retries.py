@@ -8,8 +8,7 @@ import time
 import pytest
 
 import redis
-from taskqueue import client, keys
-from taskqueue import backoff
+from taskqueue import backoff, client, keys
 from tests.worker.conftest import MakeWorker, make_config, wait_done, wait_for
 
 
