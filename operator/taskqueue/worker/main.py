@@ -111,8 +111,10 @@ def spec_from(args: argparse.Namespace) -> TaskQueueSpec:
         if not args.queue:
             raise manifest.ManifestError("pass -f taskqueue.yaml, set TASKQUEUE_MANIFEST, "
                                          "or give at least one --queue KEY")
-        url = args.redis_url or os.environ.get("TASKQUEUE_REDIS_URL") or "redis://127.0.0.1"
-        data = {"kind": "TaskQueue", "spec": {"redis": {"url": url}, "queues": []}}
+        # a placeholder: config.from_spec takes --redis-url / $TASKQUEUE_REDIS_URL (and checks
+        # it, naming the setting), and without either, the local default
+        data = {"kind": "TaskQueue",
+                "spec": {"redis": {"url": "redis://127.0.0.1:6379/0"}, "queues": []}}
     spec = data["spec"]
     over = _overrides(args)
     spec.update(over[""])
