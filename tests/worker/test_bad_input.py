@@ -26,7 +26,8 @@ def _manifest(tmp_path: Path, worker: str, url: str = "redis://127.0.0.1:1/0") -
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     env.pop("TASKQUEUE_MANIFEST", None)
     env.pop("TASKQUEUE_REDIS_URL", None)
     return subprocess.run(worker_argv(*args), env=env, cwd=ROOT, capture_output=True,
