@@ -28,7 +28,8 @@ from taskqueue.worker.wakeup import Wakeup
 log = logging.getLogger(__name__)
 
 EXIT_THREAD_DIED = 3
-"""Exit status of a worker one of whose long-lived threads ended (a bug): restart it."""
+"""Exit status of a worker one of whose long-lived threads ended (a bug): restart it. Tasks a
+dead slot held stay in the processing list; the heartbeat then expires and recovery requeues."""
 
 
 class Worker:

@@ -79,17 +79,21 @@ class Slot:
 
     def run(self) -> None:
         want = 1
-        while not self.state.stopping.is_set():
-            try:
+        try:
+            while not self.state.stopping.is_set():
                 entries = self._next(want)
                 if entries:
                     want = self.config.prefetch
                     self._work(entries)
                 elif entries is not None:
                     want = 1
-            except Exception:  # a bug: log it and keep consuming, never end the thread
-                log.exception("%s: unexpected error; continuing", self.thread.name)
-                self._backoff(None)
+        except BaseException:
+            # a bug outside the handler (which cannot end the thread) and Redis (retried):
+            # carrying on could leave held tasks behind a live heartbeat, so the thread ends,
+            # the worker exits with status 3, and recovery requeues what this slot held
+            log.exception("%s: unexpected error; the slot stops and the worker exits",
+                          self.thread.name)
+            raise
         self._flush_acks()
         self.store.close()
 
@@ -110,6 +114,11 @@ class Slot:
             if keycheck.is_wrong_type(exc):
                 self._check_keys()
             self._backoff(exc)
+            return None
+        except Exception:  # an unexpected reply: nothing is held yet, keep consuming
+            log.exception("%s: fetch failed", self.thread.name)
+            self.state.needs_reconcile = self.state.needs_reconcile or self.held
+            self._backoff(None)
             return None
         self._schedule.succeeded()
         return entries
