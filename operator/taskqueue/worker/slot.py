@@ -126,7 +126,7 @@ class Slot:
     def _sync_queues(self) -> None:
         """Follow the shared list of skipped queue keys; re-check them now and then."""
         skips = self.state.skips
-        if skips.recheck_due():
+        if skips.skipped and skips.recheck_due():  # no lock on the per-task path
             keycheck.check(self.store, skips)
         if self._skips_version != skips.version:
             self._skips_version = skips.version
