@@ -14,8 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from taskqueue import redact
-from taskqueue.statusschema import ApiModel as _Model
-from taskqueue.statusschema import TaskQueueStatus
+from taskqueue.statusschema import ApiModel, TaskQueueStatus
 
 GROUP = "taskqueue.dev"
 VERSION = "v1alpha1"
@@ -38,6 +37,12 @@ QueueType = Literal["list", "zset"]
 
 KubeObject = dict[str, Any]
 """A Kubernetes sub-object passed through verbatim (env var, resources, toleration...)."""
+
+
+class _Model(ApiModel):
+    """Spec models are strict, like the API server's schema: `"4"` is not an integer."""
+
+    model_config = ConfigDict(strict=True)
 
 
 class SecretKeyRef(_Model):

@@ -115,7 +115,7 @@ def recover_call(
     """KEYS and ARGV of recover.lua for `worker_id` (shared by the async and sync callers)."""
     return (
         [schema.processing(worker_id), schema.workers, schema.dead_letter, schema.stats],
-        [worker_id, max_attempts, f"{time.time():.3f}", reason],
+        [worker_id, max_attempts, reason],
     )
 
 

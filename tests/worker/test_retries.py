@@ -8,8 +8,7 @@ import time
 import pytest
 import redis
 
-from taskqueue import client, keys
-from taskqueue.worker import backoff
+from taskqueue import backoff, client, keys
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker, make_config, wait_done
 

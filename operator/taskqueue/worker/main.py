@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from taskqueue import manifest, metrics
-from taskqueue.models import TaskQueueSpec
+from taskqueue.models import TaskQueue, TaskQueueSpec
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers, logs
 from taskqueue.worker.runner import Worker
@@ -92,10 +92,22 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             for name, section in (("worker", worker), ("retry", retry), ("", top))}
 
 
+def load_file(path: str) -> TaskQueue:
+    """The manifest at `path` (-f); a ManifestError naming the file when it cannot be read."""
+    try:
+        return manifest.load(path)
+    except IsADirectoryError:
+        raise manifest.ManifestError(f"-f {path}: is a directory; pass a manifest file") from None
+    except FileNotFoundError:
+        raise manifest.ManifestError(f"-f {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise manifest.ManifestError(f"-f {path}: cannot read ({type(exc).__name__})") from None
+
+
 def spec_from(args: argparse.Namespace) -> TaskQueueSpec:
     """The spec: manifest file, else $TASKQUEUE_MANIFEST, else flags only; flags override."""
     if args.file:
-        data = manifest.load(args.file).model_dump(exclude_none=True)
+        data = load_file(args.file).model_dump(exclude_none=True)
     elif os.environ.get("TASKQUEUE_MANIFEST"):
         data = manifest.loads_json(os.environ["TASKQUEUE_MANIFEST"]).model_dump(
             exclude_none=True)
@@ -103,8 +115,10 @@ def spec_from(args: argparse.Namespace) -> TaskQueueSpec:
         if not args.queue:
             raise manifest.ManifestError("pass -f taskqueue.yaml, set TASKQUEUE_MANIFEST, "
                                          "or give at least one --queue KEY")
-        url = args.redis_url or os.environ.get("TASKQUEUE_REDIS_URL") or "redis://127.0.0.1"
-        data = {"kind": "TaskQueue", "spec": {"redis": {"url": url}, "queues": []}}
+        # a placeholder: config.from_spec takes --redis-url / $TASKQUEUE_REDIS_URL (and checks
+        # it, naming the setting), and without either, the local default
+        data = {"kind": "TaskQueue",
+                "spec": {"redis": {"url": "redis://127.0.0.1:6379/0"}, "queues": []}}
     spec = data["spec"]
     over = _overrides(args)
     spec.update(over[""])
