@@ -56,6 +56,13 @@ def test_unreadable_manifest_file(tmp_path: Path, make_path: object, message: st
         f"taskqueue-worker: -f {path}: {message}")
 
 
+# a manifest is a TaskQueue: its model refuses these first (a password belongs in a Secret)
+MANIFEST_PROBLEMS = {
+    "port is not a number": "spec.redis: spec.redis.url must not carry a password",
+    "host is missing": "spec.redis: url: the URL has no host",
+}
+
+
 @pytest.mark.parametrize(
     ("url", "problem", "secret"),
     [
@@ -67,11 +74,6 @@ def test_unreadable_manifest_file(tmp_path: Path, make_path: object, message: st
         pytest.param("redis://:6379/0", "host is missing", "6379", id="no-host"),
     ],
 )
-# a manifest is a TaskQueue: its model refuses these first (a password belongs in a Secret)
-MANIFEST_PROBLEMS = {
-    "port is not a number": "spec.redis: spec.redis.url must not carry a password",
-    "host is missing": "spec.redis: url: the URL has no host",
-}
 @pytest.mark.parametrize("where", ["flag", "manifest"])
 def test_malformed_redis_url(tmp_path: Path, url: str, problem: str, secret: str,
                              where: str) -> None:
