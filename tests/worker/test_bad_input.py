@@ -71,7 +71,7 @@ MANIFEST_PROBLEMS = {
         pytest.param("redis://user:hunter2@localhost:99999/0", "port is not a number",
                      "hunter2", id="port-out-of-range"),
         pytest.param("redis://localhost:6379/zero", "database", "zero", id="database"),
-        pytest.param("redis://:6379/0", "host is missing", "6379", id="no-host"),
+        pytest.param("redis://:6379/0", "host is missing", "redis://:6379", id="no-host"),
     ],
 )
 @pytest.mark.parametrize("where", ["flag", "manifest"])
