@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.images.conftest import Engine
 
 import redis
-from tests.images.conftest import Engine
 
 WORKER_ID = "image-test-worker"
 
