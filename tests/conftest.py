@@ -1,3 +1,3 @@
-"""Root pytest configuration: loads the shared fixture plugins (real Redis, real control plane)."""
+"""Root pytest configuration: the shared fixture plugins (real Redis, control plane, images)."""
 
-pytest_plugins = ["tests.fixtures.redis_server", "tests.fixtures.cluster"]
+pytest_plugins = ["tests.fixtures.redis_server", "tests.fixtures.cluster", "tests.fixtures.images"]

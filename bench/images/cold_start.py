@@ -73,7 +73,8 @@ def one_trial(cli: str, env: dict[str, str], image: str, port: int) -> float:
                  "worker": {"handler": "taskqueue.worker.builtin:noop"}},
     })
     name = f"tq-cold-{uuid.uuid4().hex[:8]}"
-    argv = [cli, "run", "-d", "--name", name, "--network", "host", "--read-only",
+    ro = ["--read-only", *(["--read-only-tmpfs=false"] if cli == "podman" else [])]
+    argv = [cli, "run", "-d", "--name", name, "--network", "host", *ro,
             "--cap-drop", "ALL", "-e", f"TASKQUEUE_MANIFEST={manifest}", image]
     started = time.monotonic()
     subprocess.run(argv, env=env, capture_output=True, check=True)

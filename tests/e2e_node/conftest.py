@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.fixtures.redis_server import RedisServer
-from tests.images.conftest import Engine
 
+import redis as redis_client
 from taskqueue.devcluster import BinariesNotBuiltError, ControlPlane, find_bin_dir
 from taskqueue.devcluster.node import RealNode, missing_requirements, nodeconfig
+from tests.fixtures.images import Engine
+from tests.fixtures.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLER_IMAGE = "localhost/taskqueue-e2e-worker:1"
@@ -89,6 +90,9 @@ def node_cluster(engine: Engine, tmp_path_factory: pytest.TempPathFactory,
     work = tmp_path_factory.mktemp("real-node")
     redis = RedisServer(data_dir=work / "redis")
     redis.start()
+    # Still bound to 127.0.0.1 only; pods arrive there through the node's DNAT, from pod IPs,
+    # which protected mode would refuse.
+    redis_client.Redis(port=redis.port).config_set("protected-mode", "no")
     # A short state path: unix socket paths are limited to 108 bytes.
     state = Path(tempfile.mkdtemp(prefix="tqnode-"))
     with ControlPlane(state_dir=work / "cp", bin_dir=bin_dir) as cp, \

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e_node.conftest import HANDLER_IMAGE, NodeCluster
 
 import redis
+from tests.e2e_node.conftest import HANDLER_IMAGE, NodeCluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+# The first test also pays for the fixtures: images, control plane, node, helm install --wait.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "taskqueue-operator"
 NS = "e2e-node"

@@ -1,7 +1,8 @@
 """The operator image starts against the real control plane and serves /healthz and /metrics.
 
-Run as the chart runs it (uid 10001, read-only root, no capabilities); the kubeconfig of the test
-control plane is mounted read-only and the API server is reached over the host network.
+Run as the chart runs it (uid 10001, read-only root with a small writable /tmp, no capabilities);
+the kubeconfig of the test control plane is mounted read-only and the API server is reached over
+the host network.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.images.conftest import Engine
 
 from taskqueue.devcluster import ControlPlane
+from tests.fixtures.images import Engine
 
 pytestmark = pytest.mark.cluster
 
@@ -35,7 +37,7 @@ def http_get(url: str) -> tuple[int, str]:
         return int(e.code), ""
 
 
-def wait_for_http(url: str, *, timeout: float = 90) -> str:
+def wait_for_http(url: str, logs: Callable[[], str], *, timeout: float = 90) -> str:
     deadline = time.monotonic() + timeout
     last: object = None
     while time.monotonic() < deadline:
@@ -48,7 +50,8 @@ def wait_for_http(url: str, *, timeout: float = 90) -> str:
                 return body
             last = status
         time.sleep(0.3)
-    pytest.fail(f"{url} did not answer 200 within {timeout}s (last: {last})")
+    pytest.fail(f"{url} did not answer 200 within {timeout}s (last: {last}); "
+                f"logs:\n{logs()[-3000:]}")
 
 
 def test_version_and_user(containers: Engine) -> None:
@@ -57,7 +60,8 @@ def test_version_and_user(containers: Engine) -> None:
     user, version = containers.run("image", "inspect", "--format", fmt, image).stdout.split()
     assert user == "10001:10001"
     assert image.endswith(f":{version}")
-    proc = containers.run("run", "--rm", "--read-only", "--cap-drop", "ALL", "--network", "none",
+    proc = containers.run("run", "--rm", *containers.read_only, "--cap-drop", "ALL",
+                          "--network", "none",
                           image, "--help")
     assert "taskqueue-operator" in proc.stdout
 
@@ -71,10 +75,11 @@ def test_serves_health_and_metrics(containers: Engine, control_plane: ControlPla
     name = containers.start(
         containers.operator_image, "--kubeconfig", "/kube/config", "--no-leader-election",
         "--all-namespaces", "--health-port", str(health), "--metrics-port", str(metrics),
-        run_args=["-v", f"{kubeconfig}:/kube/config:ro"])
-    body = wait_for_http(f"http://127.0.0.1:{health}/healthz")
-    assert body, containers.logs(name)
-    text = wait_for_http(f"http://127.0.0.1:{metrics}/metrics")
+        # /tmp: the chart mounts an emptyDir there (the kubeconfig loader writes certs to it)
+        run_args=["-v", f"{kubeconfig}:/kube/config:ro", "--tmpfs", "/tmp:size=16m"])
+    logs = lambda: containers.logs(name)  # noqa: E731
+    assert wait_for_http(f"http://127.0.0.1:{health}/healthz", logs)
+    text = wait_for_http(f"http://127.0.0.1:{metrics}/metrics", logs)
     assert "taskqueue_poll_duration_seconds" in text
     containers.run("stop", "-t", "20", name, timeout=60)
     assert containers.exit_code(name) == 0, containers.logs(name)

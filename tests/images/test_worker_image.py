@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.images.conftest import Engine
 
 import redis
+from tests.fixtures.images import Engine
 
 WORKER_ID = "image-test-worker"
 
@@ -46,7 +46,8 @@ def test_runs_as_uid_10001_on_a_read_only_root(containers: Engine) -> None:
     image = containers.worker_image
     user = containers.run("image", "inspect", "--format", "{{.Config.User}}", image).stdout
     assert user.strip() == "10001:10001"
-    proc = containers.run("run", "--rm", "--read-only", "--cap-drop", "ALL", "--network", "none",
+    proc = containers.run("run", "--rm", *containers.read_only, "--cap-drop", "ALL",
+                          "--network", "none",
                           "--entrypoint", "sh", image, "-c",
                           "id -u; id -g; touch /app/x 2>/dev/null && echo writable || echo ro")
     assert proc.stdout.split() == ["10001", "10001", "ro"]

@@ -42,6 +42,7 @@ NODE_BUILD_COMMAND = "scripts/control-plane build-node"
 NODE_BINARIES = ("kubelet", "kube-scheduler", "pause")
 HOST_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables")
 NODE_NAME = "tq-node"
+CNI_STATE_DIR = "/var/lib/cni/networks"
 
 
 class NodeError(ControlPlaneError):
@@ -92,12 +93,17 @@ class RealNode:
         try:
             for sub in ("logs", "cni", "containerd/root", "containerd/state", "kubelet"):
                 (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+            self._make_bridge()
             self._start_containerd()
             self.load_image(nodeconfig.pause_image_tar(self.bin_dir / "pause",
                                                        self.state_dir / "pause.tar"))
             self._install_nat()
             self._start_scheduler()
             self._start_kubelet()
+            # The kubelet registers with this taint; the node-lifecycle controller (not run by
+            # the harness) would lift it once the node is Ready.
+            self.cp.kubectl("taint", "node", self.name, "node.kubernetes.io/not-ready:NoSchedule-",
+                            check=False)
         except BaseException:
             self.stop()
             raise
@@ -105,6 +111,8 @@ class RealNode:
 
     def stop(self) -> None:
         """Remove every pod's containers, stop kubelet, scheduler and containerd, undo the NAT."""
+        if any(p.name == "kubelet" and p.popen.poll() is None for p in self._procs):
+            self._delete_all_pods()
         for proc in reversed(self._procs):
             if proc.name == "containerd":
                 self._remove_all_containers()
@@ -117,6 +125,8 @@ class RealNode:
             self._nat = False
         for mount in self.mounts():
             subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
+        subprocess.run(["ip", "link", "del", nodeconfig.CNI_BRIDGE], capture_output=True,
+                       check=False)
 
     # ------------------------------------------------------------------ helpers for tests
     def ctr(self, *args: str, check: bool = True, timeout: float = 300.0,
@@ -168,6 +178,19 @@ class RealNode:
         raise NodeError(f"timed out after {self.startup_timeout}s waiting for {what}:\n"
                         + self.log_tail(proc.name))
 
+    def _make_bridge(self) -> None:
+        """The CNI bridge, made before the first pod: its gateway address is the node's IP (the
+        kubelet refuses a loopback node IP); host-local's leases of an earlier run are dropped."""
+        shutil.rmtree(Path(CNI_STATE_DIR, "taskqueue-node"), ignore_errors=True)
+        bridge = nodeconfig.CNI_BRIDGE
+        subprocess.run(["ip", "link", "del", bridge], capture_output=True, check=False)
+        for argv in (["ip", "link", "add", bridge, "type", "bridge"],
+                     ["ip", "addr", "add", f"{nodeconfig.POD_GATEWAY}/24", "dev", bridge],
+                     ["ip", "link", "set", bridge, "up"]):
+            proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise NodeError(f"{' '.join(argv)}: {proc.stderr.strip()}")
+
     def _start_containerd(self) -> None:
         conf_dir = self.state_dir / "cni"
         (conf_dir / "10-taskqueue.conflist").write_text(json.dumps(nodeconfig.cni_conflist()))
@@ -203,7 +226,7 @@ class RealNode:
         proc = self._spawn("kubelet", [
             str(self.bin_dir / "kubelet"), f"--config={config}",
             f"--kubeconfig={self.cp.kubeconfig}", f"--root-dir={self.state_dir / 'kubelet'}",
-            f"--hostname-override={self.name}", "--node-ip=127.0.0.1", "--v=1"])
+            f"--hostname-override={self.name}", f"--node-ip={nodeconfig.POD_GATEWAY}", "--v=1"])
         self._wait(proc, f"node {self.name} Ready", self._node_ready)
 
     def _node_ready(self) -> bool:
@@ -215,6 +238,17 @@ class RealNode:
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     # ------------------------------------------------------------------ teardown
+    def _delete_all_pods(self) -> None:
+        """Force-delete every pod and give the kubelet a moment to tear the sandboxes down (CNI
+        DEL releases the addresses and veths)."""
+        self.cp.kubectl("delete", "pods", "--all", "-A", "--force", "--grace-period=0",
+                        "--wait=false", check=False)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if not self.ctr("tasks", "list", "-q", check=False, timeout=30).stdout.split():
+                return
+            time.sleep(0.5)
+
     def _remove_all_containers(self) -> None:
         """Kill every task in k8s.io so no container outlives the test run."""
         proc = self.ctr("tasks", "list", "-q", check=False, timeout=30)
