@@ -3,7 +3,8 @@
 `RealNode(control_plane)` starts, in its own state directory and on its own socket:
 
 - **containerd** (the Debian package, 1.6/1.7) with the CRI plugin, runc and the CNI plugins from
-  `containernetworking-plugins` (a bridge `tqnode0`, pods in 10.244.0.0/24);
+  `containernetworking-plugins` (a bridge `tqnode0`, pods in 10.244.0.0/24; the node's IP is the
+  bridge's 10.244.0.1, as the kubelet refuses a loopback node IP);
 - the locally built **pause** image as the sandbox image (no registry can be pulled from here);
 - **kube-scheduler** and **kubelet** built by ``scripts/control-plane build-node`` from the same
   Kubernetes version as the API server (cgroupfs driver, `failCgroupV1: false`);
@@ -45,6 +46,13 @@ NODE_NAME = "tq-node"
 CNI_STATE_DIR = "/var/lib/cni/networks"
 
 
+def _cni_netns() -> set[str]:
+    """containerd's pod network namespaces (`cni-<uuid>` in /var/run/netns)."""
+    with contextlib.suppress(OSError):
+        return {n for n in os.listdir("/var/run/netns") if n.startswith("cni-")}
+    return set()
+
+
 class NodeError(ControlPlaneError):
     """The real node could not be started, or a node command failed."""
 
@@ -77,6 +85,7 @@ class RealNode:
         self.chain = f"TQNODE-{uuid.uuid4().hex[:6].upper()}"
         self._procs: list[_Process] = []
         self._nat = False
+        self._netns_before: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> RealNode:
@@ -93,6 +102,7 @@ class RealNode:
         try:
             for sub in ("logs", "cni", "containerd/root", "containerd/state", "kubelet"):
                 (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+            self._netns_before = _cni_netns()
             self._make_bridge()
             self._start_containerd()
             self.load_image(nodeconfig.pause_image_tar(self.bin_dir / "pause",
@@ -127,6 +137,8 @@ class RealNode:
             subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
         subprocess.run(["ip", "link", "del", nodeconfig.CNI_BRIDGE], capture_output=True,
                        check=False)
+        for netns in _cni_netns() - self._netns_before:  # sandboxes containerd had no time to GC
+            subprocess.run(["ip", "netns", "del", netns], capture_output=True, check=False)
 
     # ------------------------------------------------------------------ helpers for tests
     def ctr(self, *args: str, check: bool = True, timeout: float = 300.0,
