@@ -1,7 +1,8 @@
-"""Root pytest configuration: loads the shared fixture plugins (real Redis, real control plane)."""
+"""Root pytest configuration: the shared fixture plugins (real Redis, control plane, images)."""
 
 pytest_plugins = [
     "tests.fixtures.redis_server",
     "tests.fixtures.cluster",
     "tests.fixtures.operator",
+    "tests.fixtures.images",
 ]

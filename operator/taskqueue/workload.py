@@ -13,7 +13,8 @@ from typing import Any
 
 from taskqueue import __version__, models
 
-DEFAULT_IMAGE = f"ghcr.io/taskqueue-operator/taskqueue-worker:{__version__}"
+# What scripts/images builds (the worker base image); a TaskQueue normally names its own image.
+DEFAULT_IMAGE = f"taskqueue-worker:{__version__}"
 SPEC_HASH_ANNOTATION = "taskqueue.dev/spec-hash"
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 TASKQUEUE_LABEL = "taskqueue.dev/taskqueue"

@@ -1,0 +1,88 @@
+"""The real node's pure configuration builders (taskqueue_devcluster.nodeconfig)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from taskqueue_devcluster import nodeconfig
+from taskqueue_devcluster.node import missing_requirements
+
+
+def test_containerd_config_is_private_and_uses_runc_with_cgroupfs(tmp_path: Path) -> None:
+    conf = tomllib.loads(nodeconfig.containerd_config(
+        root=tmp_path / "root", state=tmp_path / "state", socket=tmp_path / "c.sock",
+        cni_conf_dir=tmp_path / "cni"))
+    assert conf["version"] == 2
+    assert (conf["root"], conf["state"]) == (str(tmp_path / "root"), str(tmp_path / "state"))
+    assert conf["grpc"]["address"] == str(tmp_path / "c.sock")
+    cri = conf["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["sandbox_image"] == nodeconfig.PAUSE_IMAGE
+    runc = cri["containerd"]["runtimes"]["runc"]
+    assert runc["runtime_type"] == "io.containerd.runc.v2"
+    assert runc["options"]["SystemdCgroup"] is False
+    assert cri["cni"] == {"bin_dir": "/usr/lib/cni", "conf_dir": str(tmp_path / "cni")}
+
+
+def test_cni_is_one_bridge_without_masquerade() -> None:
+    conf = nodeconfig.cni_conflist()
+    bridge = conf["plugins"][0]
+    assert (bridge["type"], bridge["bridge"], bridge["ipMasq"]) == ("bridge", "tqnode0", False)
+    [[rng]] = bridge["ipam"]["ranges"]
+    assert rng == {"subnet": nodeconfig.POD_SUBNET, "gateway": nodeconfig.POD_GATEWAY}
+
+
+@pytest.mark.parametrize("key, value", [
+    pytest.param("failCgroupV1", False, id="hybrid-cgroup-v1-kernel"),
+    pytest.param("cgroupDriver", "cgroupfs", id="no-systemd-containerd-1x-fallback"),
+    pytest.param("failSwapOn", False, id="swap-tolerated"),
+    pytest.param("readOnlyPort", 0, id="no-read-only-port"),
+    pytest.param("address", "127.0.0.1", id="loopback-only"),
+    pytest.param("imageGCHighThresholdPercent", 100, id="images-never-collected"),
+])
+def test_kubelet_config(tmp_path: Path, key: str, value: object) -> None:
+    conf = nodeconfig.kubelet_config(ca_file=tmp_path / "ca.crt",
+                                     runtime_socket=tmp_path / "c.sock", port=1, healthz_port=2)
+    assert conf[key] == value
+    assert conf["containerRuntimeEndpoint"] == f"unix://{tmp_path / 'c.sock'}"
+
+
+def test_nat_rules_dnat_service_ip_and_gateway_to_loopback_and_cleanup_undoes_them() -> None:
+    rules = nodeconfig.nat_rules(chain="TQ-X", apiserver_port=6443)
+    assert rules[0] == ["-N", "TQ-X"]
+    assert ["-A", "TQ-X", "-d", "10.0.0.1/32", "-p", "tcp", "--dport", "443", "-j", "DNAT",
+            "--to-destination", "127.0.0.1:6443"] in rules
+    assert ["-A", "TQ-X", "-d", "10.244.0.1/32", "-p", "tcp", "-j", "DNAT",
+            "--to-destination", "127.0.0.1"] in rules
+    assert rules[-1] == ["-I", "PREROUTING", "-i", "tqnode0", "-j", "TQ-X"]
+    assert nodeconfig.nat_cleanup("TQ-X") == [
+        ["-D", "PREROUTING", "-i", "tqnode0", "-j", "TQ-X"], ["-F", "TQ-X"], ["-X", "TQ-X"]]
+
+
+def test_pause_image_tar_is_a_docker_archive(tmp_path: Path) -> None:
+    binary = tmp_path / "pause"
+    binary.write_bytes(b"\x7fELF fake")
+    out = nodeconfig.pause_image_tar(binary, tmp_path / "pause.tar")
+    with tarfile.open(out) as tar:
+        [manifest] = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
+        assert manifest["RepoTags"] == [nodeconfig.PAUSE_IMAGE]
+        config = json.load(tar.extractfile(manifest["Config"]))  # type: ignore[arg-type]
+        layer = tar.extractfile("layer.tar").read()  # type: ignore[union-attr]
+    assert config["config"]["Entrypoint"] == ["/pause"]
+    assert config["rootfs"]["diff_ids"] == ["sha256:" + hashlib.sha256(layer).hexdigest()]
+    with tarfile.open(fileobj=io.BytesIO(layer)) as inner:
+        member = inner.getmember("pause")
+        assert member.mode == 0o755
+        assert inner.extractfile(member).read() == b"\x7fELF fake"  # type: ignore[union-attr]
+
+
+def test_missing_requirements_name_the_build_command(tmp_path: Path) -> None:
+    missing = missing_requirements(tmp_path, cni_bin_dir=str(tmp_path / "cni"))
+    assert f"{tmp_path}/kubelet (scripts/control-plane build-node)" in missing
+    assert any("containernetworking-plugins" in m for m in missing)
