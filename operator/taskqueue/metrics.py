@@ -27,6 +27,12 @@ TASK_DURATION = Histogram("taskqueue_worker_task_duration_seconds", "Handler run
 PICKUP_LATENCY = Histogram("taskqueue_worker_pickup_latency_seconds",
                            "Time from enqueue (envelope time) to pickup.", ["queue"],
                            buckets=_LATENCY_BUCKETS)
+TASKS_DUPLICATE = Counter("taskqueue_worker_tasks_duplicate",
+                          "Redeliveries of an id already done, acked without running "
+                          "(spec.worker.idempotency).", ["queue"])
+TASKS_DEFERRED = Counter("taskqueue_worker_tasks_deferred",
+                         "Deliveries deferred because the same id was running elsewhere.",
+                         ["queue"])
 WORKER_IN_FLIGHT = Gauge("taskqueue_worker_in_flight", "Tasks this worker holds.")
 
 # -- operator ----------------------------------------------------------------------------------

@@ -105,6 +105,17 @@ class RetrySpec(_Model):
     )
 
 
+class IdempotencySpec(_Model):
+    """Idempotent consumption: a task id that completed within the window is not run again."""
+
+    windowSeconds: float = Field(
+        default=86400.0,
+        ge=1,
+        description="How long a completed task id is remembered (a redelivery or a second "
+        "enqueue of the id within it is acked without running).",
+    )
+
+
 class WorkerSpec(_Model):
     """The worker pods: what runs each task and how the pods look."""
 
@@ -145,6 +156,11 @@ class WorkerSpec(_Model):
     serviceAccountName: str | None = Field(default=None, description="Pod service account.")
     terminationGracePeriodSeconds: int = Field(
         default=30, ge=0, description="Time a worker has to finish tasks in hand on SIGTERM."
+    )
+    idempotency: IdempotencySpec | None = Field(
+        default=None,
+        description="Skip redeliveries of task ids completed within windowSeconds and never "
+        "run one id twice at once (unset: off).",
     )
 
     @model_validator(mode="after")
@@ -193,6 +209,12 @@ class ScalingSpec(_Model):
         default=None, ge=0, description="Replicas while Redis cannot be read (default: hold)."
     )
     paused: bool = Field(default=False, description="Hold the replica count; status still updates.")
+    podStartupSeconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="Expected worker pod start-up time: scheduled tasks due within the next "
+        "poll plus this count as demand, so workers are up when they fall due.",
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalingSpec:
@@ -263,7 +285,14 @@ class TaskQueueStatus(_Model):
     backlog: dict[str, int] = Field(default_factory=dict, description="Queued tasks per queue.")
     totalBacklog: int = Field(default=0, description="Queued tasks in all queues.")
     inFlight: int = Field(default=0, description="Tasks held in processing lists.")
-    delayed: int = Field(default=0, description="Tasks waiting for a retry.")
+    delayed: int = Field(
+        default=0, description="Tasks in the delayed set: retries waiting and scheduled tasks."
+    )
+    dueSoon: int = Field(
+        default=0,
+        description="Delayed tasks due within the next poll plus podStartupSeconds (demand).",
+    )
+    nextDueTime: str | None = Field(default=None, description="When the next delayed task is due.")
     deadLetter: int = Field(default=0, description="Tasks in the dead-letter list.")
     oldestTaskAgeSeconds: float | None = Field(default=None, description="Oldest task's age.")
     throughputPerReplica: float | None = Field(default=None, description="Tasks/s per replica.")
