@@ -1,0 +1,108 @@
+"""Seed 004 §4.3 under SIGKILL chaos: worker processes killed mid-task and replaced, client
+connections killed (fetch/claim/complete replies lost), ids enqueued twice, and completed
+entries redelivered through a dead worker's processing list. Every id's effect is applied
+exactly once, and no id ever runs twice at the same time.
+
+Kills land while a handler sleeps before its effect (the killer waits for a fresh "started"
+record), so a killed attempt never applied its effect: exactly-once here is what the done
+marker guarantees. A crash between a handler's own side effect and complete.lua is outside
+what any marker can cover (docs/worker.md, "Idempotent consumption")."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import redis
+from taskqueue import client as producer
+from taskqueue import keys
+from tests.seeds import handlers as h
+from tests.worker.procs import spawn
+
+SCHEMA = keys.KeySchema(prefix="q", queues=(keys.QueueRef("q"),), dead_letter="q:dead")
+
+
+def kill_a_running_worker(r: redis.Redis, procs: dict[int, subprocess.Popen[bytes]]) -> bool:
+    """SIGKILL a worker whose handler started less than 50 ms ago (so it is still sleeping)."""
+    while (record := r.lpop(h.STARTED)) is not None:
+        pid, started, _ = str(record).split(" ", 2)
+        proc = procs.get(int(pid))
+        if proc is not None and time.time() - float(started) < 0.05:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            del procs[int(pid)]
+            return True
+    return False
+
+
+def state(r: redis.Redis) -> dict[str, object]:
+    return {"effects": r.hlen(h.EFFECTS), "queued": r.llen("q"),
+            "delayed": r.zcard(SCHEMA.delayed), "stats": r.hgetall(SCHEMA.stats),
+            "processing": {k: r.llen(k) for k in r.keys("q:processing:*")},
+            "workers": r.zrange(SCHEMA.workers, 0, -1, withscores=True)}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_seed_004_4_3_sigkill_chaos_with_duplicate_deliveries_applies_each_effect_once(
+        tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
+    ids = [f"order-{i}" for i in range(150)]
+    for i, tid in enumerate(ids):
+        producer.enqueue_sync(redis_sync, "q", "0.3", task_id=tid)
+        if i % 3 == 0:  # the same id enqueued twice
+            producer.enqueue_sync(redis_sync, "q", "0.3", task_id=tid)
+
+    spawned = 0
+
+    def start() -> subprocess.Popen[bytes]:
+        nonlocal spawned
+        spawned += 1
+        return spawn(redis_url, "--queue", "q", "--handler", "tests.seeds.handlers:effect",
+                     "--idempotency-window", "600", "--heartbeat", "0.3", "--prefetch", "3",
+                     "--max-attempts", "50", "--worker-id", f"chaos-{spawned}",
+                     log_path=tmp_path / f"worker-{spawned}.log")
+
+    procs = {p.pid: p for p in (start() for _ in range(5))}
+    kills = conn_kills = redelivered = 0
+    next_kill = time.monotonic() + 1.0
+    deadline = time.monotonic() + 150
+    try:
+        while len(redis_sync.hkeys(h.EFFECTS)) < len(ids):
+            assert time.monotonic() < deadline, f"chaos run did not finish: {state(redis_sync)}"
+            if kills < 10 and time.monotonic() > next_kill and kill_a_running_worker(
+                    redis_sync, procs):
+                kills += 1
+                new = start()
+                procs[new.pid] = new
+                next_kill = time.monotonic() + 1.0
+            if kills and kills % 2 == 0 and conn_kills < kills // 2:
+                redis_sync.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+                conn_kills += 1
+            done_ids = list(redis_sync.hkeys(h.EFFECTS))[:3]
+            if done_ids and redelivered < 30:  # completed entries come back through recovery
+                dead = f"gone-{redelivered}"
+                redis_sync.lpush(SCHEMA.processing(dead), *[
+                    keys.Entry("q", "", keys.wrap("0.3", task_id=t)).encode() for t in done_ids])
+                redis_sync.zadd(SCHEMA.workers, {dead: 1})
+                redelivered += len(done_ids)
+            time.sleep(0.02)
+        time.sleep(3)  # let deferred and redelivered copies come through before checking
+    finally:
+        for p in procs.values():
+            p.send_signal(signal.SIGTERM)
+        for p in procs.values():
+            p.wait(timeout=30)
+    effects = {k: int(v) for k, v in redis_sync.hgetall(h.EFFECTS).items()}
+    duplicates = int(redis_sync.hget(SCHEMA.stats, "duplicates") or 0)
+    print(f"chaos: {kills} kills, {conn_kills} connection kills, {redelivered} redelivered, "
+          f"{duplicates} duplicate deliveries skipped")
+    assert kills >= 5 and conn_kills >= 1
+    assert effects == dict.fromkeys(ids, 1)
+    assert redis_sync.llen(h.OVERLAPS) == 0
+    assert duplicates >= 50 + redelivered // 2
+    assert redis_sync.llen("q") == 0 and redis_sync.zcard(SCHEMA.delayed) == 0
+    assert not redis_sync.keys("q:processing:*")
