@@ -9,8 +9,10 @@ The rules, in the order they are applied:
 1. ``paused``: hold the current count (the observation still updates status and metrics).
 2. Redis could not be read (``observation is None``): use ``fallbackReplicas`` when set, else hold
    the current count; never drop a running TaskQueue to zero because Redis is unreachable.
-3. demand = queued + in-flight (delayed retries are not demand yet: they wait on their backoff);
-   recommendation = ceil(demand / targetBacklogPerReplica).
+3. demand = queued + in-flight + due soon (delayed tasks, scheduled or retries, due within the
+   next poll plus ``podStartupSeconds``: `due_horizon`, so workers are up when they fall due;
+   the rest of the delayed set is not demand yet); recommendation = ceil(demand /
+   targetBacklogPerReplica).
 4. ``targetDrainSeconds``: also ceil(queued / (per-replica rate x targetDrainSeconds)) when the
    per-replica completion rate has been measured; the larger of the two wins.
 5. Never below the number of live workers holding in-flight tasks.
@@ -133,12 +135,18 @@ def _measure(state: PolicyState, obs: QueueObservation, now: float) -> PolicySta
     )
 
 
+def due_horizon(spec: ScalingSpec) -> float:
+    """Seconds ahead in which delayed tasks count as demand: the next poll plus pod start-up."""
+    return spec.pollIntervalSeconds + spec.podStartupSeconds
+
+
 def _recommend(
     spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float
 ) -> tuple[int, str]:
-    demand = obs.queued + obs.in_flight
+    demand = obs.queued + obs.in_flight + obs.due_soon
     rec = math.ceil(demand / spec.targetBacklogPerReplica)
-    why = f"demand {demand} ({obs.queued} queued + {obs.in_flight} in flight)"
+    why = f"demand {demand} ({obs.queued} queued + {obs.in_flight} in flight"
+    why += f" + {obs.due_soon} due soon)" if obs.due_soon else ")"
     why += f" / target {spec.targetBacklogPerReplica} = {rec}"
     rate = state.throughput_per_replica
     if spec.targetDrainSeconds is not None and rate and obs.queued:

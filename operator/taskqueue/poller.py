@@ -212,7 +212,8 @@ class Poller:
             target.url = url
         try:
             observation = await asyncio.wait_for(
-                queueops.observe(self.pools.get(url), keys.KeySchema.from_spec(tq.spec)),
+                queueops.observe(self.pools.get(url), keys.KeySchema.from_spec(tq.spec),
+                                 due_within=policy.due_horizon(tq.spec.scaling)),
                 timeout=tq.spec.scaling.pollIntervalSeconds,
             )
         except (aioredis.RedisError, OSError, TimeoutError) as e:
@@ -487,7 +488,8 @@ def build_status(previous: dict[str, Any] | None, observation: QueueObservation 
     return status
 
 
-_COUNTS = ("backlog", "totalBacklog", "inFlight", "delayed", "deadLetter",
+_COUNTS = ("backlog", "totalBacklog", "inFlight", "delayed", "dueSoon", "nextDueTime",
+           "deadLetter",
            "oldestTaskAgeSeconds", "throughputPerReplica", "workers")
 
 
@@ -499,6 +501,9 @@ def counts(observation: QueueObservation, state: policy.PolicyState) -> dict[str
         "totalBacklog": observation.queued,
         "inFlight": observation.in_flight,
         "delayed": observation.delayed,
+        "dueSoon": observation.due_soon,
+        "nextDueTime": None if observation.next_due_at is None else time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(observation.next_due_at)),
         "deadLetter": observation.dead_letter,
         "oldestTaskAgeSeconds": None if age is None else round(age),
         "throughputPerReplica": None if rate is None else float(f"{rate:.3g}"),

@@ -1,10 +1,12 @@
 -- observe.lua: everything the operator and `taskqueue stats` read about one TaskQueue, in one call.
 -- KEYS[1] workers zset, KEYS[2] delayed zset, KEYS[3] dead-letter list, KEYS[4] stats hash,
 -- KEYS[5..] the queues in priority order.
--- ARGV[1] processing-list prefix, ARGV[2..] the type of each queue ("list" | "zset").
--- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers} where oldest is the
--- envelope time of each queue's oldest task ("" when unknown: a raw payload, or 0) and workers
--- is a flat list id, heartbeat deadline (ms), processing length, ...
+-- ARGV[1] processing-list prefix, ARGV[2..] the type of each queue ("list" | "zset"), then
+-- optionally a horizon (unix ms): delayed entries due by then count as due soon.
+-- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers, scheduled} where oldest
+-- is the envelope time of each queue's oldest task ("" when unknown: a raw payload, or 0),
+-- workers is a flat list id, heartbeat deadline (ms), processing length, ..., and scheduled is
+-- {due by the horizon, the earliest due time (ms, "" when none), duplicates skipped}.
 local lengths, oldest = {}, {}
 local nq = #KEYS - 4
 for i = 1, nq do
@@ -32,8 +34,12 @@ for i = 1, #ids, 2 do
   workers[#workers + 1] = ids[i + 1]
   workers[#workers + 1] = redis.call('LLEN', ARGV[1] .. ids[i])
 end
-local counters = redis.call('HMGET', KEYS[4], 'completed', 'failed')
+local counters = redis.call('HMGET', KEYS[4], 'completed', 'failed', 'duplicates')
+local horizon = ARGV[2 + nq]
+local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local scheduled = {horizon and redis.call('ZCOUNT', KEYS[2], '-inf', horizon) or 0,
+                   head[2] or '', tonumber(counters[3] or '0') or 0}
 return {lengths, oldest,
         {redis.call('ZCARD', KEYS[2]), redis.call('LLEN', KEYS[3]),
          tonumber(counters[1] or '0') or 0, tonumber(counters[2] or '0') or 0},
-        workers}
+        workers, scheduled}
