@@ -53,3 +53,14 @@ def fail_once(payload: str, ctx: TaskContext) -> None:
     if ctx.attempt == 1:
         raise RuntimeError("first attempt fails")
     effect(payload, ctx)
+
+
+
+WHO = "seeds:who"
+"""list: "<thread id> <time>" per task (in-process workers x concurrency 1: one thread each)."""
+
+
+def who(payload: str) -> None:
+    """Records which consume thread took the task, then holds it float(payload) seconds."""
+    client().rpush(WHO, f"{threading.get_ident()} {time.time():.6f}")
+    time.sleep(float(payload))
