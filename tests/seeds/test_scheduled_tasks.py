@@ -183,3 +183,19 @@ def test_due_ms_rejects(kwargs: dict[str, float], message: str) -> None:
 )
 def test_promoter_sleep(next_due: float | None, now: int, wait: float) -> None:
     assert sleep_for(next_due, now) == pytest.approx(wait)
+
+
+def test_example_scheduled_producer_runs(redis_url: str, redis_sync: redis.Redis) -> None:
+    """examples/scheduled_producer.py against a real Redis: one task now, one in 30 s, and one
+    reminder for three unique calls."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "examples" / "scheduled_producer.py"
+    spec = importlib.util.spec_from_file_location("scheduled_producer", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(redis_url)
+    assert redis_sync.llen("payments") == 1
+    assert redis_sync.zcard("payments:delayed") == 2
+    assert redis_sync.exists("payments:unique:reminder-41")
