@@ -38,7 +38,7 @@ WORKER_IN_FLIGHT = Gauge("taskqueue_worker_in_flight", "Tasks this worker holds.
 # -- operator ----------------------------------------------------------------------------------
 BACKLOG = Gauge("taskqueue_backlog", "Queued tasks per queue.", [*_TQ, "queue"])
 IN_FLIGHT = Gauge("taskqueue_in_flight", "Tasks held in processing lists.", _TQ)
-DELAYED = Gauge("taskqueue_delayed", "Tasks waiting for a retry.", _TQ)
+DELAYED = Gauge("taskqueue_delayed", "Delayed tasks: retries waiting and scheduled tasks.", _TQ)
 DEAD_LETTER = Gauge("taskqueue_dead_letter", "Tasks in the dead-letter list.", _TQ)
 DESIRED_REPLICAS = Gauge("taskqueue_desired_replicas", "Replicas the policy decided.", _TQ)
 REPLICAS = Gauge("taskqueue_replicas", "Replicas of the worker Deployment.", _TQ)
