@@ -132,3 +132,22 @@ def test_without_idempotency_a_redelivery_runs_again(make_worker: MakeWorker,
     for _ in range(2):
         producer.enqueue_sync(redis_sync, "q", "0", task_id="twice")
     wait_for(lambda: effects(redis_sync).get("twice") == 2)
+
+
+def test_worker_flag_and_manifest_set_the_window(redis_url: str) -> None:
+    from taskqueue.worker import main as worker_main
+    config, _, _ = worker_main.build(["--redis-url", redis_url, "--queue", "q", "--handler",
+                                      "tests.seeds.handlers:effect",
+                                      "--idempotency-window", "3600"])
+    assert config.idempotency_window == 3600.0
+    config, _, _ = worker_main.build(["--redis-url", redis_url, "--queue", "q", "--handler",
+                                      "tests.seeds.handlers:effect"])
+    assert config.idempotency_window is None
+
+
+def test_window_below_one_second_is_refused() -> None:
+    from taskqueue import manifest
+    with pytest.raises(manifest.ManifestError, match="windowSeconds"):
+        manifest.parse({"kind": "TaskQueue", "spec": {
+            "redis": {"url": "redis://x"}, "queues": [{"key": "q"}],
+            "worker": {"idempotency": {"windowSeconds": 0}}}})

@@ -199,3 +199,39 @@ def test_example_scheduled_producer_runs(redis_url: str, redis_sync: redis.Redis
     assert redis_sync.llen("payments") == 1
     assert redis_sync.zcard("payments:delayed") == 2
     assert redis_sync.exists("payments:unique:reminder-41")
+
+
+def test_cli_without_a_manifest_uses_key_prefix(cli: Run, redis_url: str,
+                                                redis_sync: redis.Redis) -> None:
+    assert cli("enqueue", "--redis-url", redis_url, "--key-prefix", "app", "jobs", "--in", "1m",
+               "x").code == 0
+    assert redis_sync.zcard("app:delayed") == 1
+    assert cli("enqueue", "--redis-url", redis_url, "jobs", "--in", "1m", "y").code == 0
+    assert redis_sync.zcard("jobs:delayed") == 1  # default prefix: the queue key
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "target", "how", "score", "queue_score"),
+    [
+        pytest.param({}, "q", "lpush", 0, None, id="plain-list"),
+        pytest.param({"priority": 4.0}, "q", "zadd", 4.0, None, id="plain-zset"),
+        pytest.param({"delay": 10}, "app:delayed", "zadd", 1_010_000, "", id="scheduled-list"),
+        pytest.param({"delay": 10, "priority": 2.5}, "app:delayed", "zadd", 1_010_000, "2.5",
+                     id="scheduled-zset-keeps-priority"),
+    ],
+)
+def test_plan(kwargs: dict[str, float], target: str, how: str, score: float,
+              queue_score: str | None) -> None:
+    push = producer.plan("q", "p", task_id="t1", key_prefix="app", now=1000.0, **kwargs)
+    assert (push.target, push.how, push.score, push.task_id) == (target, how, score, "t1")
+    assert push.script == (target != "q")
+    if queue_score is not None:
+        entry = keys.Entry.decode(push.element)
+        assert (entry.queue, entry.score, keys.unwrap(entry.element).payload) == (
+            "q", queue_score, "p")
+
+
+def test_plan_unique_without_id_uses_the_content_id() -> None:
+    push = producer.plan("q", "same", unique_for=5, key_prefix="app", now=1000.0)
+    assert push.task_id == keys.content_id("same") and push.script
+    assert (push.unique_key, push.unique_ms) == (f"app:unique:{push.task_id}", 5000)

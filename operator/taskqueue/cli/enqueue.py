@@ -166,7 +166,8 @@ def run(target: Target, args: argparse.Namespace) -> int:
     if args.raw:
         raise CliError("--raw pushes no envelope, so no id: drop it to use --in/--at/"
                        "--unique-for/--id", EXIT_USAGE)
-    prefix = target.schema.prefix if target.schema is not None else args.key
+    prefix = (target.schema.prefix if target.schema is not None
+              else getattr(args, "key_prefix", None) or args.key)
     now = time.time()
     pushes = [producer.plan(args.key, item, priority=args.priority if kind == "zset" else None,
                             task_id=args.task_id, delay=args.delay, at=args.at,
