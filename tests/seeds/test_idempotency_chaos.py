@@ -1,6 +1,7 @@
 """Seed 004 §4.3 under SIGKILL chaos: worker processes killed mid-task and replaced, client
-connections killed (fetch/claim/complete replies lost), ids enqueued twice, and completed
-entries redelivered through a dead worker's processing list. Every id's effect is applied
+connections killed (fetch/claim/complete replies lost), live workers recovered while their
+tasks were finishing, ids enqueued twice, and completed entries redelivered through a dead
+worker's processing list. Every id's effect is applied
 exactly once, and no id ever runs twice at the same time.
 
 Kills land while a handler sleeps before its effect (the killer waits for a fresh "started"
@@ -13,13 +14,15 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 import redis
 from taskqueue import client as producer
-from taskqueue import keys
+from taskqueue import keys, queueops
 from tests.seeds import handlers as h
 from tests.worker.procs import spawn
 
@@ -39,11 +42,64 @@ def kill_a_running_worker(r: redis.Redis, procs: dict[int, subprocess.Popen[byte
     return False
 
 
+def recover_a_live_worker(r: redis.Redis) -> int:
+    """Declare a live worker dead while its task is finishing: recover.lua requeues its tasks
+    (as a recoverer would after a missed heartbeat). 1 when one was found."""
+    held = r.keys(f"{SCHEMA.processing_prefix}chaos-*")
+    if not held:
+        return 0
+    live = str(held[0]).removeprefix(SCHEMA.processing_prefix)
+    keys_, args = queueops.recover_call(SCHEMA, worker_id=live, max_attempts=50,
+                                        reason="test: declared dead while alive")
+    r.eval(keys.lua("recover"), len(keys_), *keys_, *args)
+    return 1
+
+
+def redeliver_done(r: redis.Redis, dead: str) -> int:
+    """Put entries of up to 3 completed ids into a dead worker's processing list (a finished
+    but unacked task), for the live workers to recover; how many."""
+    done_ids = list(r.hkeys(h.EFFECTS))[:3]
+    if done_ids:
+        r.lpush(SCHEMA.processing(dead), *[
+            keys.Entry("q", "", keys.wrap("0.3", task_id=t)).encode() for t in done_ids])
+        r.zadd(SCHEMA.workers, {dead: 1})
+    return len(done_ids)
+
+
 def state(r: redis.Redis) -> dict[str, object]:
     return {"effects": r.hlen(h.EFFECTS), "queued": r.llen("q"),
             "delayed": r.zcard(SCHEMA.delayed), "stats": r.hgetall(SCHEMA.stats),
             "processing": {k: r.llen(k) for k in r.keys("q:processing:*")},
             "workers": r.zrange(SCHEMA.workers, 0, -1, withscores=True)}
+
+
+@dataclass
+class Chaos:
+    """The disruptions of one run and their counts; `step()` applies what is due."""
+
+    r: redis.Redis
+    start: Callable[[], subprocess.Popen[bytes]]
+    procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    kills: int = 0
+    conn_kills: int = 0
+    live_recoveries: int = 0
+    redelivered: int = 0
+    next_kill: float = field(default_factory=lambda: time.monotonic() + 1.0)
+
+    def step(self) -> None:
+        if self.kills < 10 and time.monotonic() > self.next_kill and kill_a_running_worker(
+                self.r, self.procs):
+            self.kills += 1
+            new = self.start()
+            self.procs[new.pid] = new
+            self.next_kill = time.monotonic() + 1.0
+        if self.kills > self.live_recoveries * 2 and self.live_recoveries < 4:
+            self.live_recoveries += recover_a_live_worker(self.r)
+        if self.kills and self.kills % 2 == 0 and self.conn_kills < self.kills // 2:
+            self.r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+            self.conn_kills += 1
+        if self.redelivered < 30:
+            self.redelivered += redeliver_done(self.r, f"gone-{self.redelivered}")
 
 
 @pytest.mark.slow
@@ -55,7 +111,6 @@ def test_seed_004_4_3_sigkill_chaos_with_duplicate_deliveries_applies_each_effec
         producer.enqueue_sync(redis_sync, "q", "0.3", task_id=tid)
         if i % 3 == 0:  # the same id enqueued twice
             producer.enqueue_sync(redis_sync, "q", "0.3", task_id=tid)
-
     spawned = 0
 
     def start() -> subprocess.Popen[bytes]:
@@ -66,43 +121,28 @@ def test_seed_004_4_3_sigkill_chaos_with_duplicate_deliveries_applies_each_effec
                      "--max-attempts", "50", "--worker-id", f"chaos-{spawned}",
                      log_path=tmp_path / f"worker-{spawned}.log")
 
-    procs = {p.pid: p for p in (start() for _ in range(5))}
-    kills = conn_kills = redelivered = 0
-    next_kill = time.monotonic() + 1.0
+    chaos = Chaos(redis_sync, start)
+    chaos.procs = {p.pid: p for p in (start() for _ in range(5))}
     deadline = time.monotonic() + 150
     try:
         while len(redis_sync.hkeys(h.EFFECTS)) < len(ids):
             assert time.monotonic() < deadline, f"chaos run did not finish: {state(redis_sync)}"
-            if kills < 10 and time.monotonic() > next_kill and kill_a_running_worker(
-                    redis_sync, procs):
-                kills += 1
-                new = start()
-                procs[new.pid] = new
-                next_kill = time.monotonic() + 1.0
-            if kills and kills % 2 == 0 and conn_kills < kills // 2:
-                redis_sync.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
-                conn_kills += 1
-            done_ids = list(redis_sync.hkeys(h.EFFECTS))[:3]
-            if done_ids and redelivered < 30:  # completed entries come back through recovery
-                dead = f"gone-{redelivered}"
-                redis_sync.lpush(SCHEMA.processing(dead), *[
-                    keys.Entry("q", "", keys.wrap("0.3", task_id=t)).encode() for t in done_ids])
-                redis_sync.zadd(SCHEMA.workers, {dead: 1})
-                redelivered += len(done_ids)
+            chaos.step()
             time.sleep(0.02)
         time.sleep(3)  # let deferred and redelivered copies come through before checking
     finally:
-        for p in procs.values():
+        for p in chaos.procs.values():
             p.send_signal(signal.SIGTERM)
-        for p in procs.values():
+        for p in chaos.procs.values():
             p.wait(timeout=30)
     effects = {k: int(v) for k, v in redis_sync.hgetall(h.EFFECTS).items()}
     duplicates = int(redis_sync.hget(SCHEMA.stats, "duplicates") or 0)
-    print(f"chaos: {kills} kills, {conn_kills} connection kills, {redelivered} redelivered, "
+    print(f"chaos: {chaos.kills} kills, {chaos.conn_kills} connection kills, "
+          f"{chaos.live_recoveries} live workers recovered, {chaos.redelivered} redelivered, "
           f"{duplicates} duplicate deliveries skipped")
-    assert kills >= 5 and conn_kills >= 1
+    assert chaos.kills >= 5 and chaos.conn_kills >= 1 and chaos.live_recoveries >= 1
     assert effects == dict.fromkeys(ids, 1)
     assert redis_sync.llen(h.OVERLAPS) == 0
-    assert duplicates >= 50 + redelivered // 2
+    assert duplicates >= 50 + chaos.redelivered // 2
     assert redis_sync.llen("q") == 0 and redis_sync.zcard(SCHEMA.delayed) == 0
     assert not redis_sync.keys("q:processing:*")
