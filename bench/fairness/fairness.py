@@ -12,6 +12,8 @@ Scenarios (each with our AtLeastOnce fetch and, for contrast, AtMostOnce = the s
 - light: tasks arrive at --light-load of the fleet's capacity; reports the spread of shares.
 - schedule: --scheduled tasks due over a few seconds, idle fleet; reports the lateness
   (start time - due time) p50/p99/max.
+- idempotency: the cost of spec.worker.idempotency: --cost-tasks no-op tasks through one worker
+  process (concurrency 1, prefetch 1), with and without --idempotency-window; tasks/s.
 
 Worker processes are real `taskqueue-worker`s on a private redis-server. Not part of the tests.
 """
@@ -42,14 +44,14 @@ from taskqueue import client as producer  # noqa: E402
 QUEUE = "fair"
 
 
-def start_workers(url: str, n: int, *, handler: str,
-                  delivery: str) -> list[subprocess.Popen[bytes]]:
+def start_workers(url: str, n: int, *, handler: str, delivery: str,
+                  extra: tuple[str, ...] = ()) -> list[subprocess.Popen[bytes]]:
     env = {**os.environ, "BENCH_REDIS_URL": url,
            "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT / "operator"), str(ROOT)])}
     return [subprocess.Popen(
         [sys.executable, "-m", "taskqueue.worker.main", "--redis-url", url, "--queue", QUEUE,
          "--handler", handler, "--concurrency", "1", "--prefetch", "1", "--delivery", delivery,
-         "--worker-id", f"fair-{i}", "--log-level", "WARNING"],
+         "--worker-id", f"fair-{i}", "--log-level", "WARNING", *extra],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(n)]
 
 
@@ -120,6 +122,28 @@ def schedule(r: redis.Redis, args: argparse.Namespace) -> dict[str, object]:
             "early": sum(1 for x in late if x < 0)}
 
 
+def cost(url: str, args: argparse.Namespace) -> list[dict[str, object]]:
+    """No-op tasks/s through one worker process, with and without idempotency."""
+    out = []
+    for extra in ((), ("--idempotency-window", "3600")):
+        r = redis.Redis.from_url(url)
+        r.flushall()
+        procs = start_workers(url, 1, handler="taskqueue.worker.builtin:noop",
+                              delivery="AtLeastOnce", extra=extra)
+        try:
+            wait_registered(r, 1)
+            producer.enqueue_many_sync(r, QUEUE, ["x"] * args.cost_tasks)
+            started = time.perf_counter()
+            while int(r.hget(f"{QUEUE}:stats", "completed") or 0) < args.cost_tasks:
+                time.sleep(0.005)
+            elapsed = time.perf_counter() - started
+        finally:
+            stop(procs)
+        out.append({"scenario": "idempotency", "idempotency": bool(extra),
+                    "tasks": args.cost_tasks, "tasks_per_s": round(args.cost_tasks / elapsed)})
+    return out
+
+
 def run(url: str, scenario: str, delivery: str, args: argparse.Namespace) -> dict[str, object]:
     r = redis.Redis.from_url(url)
     r.flushall()
@@ -149,14 +173,21 @@ def main() -> int:
     p.add_argument("--light-seconds", type=float, default=8.0)
     p.add_argument("--scheduled", type=int, default=200)
     p.add_argument("--schedule-workers", type=int, default=2)
-    p.add_argument("--only", choices=["saturated", "light", "schedule"], action="append")
+    p.add_argument("--cost-tasks", type=int, default=3000)
+    p.add_argument("--only", choices=["saturated", "light", "schedule", "idempotency"],
+                   action="append")
     p.add_argument("--delivery", choices=["AtLeastOnce", "AtMostOnce"], action="append")
     args = p.parse_args()
     server = RedisServer(data_dir=Path(tempfile.mkdtemp(prefix="fair-redis-")))
     server.start()
     print(f"load average before: {os.getloadavg()[0]:.1f}", file=sys.stderr)
     try:
-        for scenario in args.only or ["saturated", "light", "schedule"]:
+        for scenario in args.only or ["saturated", "light", "schedule", "idempotency"]:
+            if scenario == "idempotency":
+                for result in cost(server.url, args):
+                    result["load_average"] = round(os.getloadavg()[0], 1)
+                    print(json.dumps(result), flush=True)
+                continue
             deliveries = ["AtLeastOnce"] if scenario == "schedule" else (
                 args.delivery or ["AtLeastOnce", "AtMostOnce"])
             for delivery in deliveries:
