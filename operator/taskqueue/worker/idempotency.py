@@ -110,6 +110,9 @@ class Guard:
             "complete", [self.store.processing, s.done(tid), s.running(tid), s.stats],
             [raw_entry, self.owner, self.window_ms, now_ms(), self.held]))
         self.leases.remove(s.running(tid))
+        if acked is None:
+            log.error("task %s finished but could not be marked done; it may run again", tid,
+                      extra={"task_id": tid})
         return bool(acked)
 
     def release(self, raw_entry: str) -> None:
