@@ -146,3 +146,36 @@ def test_seed_004_4_3_sigkill_chaos_with_duplicate_deliveries_applies_each_effec
     assert duplicates >= 50 + chaos.redelivered // 2
     assert redis_sync.llen("q") == 0 and redis_sync.zcard(SCHEMA.delayed) == 0
     assert not redis_sync.keys("q:processing:*")
+
+
+@pytest.mark.timeout(120)
+def test_seed_004_4_3_crash_mid_task_does_not_skip_the_retry(
+        tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
+    """The seed's SETNX-before-processing would mark the id at the start, and the retry after a
+    crash would skip it: the effect would never happen. Here the marker means done: the worker
+    is SIGKILLed mid-task, another recovers the task after the heartbeat expires, waits out the
+    dead worker's lease, and runs it; attempt 2 applies the effect."""
+    args = ("--queue", "q", "--handler", "tests.seeds.handlers:effect", "--heartbeat", "0.3",
+            "--idempotency-window", "600")
+    victim = spawn(redis_url, *args, "--worker-id", "victim", log_path=tmp_path / "victim.log")
+    producer.enqueue_sync(redis_sync, "q", "2.0", task_id="crash-1")
+    deadline = time.monotonic() + 60
+    while not redis_sync.hexists(h.RUNNING, "crash-1"):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert redis_sync.exists(SCHEMA.running("crash-1"))  # the dead worker's lease
+    assert not redis_sync.exists(SCHEMA.done("crash-1"))  # no marker: it did not finish
+    survivor = spawn(redis_url, *args, "--worker-id", "survivor",
+                     log_path=tmp_path / "survivor.log")
+    try:
+        while redis_sync.hget(h.EFFECTS, "crash-1") != "1":
+            assert time.monotonic() < deadline, state(redis_sync)
+            time.sleep(0.05)
+    finally:
+        survivor.send_signal(signal.SIGTERM)
+        survivor.wait(timeout=30)
+    assert int(redis_sync.hget(SCHEMA.stats, "recovered") or 0) == 1
+    assert redis_sync.exists(SCHEMA.done("crash-1"))
+    assert int(redis_sync.hget(SCHEMA.stats, "duplicates") or 0) == 0
