@@ -7,8 +7,22 @@ import os
 import threading
 import time
 
+import redis
 from taskqueue.worker.handlers import TaskContext
-from tests.worker.handlers import client
+from tests.worker.handlers import URL_ENV
+
+CLIENT_NAME = "seeds-handler"
+"""The handlers' connection name: the chaos test kills every other client connection."""
+_clients: dict[str, redis.Redis] = {}
+
+
+def client() -> redis.Redis:
+    url = os.environ[URL_ENV]
+    if url not in _clients:
+        _clients[url] = redis.Redis.from_url(url, decode_responses=True,
+                                            client_name=CLIENT_NAME)
+    return _clients[url]
+
 
 EFFECTS = "seeds:effects"
 """hash: task id -> times its effect was applied."""

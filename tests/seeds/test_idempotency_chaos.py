@@ -42,6 +42,15 @@ def kill_a_running_worker(r: redis.Redis, procs: dict[int, subprocess.Popen[byte
     return False
 
 
+def kill_worker_connections(r: redis.Redis) -> None:
+    """Close every worker connection (replies in flight are lost), not the handlers' own (the
+    effect they record must not fail half-way) nor ours."""
+    me = r.client_id()
+    for c in r.client_list():
+        if c.get("name") != h.CLIENT_NAME and int(c["id"]) != me:
+            r.client_kill_filter(_id=int(c["id"]))
+
+
 def recover_a_live_worker(r: redis.Redis) -> int:
     """Declare a live worker dead while its task is finishing: recover.lua requeues its tasks
     (as a recoverer would after a missed heartbeat). 1 when one was found."""
@@ -96,7 +105,7 @@ class Chaos:
         if self.kills > self.live_recoveries * 2 and self.live_recoveries < 4:
             self.live_recoveries += recover_a_live_worker(self.r)
         if self.kills and self.kills % 2 == 0 and self.conn_kills < self.kills // 2:
-            self.r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+            kill_worker_connections(self.r)
             self.conn_kills += 1
         if self.redelivered < 30:
             self.redelivered += redeliver_done(self.r, f"gone-{self.redelivered}")
