@@ -1,3 +1,7 @@
 """Root pytest configuration: loads the shared fixture plugins (real Redis, real control plane)."""
 
-pytest_plugins = ["tests.fixtures.redis_server", "tests.fixtures.cluster"]
+pytest_plugins = [
+    "tests.fixtures.redis_server",
+    "tests.fixtures.cluster",
+    "tests.fixtures.operator",
+]

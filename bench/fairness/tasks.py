@@ -6,6 +6,7 @@ import os
 import time
 
 import redis
+
 from taskqueue.worker.handlers import TaskContext
 
 LOG = "bench:fair:log"

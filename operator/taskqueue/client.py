@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import redis
 import redis.asyncio as aioredis
 
-import redis
 from taskqueue import keys
 
 When = float | datetime

@@ -282,21 +282,22 @@ class Condition(_Model):
 class TaskQueueStatus(_Model):
     """status of a TaskQueue, written by the operator."""
 
-    backlog: dict[str, int] = Field(default_factory=dict, description="Queued tasks per queue.")
-    totalBacklog: int = Field(default=0, description="Queued tasks in all queues.")
-    inFlight: int = Field(default=0, description="Tasks held in processing lists.")
-    delayed: int = Field(
-        default=0, description="Tasks in the delayed set: retries waiting and scheduled tasks."
+    # The counts are read from Redis: absent while it cannot be read (unknown is not empty).
+    backlog: dict[str, int] | None = Field(default=None, description="Queued tasks per queue.")
+    totalBacklog: int | None = Field(default=None, description="Queued tasks in all queues.")
+    inFlight: int | None = Field(default=None, description="Tasks held in processing lists.")
+    delayed: int | None = Field(
+        default=None, description="Tasks in the delayed set: retries waiting and scheduled tasks."
     )
-    dueSoon: int = Field(
-        default=0,
+    dueSoon: int | None = Field(
+        default=None,
         description="Delayed tasks due within the next poll plus podStartupSeconds (demand).",
     )
     nextDueTime: str | None = Field(default=None, description="When the next delayed task is due.")
-    deadLetter: int = Field(default=0, description="Tasks in the dead-letter list.")
+    deadLetter: int | None = Field(default=None, description="Tasks in the dead-letter list.")
     oldestTaskAgeSeconds: float | None = Field(default=None, description="Oldest task's age.")
     throughputPerReplica: float | None = Field(default=None, description="Tasks/s per replica.")
-    workers: int = Field(default=0, description="Workers with a live heartbeat.")
+    workers: int | None = Field(default=None, description="Workers with a live heartbeat.")
     desiredReplicas: int | None = Field(default=None, description="Last decided replica count.")
     replicas: int | None = Field(default=None, description="Replicas of the worker Deployment.")
     lastScaleTime: str | None = Field(default=None, description="Time of the last scale change.")

@@ -15,23 +15,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
 import socket
-import sys
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 import kopf
 from aiohttp import web
 
-from taskqueue import handlers, kube, metrics
+from taskqueue import handlers, kube, logfmt, metrics
+from taskqueue.connections import RedisPools
 from taskqueue.leader import LeaderElector
-from taskqueue.poller import Poller, RedisPools
+from taskqueue.poller import Poller
 
 assert handlers  # registers the kopf handlers
 log = logging.getLogger("taskqueue.operator")
@@ -60,32 +58,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message (+ kopf's object, if any)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname,
-            "logger": record.name, "msg": record.getMessage(),
-        }
-        k8s_obj = getattr(record, "k8s_ref", None)
-        if k8s_obj:
-            entry["object"] = k8s_obj
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
-
-
 def setup_logging(fmt: str, level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    logfmt.setup(json_lines=fmt == "json", level=level, quiet=("kubernetes",))
 
 
 async def _standby_health(port: int) -> web.AppRunner | None:
@@ -155,7 +129,7 @@ async def _lead(args: argparse.Namespace, poller: Poller, elector: LeaderElector
     operator = asyncio.create_task(kopf.operator(
         standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,
         liveness_endpoint=health, stop_flag=kopf_stop, ready_flag=ready_flag,
-        memo=kopf.Memo(poller=poller, memories={}, kubeconfig=args.kubeconfig),
+        memo=kopf.Memo(poller=poller, kubeconfig=args.kubeconfig),
     ))
     holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(
         asyncio.Event().wait())
@@ -182,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(args.log_format, args.log_level)
     if args.metrics_port:
-        metrics.serve(port=args.metrics_port)
+        metrics.serve(metrics.OPERATOR, port=args.metrics_port)
     log.info("taskqueue-operator starting: %s", "all namespaces" if not args.namespace
              else ", ".join(args.namespace))
     return asyncio.run(_main(args))

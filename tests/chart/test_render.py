@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from taskqueue import manifest, workload
-from tests.chart.conftest import (
+from tests.helpers.chart import (
     CHART,
     CI_VALUES,
     NAMESPACE,
@@ -223,6 +223,7 @@ def test_notes_tell_the_next_step(helm: Path) -> None:
     notes = proc.stdout.split("NOTES:", 1)[1]
     assert "kubectl apply -n taskqueue -f examples/vip-normal.yaml" in notes
     assert "kubectl get taskqueues" in notes
+    assert "kubectl describe taskqueue emails -n taskqueue " in notes
     assert "svc/taskqueue-operator-metrics" in notes
     assert "redis-url" in notes
 

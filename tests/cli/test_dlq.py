@@ -7,10 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 import redis
+
 from taskqueue import keys
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 
 def _dead(r: redis.Redis, n: int, *, queue: str = "vip", start: int = 0) -> list[str]:

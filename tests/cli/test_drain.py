@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 import redis
+
 from taskqueue.cli import drain
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 BIG = 200_000
 

@@ -10,8 +10,8 @@ import pytest
 
 from taskqueue.cli import ui
 from taskqueue.cli.errors import CliError, redact
-from tests.cli.conftest import Run
 from tests.fixtures.redis_server import free_port
+from tests.helpers.cli import Run
 
 
 @pytest.mark.parametrize(

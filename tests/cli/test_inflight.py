@@ -6,10 +6,10 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 import redis
+
 from taskqueue import keys
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 
 def _hold(r: redis.Redis, worker: str, *elements: str, queue: str = "vip") -> None:

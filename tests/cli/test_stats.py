@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 import redis
+
 from taskqueue import keys
 from taskqueue.cli import stats
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 
 def _fill(r: redis.Redis, *, now: float) -> None:

@@ -8,11 +8,12 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 import redis
+
 from taskqueue import client as producer
-from taskqueue.devcluster import ControlPlane
-from tests.operator.conftest import OperatorThread, apply, get, replicas, taskqueue, wait_for
+from taskqueue_devcluster import ControlPlane
+from tests.helpers.kube import OperatorThread, apply, get, replicas, taskqueue
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 Start = Callable[..., OperatorThread]

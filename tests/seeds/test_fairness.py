@@ -7,12 +7,13 @@ from __future__ import annotations
 import time
 
 import pytest
-
 import redis
+
 from taskqueue import client as producer
+from tests.helpers.wait import wait_for
+from tests.helpers.worker import MakeWorker
 from tests.seeds.fairness import max_lag, shares
 from tests.seeds.handlers import WHO
-from tests.worker.conftest import MakeWorker, wait_for
 
 
 @pytest.mark.parametrize(
@@ -53,7 +54,7 @@ def test_seed_000_8_1_5_workers_rejoin_at_the_back(
     time.sleep(0.5)
     total = 48
     producer.enqueue_many_sync(redis_sync, "q", ["0.04"] * total)
-    wait_for(lambda: redis_sync.llen(WHO) == total, timeout=30)
+    wait_for("every task run", lambda: redis_sync.llen(WHO) == total, timeout=30)
     order = [str(x).split()[0] for x in redis_sync.lrange(WHO, 0, -1)]
     threads = sorted(set(order))
     assert len(threads) == len(workers)

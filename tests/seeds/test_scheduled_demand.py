@@ -8,15 +8,15 @@ import time
 from collections.abc import Callable
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 
-import redis
 from taskqueue import client as producer
-from taskqueue import keys, queueops
+from taskqueue import keys, queueops, status
 from taskqueue.models import ScalingSpec
 from taskqueue.observation import QueueObservation
 from taskqueue.policy import PolicyState, decide, due_horizon
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 NOW = 1_000_000.0
 SCHEMA = keys.KeySchema(prefix="q", queues=(keys.QueueRef("q"),), dead_letter="q:dead")
@@ -81,9 +81,8 @@ def test_stats_shows_scheduled_tasks_and_duplicates(
 
 
 def test_status_counts_show_due_soon_and_next_due_time() -> None:
-    from taskqueue import poller
     obs = QueueObservation(at=NOW, backlog={"q": 0}, delayed=3, due_soon=2,
                            next_due_at=1_796_126_400.0)
-    status = poller.counts(obs, PolicyState(replicas=0))
-    assert (status["delayed"], status["dueSoon"]) == (3, 2)
-    assert status["nextDueTime"] == "2026-12-01T12:00:00Z"
+    counts = status.counts(obs, PolicyState(replicas=0))
+    assert (counts["delayed"], counts["dueSoon"]) == (3, 2)
+    assert counts["nextDueTime"] == "2026-12-01T12:00:00Z"

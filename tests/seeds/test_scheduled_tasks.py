@@ -9,14 +9,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
 import redis
+
 from taskqueue import client as producer
 from taskqueue import keys
 from taskqueue.cli.enqueue import duration, point_in_time
 from taskqueue.worker.promoter import sleep_for
-from tests.cli.conftest import Run
-from tests.worker.conftest import MakeWorker, wait_for
+from tests.helpers.cli import Run
+from tests.helpers.wait import wait_for
+from tests.helpers.worker import MakeWorker
 from tests.worker.handlers import CONTEXTS, DONE
 
 RECORD = "tests.worker.handlers:record_with_context"
@@ -24,7 +25,7 @@ RECORD = "tests.worker.handlers:record_with_context"
 
 def picked_at(r: redis.Redis, payload: str, *, timeout: float = 10) -> float:
     """The wall-clock time the worker ran `payload`."""
-    wait_for(lambda: payload in r.lrange(DONE, 0, -1), timeout=timeout)
+    wait_for("the task done", lambda: payload in r.lrange(DONE, 0, -1), timeout=timeout)
     return time.time()
 
 
@@ -35,7 +36,7 @@ def test_seed_004_1_2_zset_delay_queue_runs_task_when_due(make_worker: MakeWorke
     tid = producer.enqueue_sync(redis_sync, "q", "later", at=due)
     assert redis_sync.zcard("q:delayed") == 1 and redis_sync.llen("q") == 0
     producer.enqueue_sync(redis_sync, "q", "now")
-    wait_for(lambda: "now" in redis_sync.lrange(DONE, 0, -1))
+    wait_for("the immediate task done", lambda: "now" in redis_sync.lrange(DONE, 0, -1))
     time.sleep(max(0.0, due - time.time() - 0.3))
     assert "later" not in redis_sync.lrange(DONE, 0, -1)  # not before it is due
     ran = picked_at(redis_sync, "later")
@@ -53,7 +54,7 @@ def test_seed_004_5_3_scheduled_task_of_a_zset_queue_keeps_its_priority(
     assert redis_sync.zcard("jobs:delayed") == 1
     time.sleep(0.4)
     make_worker(handler=RECORD, queues=[{"key": "jobs", "type": "zset"}])
-    wait_for(lambda: len(redis_sync.lrange(DONE, 0, -1)) == 2, timeout=5)
+    wait_for("2 tasks done", lambda: len(redis_sync.lrange(DONE, 0, -1)) == 2, timeout=5)
     assert redis_sync.lrange(DONE, 0, -1) == ["p1", "p5"]
 
 

@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 import redis
+
 from taskqueue import client as producer
 from taskqueue import keys
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 SCHEMA = keys.KeySchema(prefix="q", queues=(keys.QueueRef("q"),), dead_letter="q:dead")
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+
 from taskqueue import keys
 from taskqueue.cli import drain, ui
 from taskqueue.cli.errors import EXIT_FAILURE, EXIT_USAGE, CliError, wrong_type

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import redis
+
 from taskqueue import keys
 from taskqueue.cli import ui
 from taskqueue.cli.target import Target

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+
 from taskqueue import keys, manifest, models
 from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
 

@@ -47,19 +47,15 @@ class Executor:
     _metrics: dict[str, _QueueMetrics] = field(default_factory=dict)
 
     def run(self, raw_entry: str, *, held: bool) -> bool:
-        queue, _, element = raw_entry.split("\n", 2)
-        m = self._metrics.get(queue)
+        entry = keys.Entry.decode(raw_entry)
+        m = self._metrics.get(entry.queue)
         if m is None:
-            m = self._metrics[queue] = _QueueMetrics(queue)
-        if element.startswith(keys.ENVELOPE_MARK):
-            task = keys.unwrap(element)
-            ctx = TaskContext(id=task.id, queue=queue, attempt=task.attempts + 1,
-                              enqueued_at=task.enqueued_at)
-            if task.enqueued_at and not task.attempts:
-                m.pickup.observe(max(0.0, time.time() - task.enqueued_at))
-        else:  # a raw LPUSH payload, as it is
-            task = keys.Task(payload=element)
-            ctx = TaskContext(id="", queue=queue, attempt=1)
+            m = self._metrics[entry.queue] = _QueueMetrics(entry.queue)
+        task = keys.unwrap(entry.element)  # a raw LPUSH payload: as it is, attempt 1, no id
+        ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
+                          enqueued_at=task.enqueued_at)
+        if task.enqueued_at and not task.attempts:
+            m.pickup.observe(max(0.0, time.time() - task.enqueued_at))
         m.started.inc()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task started", extra=self._extra(ctx))
@@ -69,7 +65,7 @@ class Executor:
         try:
             self.handler(task.payload, ctx)
         except (Exception, SystemExit) as exc:
-            self._failed(raw_entry, keys.Entry.decode(raw_entry), task, ctx, exc, held=held)
+            self._failed(raw_entry, entry, task, ctx, exc, held=held)
             return False
         finally:
             in_flight.dec()

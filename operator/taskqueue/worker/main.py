@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"taskqueue-worker: {exc}", file=sys.stderr)
         return 2
     if config.metrics_port:
-        metrics.serve(port=config.metrics_port)
+        metrics.serve(metrics.WORKER, port=config.metrics_port)
     worker = Worker(config, handler=handler)
     # everything imported so far lives as long as the process: keep it out of the cyclic GC, so
     # a full collection scans only what tasks allocate (a pause of ~20 ms otherwise)

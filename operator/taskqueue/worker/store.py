@@ -14,9 +14,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import redis
 from redis.exceptions import NoScriptError
 
-import redis
 from taskqueue import keys, queueops
 
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
@@ -170,6 +170,6 @@ class Store:
         queues = self.schema.queue_keys
         if zset:
             got = self.call("BZPOPMIN", *queues, timeout, timeout=timeout + 10)
-            return None if not got else f"{got[0]}\n{got[2]}\n{got[1]}"
+            return None if not got else keys.Entry(got[0], str(got[2]), got[1]).encode()
         got = self.call("BRPOP", *queues, timeout, timeout=timeout + 10)
-        return None if not got else f"{got[0]}\n\n{got[1]}"
+        return None if not got else keys.Entry(got[0], "", got[1]).encode()

@@ -1,0 +1,40 @@
+"""Observe: read one TaskQueue's queues from Redis in one round trip (`queueops.observe`).
+
+A Redis that cannot be read is not an exception here: the result says so, with a password-free
+error, and the poll goes on (the policy holds, the status says RedisReachable=False).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.parse
+
+import redis.asyncio as aioredis
+
+from taskqueue import keys, models, policy, queueops
+from taskqueue.observation import QueueObservation
+
+
+def redact(url: str) -> str:
+    """`url` without its password (for logs, events and status)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+async def observe(client: aioredis.Redis, url: str,
+                  tq: models.TaskQueue) -> tuple[QueueObservation | None, str | None]:
+    """The observation, or None and the error (password-free) when Redis cannot be read."""
+    try:
+        observation = await asyncio.wait_for(
+            queueops.observe(client, keys.KeySchema.from_spec(tq.spec),
+                             due_within=policy.due_horizon(tq.spec.scaling)),
+            timeout=tq.spec.scaling.pollIntervalSeconds,
+        )
+    except (aioredis.RedisError, OSError, TimeoutError) as e:
+        return None, f"{redact(url)}: {type(e).__name__}: {redact(str(e))}"
+    return observation, None
