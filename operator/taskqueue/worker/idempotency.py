@@ -37,9 +37,9 @@ MAX_DEFER_MS = 1000
 """A deferred second delivery comes back after the lease ends, at most this much later."""
 
 
-def entry_identity(raw_entry: str) -> str:
+def entry_identity(entry: keys.Entry) -> str:
     """The idempotency id of a processing entry. Pure."""
-    return keys.task_identity(keys.unwrap(raw_entry.split("\n", 2)[2]))
+    return keys.task_identity(keys.unwrap(entry.element))
 
 
 def lease_ms(config: WorkerConfig) -> int:
@@ -84,12 +84,12 @@ class Guard:
     def claim(self, raw_entry: str) -> Verdict | None:
         """What to do with `raw_entry` (claim.lua, retried through connection loss); None when
         the worker stops before Redis answered."""
-        tid = entry_identity(raw_entry)
+        entry = keys.Entry.decode(raw_entry)
+        tid, queue = entry_identity(entry), entry.queue
         s = self.config.schema
         verdict: Verdict | None = self._retry(lambda: self.store.script(
             "claim", [self.store.processing, s.done(tid), s.running(tid), s.delayed, s.stats],
             [raw_entry, self.owner, lease_ms(self.config), self.held, now_ms(), MAX_DEFER_MS]))
-        queue = raw_entry.split("\n", 1)[0]
         if verdict == "run":
             self.leases.add(s.running(tid), self.owner)
         elif verdict == "done":
@@ -104,7 +104,7 @@ class Guard:
 
     def complete(self, raw_entry: str) -> bool:
         """Mark done + drop the lease + ack (retried through connection loss)."""
-        tid = entry_identity(raw_entry)
+        tid = entry_identity(keys.Entry.decode(raw_entry))
         s = self.config.schema
         acked = self._retry(lambda: self.store.script(
             "complete", [self.store.processing, s.done(tid), s.running(tid), s.stats],
@@ -117,7 +117,7 @@ class Guard:
 
     def release(self, raw_entry: str) -> None:
         """Drop our lease after a failed attempt."""
-        key = self.config.schema.running(entry_identity(raw_entry))
+        key = self.config.schema.running(entry_identity(keys.Entry.decode(raw_entry)))
         self._retry(lambda: self.store.script("lease", [key], ["0", self.owner]))
         self.leases.remove(key)
 
