@@ -3,6 +3,7 @@
 The worker reads `TaskQueueSpec` from a manifest, the operator reads it from the cluster, and the
 CRD in `crds/` is generated from these models (`taskqueue.crdgen`). Field names are the manifest's
 camelCase names, so a manifest round-trips without aliases. Pure data: no I/O, no kopf, no redis.
+The status the operator writes is modelled in `taskqueue.status_schema` (re-exported here).
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from taskqueue.status_schema import Condition as Condition
+from taskqueue.status_schema import TaskQueueStatus as TaskQueueStatus
 
 GROUP = "taskqueue.dev"
 VERSION = "v1alpha1"
@@ -267,44 +271,6 @@ class TaskQueueSpec(_Model):
     @property
     def key_prefix(self) -> str:
         return self.keyPrefix or self.queues[0].key
-
-
-class Condition(_Model):
-    """A status condition, as Kubernetes conventions define it."""
-
-    type: str
-    status: Literal["True", "False", "Unknown"]
-    reason: str = ""
-    message: str = ""
-    lastTransitionTime: str | None = None
-
-
-class TaskQueueStatus(_Model):
-    """status of a TaskQueue, written by the operator."""
-
-    # The counts are read from Redis: absent while it cannot be read (unknown is not empty).
-    backlog: dict[str, int] | None = Field(default=None, description="Queued tasks per queue.")
-    totalBacklog: int | None = Field(default=None, description="Queued tasks in all queues.")
-    inFlight: int | None = Field(default=None, description="Tasks held in processing lists.")
-    delayed: int | None = Field(
-        default=None, description="Tasks in the delayed set: retries waiting and scheduled tasks."
-    )
-    dueSoon: int | None = Field(
-        default=None,
-        description="Delayed tasks due within the next poll plus podStartupSeconds (demand).",
-    )
-    nextDueTime: str | None = Field(default=None, description="When the next delayed task is due.")
-    deadLetter: int | None = Field(default=None, description="Tasks in the dead-letter list.")
-    oldestTaskAgeSeconds: float | None = Field(default=None, description="Oldest task's age.")
-    throughputPerReplica: float | None = Field(default=None, description="Tasks/s per replica.")
-    workers: int | None = Field(default=None, description="Workers with a live heartbeat.")
-    desiredReplicas: int | None = Field(default=None, description="Last decided replica count.")
-    replicas: int | None = Field(default=None, description="Replicas of the worker Deployment.")
-    lastScaleTime: str | None = Field(default=None, description="Time of the last scale change.")
-    lastActiveTime: str | None = Field(default=None, description="Last time work was seen.")
-    reason: str | None = Field(default=None, description="Why the last decision was taken.")
-    observedGeneration: int | None = Field(default=None, description="Generation last acted on.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready etc.")
 
 
 class ObjectMeta(BaseModel):

@@ -1,0 +1,54 @@
+"""The TaskQueue status schema (`status` of a `taskqueue.dev/v1alpha1` TaskQueue): pydantic models.
+
+Part of the single source of the CRD (`taskqueue.models.TaskQueue.status`, re-exported from
+`taskqueue.models`); the values are built by `taskqueue.status`. Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    """The same configuration as the spec models' (`taskqueue.models`)."""
+
+
+class Condition(_Model):
+    """A status condition, as Kubernetes conventions define it."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    lastTransitionTime: str | None = None
+
+
+class TaskQueueStatus(_Model):
+    """status of a TaskQueue, written by the operator."""
+
+    # The counts are read from Redis: absent while it cannot be read (unknown is not empty).
+    backlog: dict[str, int] | None = Field(default=None, description="Queued tasks per queue.")
+    totalBacklog: int | None = Field(default=None, description="Queued tasks in all queues.")
+    inFlight: int | None = Field(default=None, description="Tasks held in processing lists.")
+    delayed: int | None = Field(
+        default=None, description="Tasks in the delayed set: retries waiting and scheduled tasks."
+    )
+    dueSoon: int | None = Field(
+        default=None,
+        description="Delayed tasks due within the next poll plus podStartupSeconds (demand).",
+    )
+    nextDueTime: str | None = Field(default=None, description="When the next delayed task is due.")
+    deadLetter: int | None = Field(default=None, description="Tasks in the dead-letter list.")
+    oldestTaskAgeSeconds: float | None = Field(default=None, description="Oldest task's age.")
+    throughputPerReplica: float | None = Field(default=None, description="Tasks/s per replica.")
+    workers: int | None = Field(default=None, description="Workers with a live heartbeat.")
+    desiredReplicas: int | None = Field(default=None, description="Last decided replica count.")
+    replicas: int | None = Field(default=None, description="Replicas of the worker Deployment.")
+    lastScaleTime: str | None = Field(default=None, description="Time of the last scale change.")
+    lastActiveTime: str | None = Field(default=None, description="Last time work was seen.")
+    reason: str | None = Field(default=None, description="Why the last decision was taken.")
+    observedGeneration: int | None = Field(default=None, description="Generation last acted on.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready etc.")
