@@ -4,4 +4,6 @@ pytest_plugins = [
     "tests.fixtures.redis_server",
     "tests.fixtures.cluster",
     "tests.fixtures.operator",
+    "tests.fixtures.worker",
+    "tests.fixtures.cli",
 ]

@@ -1,5 +1,12 @@
-"""Fixtures of the seed-scenario tests: the worker tests' in-process workers and helpers, and
-the CLI tests' in-process `taskqueue` runner."""
+"""The seed-scenario tests: the test handlers record into the test's Redis (`handler_env`);
+`make_worker` (tests/fixtures/worker.py) and `cli`, `manifest_file` (tests/fixtures/cli.py) are
+the shared fixture plugins."""
 
-from tests.cli.conftest import cli, manifest_file  # noqa: F401 (fixtures)
-from tests.worker.conftest import _test_handler_env, make_worker  # noqa: F401 (fixtures)
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _test_handler_env(handler_env: None) -> None:
+    """The test handlers write to the test's Redis."""
