@@ -1,13 +1,13 @@
-"""Act on a decision: scale the Deployment (deletion costs first when scaling in), post Events,
-write the status (built by `taskqueue.status`), export the metrics. The scale executor."""
+"""Act on a decision: scale the Deployment, post Events, write the status (built by
+`taskqueue.status`), export the metrics. The scale executor. A scale-in reaches here only as far
+as `taskqueue.scalein` allows: its victims are quiesced, drained and the cheapest to delete."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
-from taskqueue import metrics, policy, workload
+from taskqueue import metrics, policy
 from taskqueue import status as statuses
 from taskqueue.deployments import Deployments
 from taskqueue.kube import DeploymentState, Kube, ObjectRef
@@ -28,8 +28,6 @@ class Actor:
     async def scale(self, ref: ObjectRef, deployment: DeploymentState,
                     decision: policy.Decision, observation: QueueObservation | None) -> None:
         down = decision.replicas < decision.previous
-        if down and observation is not None:
-            await self.mark_deletion_costs(ref.namespace, deployment, observation)
         rv = None
         try:
             rv = await self.kube.scale_deployment(ref.namespace, deployment.name,
@@ -42,21 +40,6 @@ class Actor:
         log.info("scaled %s/%s %s", ref.namespace, ref.name, message)
         await self.kube.event(ref, type="Normal", reason=f"Scaled{direction.capitalize()}",
                               message=message)
-
-    async def mark_deletion_costs(self, namespace: str, deployment: DeploymentState,
-                                  observation: QueueObservation) -> int:
-        """Annotate each pod with the tasks it holds; returns how many pods were patched."""
-        pods = [p for p in await self.kube.list_pods(namespace, deployment.selector)
-                if not p.deleting]
-        held = {w.worker_id: w.in_flight for w in observation.workers}
-        costs = workload.deletion_costs([p.name for p in pods], held)
-        stale = [p.name for p in pods if p.deletion_cost != costs[p.name]]
-        await asyncio.gather(*(
-            self.kube.annotate_pod(namespace, name,
-                                   {workload.DELETION_COST_ANNOTATION: costs[name]})
-            for name in stale
-        ), return_exceptions=True)
-        return len(stale)
 
     async def redis_read(self, ref: ObjectRef, record: Record, error: str | None) -> None:
         """An Event when Redis becomes unreadable (or a new error) and when it is read again."""

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import redis.asyncio as aioredis
 
-from taskqueue import models
+from taskqueue import models, redact
 from taskqueue.kube import Kube, NotFoundError
 from taskqueue.record import SpecError
 
@@ -66,5 +66,9 @@ class RedisUrls:
                 f"spec.redis.urlSecretRef: Secret {ref.name!r} with key {ref.key!r} not found in "
                 f"namespace {ns}; create it with the Redis URL as the value"
             ) from None
+        problem = redact.check(url, field=f"spec.redis.urlSecretRef (Secret {ref.name!r}, key "
+                                         f"{ref.key!r})")
+        if problem is not None:
+            raise SpecError(problem)
         self._secrets[key] = (self.clock(), url)
         return url

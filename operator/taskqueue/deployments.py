@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from taskqueue import models, workload
+from taskqueue import admission, models, workload
 from taskqueue.kube import ConflictError, DeploymentState, Kube, newer_or_same
 from taskqueue.record import SpecError
 
@@ -34,8 +34,11 @@ class _Seen:
 class Deployments:
     """The Deployments the polls scale: read (cached when watched), created, updated."""
 
-    def __init__(self, kube: Kube, *, watched: bool = False) -> None:
+    def __init__(self, kube: Kube, *, watched: bool = False,
+                 rules: admission.WorkerRules | None = None) -> None:
         self.kube = kube
+        self.rules = rules or admission.WorkerRules()
+        """What a TaskQueue may run and scale (checked before any read or write)."""
         self.watched = watched
         """True when `saw` is fed by a watch of the Deployments the operator owns."""
         self._seen: dict[Key, _Seen] = {}
@@ -96,6 +99,9 @@ class Deployments:
     async def ensure(self, tq: models.TaskQueue, *, uid: str) -> DeploymentState:
         """The Deployment to scale: created or updated when the TaskQueue owns it."""
         ns, name = tq.metadata.namespace or "default", workload.deployment_name(tq)
+        problem = self.rules.image_problem(tq)
+        if problem is not None:
+            raise SpecError(problem)
         existing = await self.read(ns, name, owned=tq.spec.scaleTargetRef is None)
         if tq.spec.scaleTargetRef is not None:
             if existing is None:
@@ -103,6 +109,9 @@ class Deployments:
                     f"spec.scaleTargetRef.name: Deployment {name!r} not found in namespace {ns}; "
                     "create it or fix the name"
                 )
+            problem = self.rules.scale_target_problem(tq, dict(existing.labels))
+            if problem is not None:
+                raise SpecError(problem)
             return existing
         if existing is None:
             return await self._create(tq, uid=uid)

@@ -19,7 +19,7 @@ from typing import Any
 
 import kopf
 
-from taskqueue import kube, models, workload
+from taskqueue import kube, models, redact, workload
 from taskqueue.poller import Poller
 from taskqueue.record import Record, SpecError, parse
 
@@ -107,8 +107,9 @@ async def poll_once(poller: Poller, body: kopf.Body, record: Record) -> float:
     except SpecError as e:
         await _report(poller, meta, record, str(e), "InvalidSpec")
     except Exception as e:  # an API or Redis failure of this TaskQueue only
-        log.exception("poll of %s/%s failed", meta["namespace"], meta["name"])
-        await _report(poller, meta, record, f"poll failed: {type(e).__name__}: {e}", "PollFailed")
+        problem = f"poll failed: {type(e).__name__}: {redact.scrub(str(e))}"
+        log.warning("%s/%s: %s", meta["namespace"], meta["name"], problem)
+        await _report(poller, meta, record, problem, "PollFailed")
     return ERROR_RETRY_SECONDS
 
 
@@ -135,7 +136,7 @@ async def reap(event: kopf.RawEvent, body: kopf.Body, meta: kopf.Meta, memo: Any
                                         meta["labels"][workload.TASKQUEUE_LABEL])
     except Exception as e:
         log.warning("could not recover tasks of pod %s/%s: %s", meta["namespace"], meta["name"],
-                    e)
+                    redact.scrub(str(e)))
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={workload.TASKQUEUE_LABEL: kopf.PRESENT})

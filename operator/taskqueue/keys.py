@@ -16,6 +16,8 @@ Keys of one TaskQueue (prefix = spec.keyPrefix, default the first queue key):
 | <prefix>:starvation               | hash | queue key -> consecutive tasks taken from it       |
 | <prefix>:stats                    | hash | completed, failed, retried, dead, recovered counts |
 |                                   |      | (+ duplicates: redeliveries skipped as done)       |
+|                                   |      | and taken:<queue key> (tasks fetch.lua took)       |
+| <prefix>:quiesced                 | set  | processing-list keys of workers told to stop taking |
 | <prefix>:done:<task id>           | str  | idempotency: the task completed (PX = window)      |
 | <prefix>:running:<task id>        | str  | idempotency: worker id running it (PX = lease)     |
 | <prefix>:unique:<task id>         | str  | unique enqueue: the id was enqueued (PX = window)  |
@@ -50,6 +52,14 @@ from importlib import resources
 from typing import Any
 
 from taskqueue.models import QueueType, TaskQueueSpec
+
+TAKEN_FIELD_PREFIX = "taken:"
+"""Stats-hash field prefix of the per-queue taken counters (the one name fetch.lua composes)."""
+
+OBSERVE_REPLY = ("lengths", "oldest", "counts", "workers", "taken", "quiesced", "scheduled")
+"""observe.lua's reply, in order: per-queue lengths and oldest envelope times, {delayed, dead,
+completed, failed}, flat (worker id, deadline ms, in flight)*, per-queue taken counters, the
+quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates}. One EVALSHA."""
 
 ENVELOPE_MARK = '{"__taskqueue__":1,"attempts":'
 """Every envelope starts with these characters; no other element is taken for one."""
@@ -117,6 +127,21 @@ class KeySchema:
         return f"{self.prefix}:stats"
 
     @property
+    def quiesced(self) -> str:
+        """Set of the processing-list keys of quiesced workers: fetch.lua gives them nothing."""
+        return f"{self.prefix}:quiesced"
+
+    @property
+    def taken_fields(self) -> tuple[str, ...]:
+        """The stats-hash fields counting the tasks taken from each queue (fetch.lua writes
+        TAKEN_FIELD_PREFIX .. queue key)."""
+        return tuple(f"{TAKEN_FIELD_PREFIX}{q.key}" for q in self.queues)
+
+    def worker_of(self, processing_key: str) -> str:
+        """The worker id of a processing-list key."""
+        return processing_key.removeprefix(self.processing_prefix)
+
+    @property
     def processing_prefix(self) -> str:
         return f"{self.prefix}:processing:"
 
@@ -138,6 +163,17 @@ class KeySchema:
     @property
     def queue_keys(self) -> tuple[str, ...]:
         return tuple(q.key for q in self.queues)
+
+    def observe_call(self, horizon_ms: int) -> tuple[list[str], list[str | int]]:
+        """KEYS and ARGV of observe.lua (its reply: `OBSERVE_REPLY`): the fixed keys, the
+        quiesced set and the queues; the processing prefix, the queue types, the taken fields and
+        the due horizon (unix ms)."""
+        return (
+            [self.workers, self.delayed, self.dead_letter, self.stats, self.quiesced,
+             *self.queue_keys],
+            [self.processing_prefix, *(q.type for q in self.queues), *self.taken_fields,
+             horizon_ms],
+        )
 
     def queue(self, key: str) -> QueueRef:
         for q in self.queues:

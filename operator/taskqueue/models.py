@@ -3,7 +3,8 @@
 The worker reads `TaskQueueSpec` from a manifest, the operator reads it from the cluster, and the
 CRD in `crds/` is generated from these models (`taskqueue.crdgen`). Field names are the manifest's
 camelCase names, so a manifest round-trips without aliases. Pure data: no I/O, no kopf, no redis.
-The status the operator writes is modelled in `taskqueue.status_schema` (re-exported here).
+The status schema is in `taskqueue.statusschema`, `ScalingSpec` in `taskqueue.scalingspec`
+(re-exported here).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from taskqueue.status_schema import Condition as Condition
-from taskqueue.status_schema import TaskQueueStatus as TaskQueueStatus
+from taskqueue import redact
+from taskqueue.scalingspec import ScalingSpec as ScalingSpec
+from taskqueue.statusschema import SpecModel, TaskQueueStatus
 
 GROUP = "taskqueue.dev"
 VERSION = "v1alpha1"
@@ -26,6 +28,10 @@ SHORT_NAMES = ("tq",)
 
 #: A Redis key usable as a queue: printable, no whitespace (the processing-entry header uses "\n").
 KEY_PATTERN = r"^[^\s]{1,512}$"
+PASSWORD_IN_URL = (
+    "spec.redis.url must not carry a password (anyone who can read the TaskQueue would see "
+    "it); put the whole URL in a Secret and set spec.redis.urlSecretRef {name, key} instead"
+)
 _KEY_RE = re.compile(KEY_PATTERN)
 
 Delivery = Literal["AtLeastOnce", "AtMostOnce"]
@@ -35,8 +41,7 @@ KubeObject = dict[str, Any]
 """A Kubernetes sub-object passed through verbatim (env var, resources, toleration...)."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+_Model = SpecModel
 
 
 class SecretKeyRef(_Model):
@@ -70,11 +75,12 @@ class RedisSpec(_Model):
 
 
 def _check_redis_url(url: str) -> None:
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ValueError(
-            f"url {url!r} is not a Redis URL; use redis://host:6379/0 "
-            "or rediss:// for TLS"
-        )
+    # never quotes the URL: a value that does not parse may hold a password
+    if redact.has_password(url):
+        raise ValueError(PASSWORD_IN_URL)
+    problem = redact.check(url, field="url")
+    if problem is not None:
+        raise ValueError(problem)
 
 
 class QueueSpec(_Model):
@@ -152,12 +158,28 @@ class WorkerSpec(_Model):
     metricsPort: int | None = Field(
         default=None, ge=1, le=65535, description="Serve Prometheus metrics on this port."
     )
+    metricsAddress: str | None = Field(
+        default=None, pattern=r"^[0-9A-Fa-f.:]{2,45}$",
+        description="IP address the metrics listen on (default 0.0.0.0; 127.0.0.1 keeps them "
+                    "to the pod, e.g. for a scraping sidecar).",
+    )
     env: list[KubeObject] = Field(default_factory=list, description="Extra container env vars.")
     envFrom: list[KubeObject] = Field(default_factory=list, description="Container envFrom.")
     resources: KubeObject | None = Field(default=None, description="Container resources.")
     nodeSelector: dict[str, str] | None = Field(default=None, description="Pod nodeSelector.")
     tolerations: list[KubeObject] = Field(default_factory=list, description="Pod tolerations.")
     serviceAccountName: str | None = Field(default=None, description="Pod service account.")
+    securityContext: KubeObject | None = Field(
+        default=None,
+        description="Container securityContext, merged key by key over the restricted default "
+                    "(runAsNonRoot, allowPrivilegeEscalation false, capabilities drop ALL, "
+                    "seccompProfile RuntimeDefault, readOnlyRootFilesystem).",
+    )
+    podSecurityContext: KubeObject | None = Field(
+        default=None,
+        description="Pod securityContext, merged key by key over the default "
+                    "(runAsNonRoot, seccompProfile RuntimeDefault).",
+    )
     terminationGracePeriodSeconds: int = Field(
         default=30, ge=0, description="Time a worker has to finish tasks in hand on SIGTERM."
     )
@@ -181,53 +203,6 @@ class ScaleTargetRef(_Model):
     """An existing Deployment owned by the user: scaled, never adopted or deleted."""
 
     name: str = Field(min_length=1, description="Name of a Deployment in the same namespace.")
-
-
-class ScalingSpec(_Model):
-    """Autoscaling bounds and targets."""
-
-    minReplicas: int = Field(default=0, ge=0, description="Lowest replica count (0 allowed).")
-    maxReplicas: int = Field(default=10, ge=1, description="Highest replica count.")
-    targetBacklogPerReplica: int = Field(
-        default=10, ge=1, description="Queued + in-flight tasks one replica should carry."
-    )
-    pollIntervalSeconds: float = Field(default=5.0, ge=1, description="Seconds between polls.")
-    scaleDownStabilizationSeconds: float = Field(
-        default=60.0, ge=0, description="Scale down to the highest recommendation in this window."
-    )
-    maxScaleUpStep: int | None = Field(
-        default=None, ge=1, description="Most replicas added per poll."
-    )
-    maxScaleDownStep: int | None = Field(
-        default=None, ge=1, description="Most replicas removed per poll."
-    )
-    idleCooldownSeconds: float = Field(
-        default=60.0, ge=0, description="Idle time (nothing queued or in flight) before zero."
-    )
-    targetDrainSeconds: float | None = Field(
-        default=None,
-        gt=0,
-        description="Scale so the backlog drains in this time at the measured per-replica rate.",
-    )
-    fallbackReplicas: int | None = Field(
-        default=None, ge=0, description="Replicas while Redis cannot be read (default: hold)."
-    )
-    paused: bool = Field(default=False, description="Hold the replica count; status still updates.")
-    podStartupSeconds: float = Field(
-        default=30.0,
-        ge=0,
-        description="Expected worker pod start-up time: scheduled tasks due within the next "
-        "poll plus this count as demand, so workers are up when they fall due.",
-    )
-
-    @model_validator(mode="after")
-    def _bounds(self) -> ScalingSpec:
-        if self.minReplicas > self.maxReplicas:
-            raise ValueError(
-                f"minReplicas ({self.minReplicas}) must be <= maxReplicas "
-                f"({self.maxReplicas})"
-            )
-        return self
 
 
 class TaskQueueSpec(_Model):
@@ -263,6 +238,17 @@ class TaskQueueSpec(_Model):
         if dupes:
             raise ValueError(f"duplicate key(s) {dupes}; list each queue once")
         return queues
+
+    @model_validator(mode="after")
+    def _wait_targets_name_queues(self) -> TaskQueueSpec:
+        keys = {q.key for q in self.queues}
+        unknown = sorted(set(self.scaling.targetWaitSeconds or {}) - keys)
+        if unknown:
+            raise ValueError(
+                f"scaling.targetWaitSeconds names {unknown}, not in spec.queues; use the key "
+                f"of one of {sorted(keys)}"
+            )
+        return self
 
     @property
     def dead_letter_key(self) -> str:

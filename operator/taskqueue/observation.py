@@ -35,6 +35,15 @@ class QueueObservation:
     """Unix time the earliest delayed task is due."""
     duplicates_total: int = 0
     """Redeliveries skipped by idempotent consumption (stats hash `duplicates`)."""
+    taken: dict[str, int] = field(default_factory=dict)
+    """Tasks ever taken from each queue by fetch.lua (empty when the counters are unknown)."""
+    quiesced: frozenset[str] = frozenset()
+    """Worker ids the operator has quiesced (they take no task)."""
+
+    def oldest_age(self, queue: str) -> float | None:
+        """Seconds the oldest task of `queue` has waited (None: empty or unknown)."""
+        t = self.oldest_enqueued_at.get(queue)
+        return None if t is None else max(0.0, self.at - t)
 
     @property
     def queued(self) -> int:

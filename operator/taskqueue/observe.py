@@ -7,23 +7,11 @@ error, and the poll goes on (the policy holds, the status says RedisReachable=Fa
 from __future__ import annotations
 
 import asyncio
-import urllib.parse
 
 import redis.asyncio as aioredis
 
-from taskqueue import keys, models, policy, queueops
+from taskqueue import keys, models, policy, queueops, redact
 from taskqueue.observation import QueueObservation
-
-
-def redact(url: str) -> str:
-    """`url` without its password (for logs, events and status)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.hostname}"
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 async def observe(client: aioredis.Redis, url: str,
@@ -36,5 +24,5 @@ async def observe(client: aioredis.Redis, url: str,
             timeout=tq.spec.scaling.pollIntervalSeconds,
         )
     except (aioredis.RedisError, OSError, TimeoutError) as e:
-        return None, f"{redact(url)}: {type(e).__name__}: {redact(str(e))}"
+        return None, f"{redact.url(url)}: {type(e).__name__}: {redact.scrub(str(e))}"
     return observation, None

@@ -1,7 +1,8 @@
 """One poll of one TaskQueue: observe (Redis) -> decide (`policy`) -> act (scale, status).
 
 The parts, each in its own module: `observe` (one round trip to Redis), `policy` (the pure
-decision), `act` (scale, Events, status writes, metrics), `status` (the pure status), and the
+decision), `scalein` (quiesce before removal: the count that is safe to set now), `act` (scale,
+Events, status writes, metrics), `status` (the pure status), and the
 state they share: `deployments` (the Deployment cache and the one `ensure` of the workload),
 `connections` (Redis pools, Secret cache), `record` (what is kept per TaskQueue), `reaper`.
 No kopf here: the handlers call these, and so do the benchmarks and tests.
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from taskqueue import policy, workload
+from taskqueue import admission, policy, scalein, workload
 from taskqueue import status as statuses
 from taskqueue.act import Actor, record_metrics
 from taskqueue.connections import RedisPools, RedisUrls
@@ -33,10 +34,12 @@ class Poller:
     pools: RedisPools = field(default_factory=RedisPools)
     clock: Callable[[], float] = time.time
     records: Records = field(default_factory=Records)
+    rules: admission.WorkerRules = field(default_factory=admission.WorkerRules)
+    """What TaskQueue authors may run and scale (the operator's flags)."""
 
     def __post_init__(self) -> None:
         self.urls = RedisUrls(self.kube, clock=self.clock)
-        self.deployments = Deployments(self.kube)
+        self.deployments = Deployments(self.kube, rules=self.rules)
         """`deployments.watched` is set when the Deployment watch (a kopf handler) feeds it."""
         self.actor = Actor(self.kube, self.deployments, self.clock)
         self.reaper = Reaper(self.kube, self.pools, self.urls, self.records)
@@ -57,9 +60,13 @@ class Poller:
         deployment = await self.deployments.ensure(tq, uid=uid)
         state = record.state or statuses.initial_state(
             record.status, slack=statuses.status_slack(tq.spec.scaling))
-        decision = policy.decide(spec=tq.spec.scaling, observation=observation,
-                                 state=replace(state, replicas=deployment.replicas),
-                                 now=self.clock())
+        state = replace(state, replicas=deployment.replicas)
+        decision = policy.decide(spec=tq.spec.scaling, observation=observation, state=state,
+                                 now=self.clock(), concurrency=tq.spec.worker.concurrency,
+                                 queue_order=tuple(q.key for q in tq.spec.queues))
+        decision = await scalein.settle_decision(
+            self.kube, self.pools.get(record.url), tq, namespace=ns, deployment=deployment,
+            decision=decision, observation=observation, last_scale=state.last_scale)
         if decision.changed:
             await self.actor.scale(ref, deployment, decision, observation)
         record.state = decision.state

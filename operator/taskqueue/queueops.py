@@ -54,17 +54,13 @@ def _text(value: Any) -> str:
 
 async def observe(client: aioredis.Redis, schema: keys.KeySchema, *,
                   due_within: float = 0.0) -> QueueObservation:
-    """Queue lengths, in-flight per worker, delayed, dead-letter and counters: one EVALSHA.
+    """Queue lengths, in-flight per worker, delayed, dead-letter, counters, per-queue taken
+    counters and the quiesced workers: one EVALSHA (reply layout: `keys.OBSERVE_REPLY`).
     Delayed tasks due within `due_within` seconds from now are counted as `due_soon`."""
     at = time.time()
-    raw = await script("observe")(
-        client,
-        keys=[schema.workers, schema.delayed, schema.dead_letter, schema.stats,
-              *schema.queue_keys],
-        args=[schema.processing_prefix, *(q.type for q in schema.queues),
-              int((at + due_within) * 1000)],
-    )
-    lengths, oldest, counters, flat_workers, scheduled = raw
+    keys_, args = schema.observe_call(int((at + due_within) * 1000))
+    raw = await script("observe")(client, keys=keys_, args=args)
+    lengths, oldest, counters, flat_workers, raw_taken, quiesced, scheduled = raw
     backlog = {q.key: int(n) for q, n in zip(schema.queues, lengths, strict=True)}
     # "" (no envelope time) and 0 (raw payloads recover.lua wrapped) mean unknown
     oldest_at: dict[str, float] = {}
@@ -80,8 +76,12 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema, *,
         )
         for i in range(0, len(flat_workers), 3)
     )
+    taken = {q.key: int(_text(n)) for q, n in zip(schema.queues, raw_taken, strict=False)
+             if _text(n).isdigit()}
     return QueueObservation(
         at=at,
+        taken=taken if len(taken) == len(schema.queues) else {},
+        quiesced=frozenset(schema.worker_of(_text(k)) for k in quiesced),
         backlog=backlog,
         delayed=int(counters[0]),
         dead_letter=int(counters[1]),
@@ -95,13 +95,29 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema, *,
     )
 
 
+async def quiesce(client: aioredis.Redis, schema: keys.KeySchema, *, add: Sequence[str],
+                  remove: Sequence[str]) -> dict[str, int]:
+    """Quiesce workers `add`, release `remove`, then read the processing-list length of each
+    of `add`, in one MULTI/EXEC: a length read here is final, a quiesced worker takes nothing."""
+    async with client.pipeline(transaction=True) as pipe:
+        if add:
+            pipe.sadd(schema.quiesced, *(schema.processing(w) for w in add))
+        if remove:
+            pipe.srem(schema.quiesced, *(schema.processing(w) for w in remove))
+        for w in add:
+            pipe.llen(schema.processing(w))
+        replies = await pipe.execute()
+    lengths = replies[len(replies) - len(add):] if add else []
+    return {w: int(n) for w, n in zip(add, lengths, strict=True)}
+
+
 def recover_call(
     schema: keys.KeySchema, *, worker_id: str, max_attempts: int, reason: str
 ) -> tuple[list[str], list[str | int]]:
     """KEYS and ARGV of recover.lua for `worker_id` (shared by the async and sync callers)."""
     return (
         [schema.processing(worker_id), schema.workers, schema.dead_letter, schema.stats],
-        [worker_id, max_attempts, f"{time.time():.3f}", reason],
+        [worker_id, max_attempts, reason],
     )
 
 

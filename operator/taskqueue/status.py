@@ -2,8 +2,9 @@
 
 - `build_status`: the status after a poll (counts, replicas, conditions).
 - `problem_status`: the status when the spec cannot be acted on (condition Ready=False).
-- `due`: whether a new status is worth writing now (a change that is only the oldest task's age
-  or `lastActiveTime` moving on is written at most every STATUS_DRIFT_SECONDS).
+- `due`: whether a new status is worth writing now (a change that is only the measured ages and
+  rates (DRIFT_FIELDS, `lastActiveTime` among them) moving on is written at most every
+  STATUS_DRIFT_SECONDS).
 - `initial_state`: the policy state after a restart, from the status last written.
 
 A key whose value is None is sent as null in the merge patch, i.e. removed from the object:
@@ -23,11 +24,13 @@ from taskqueue.observation import QueueObservation
 Status = dict[str, Any]
 
 STATUS_DRIFT_SECONDS = 15.0
-"""A status change that is only `oldestTaskAgeSeconds`/`lastActiveTime` moving on is written at
-most this often; any other change is written at once."""
-DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime")
+"""A status change that is only DRIFT_FIELDS moving on is written at most this often; any other
+change is written at once."""
+DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime", "waitSeconds", "arrivalRate",
+                "serviceSeconds")
 COUNTS = ("backlog", "totalBacklog", "inFlight", "delayed", "dueSoon", "nextDueTime",
-          "deadLetter", "oldestTaskAgeSeconds", "throughputPerReplica", "workers")
+          "deadLetter", "oldestTaskAgeSeconds", "throughputPerReplica", "workers", "waitSeconds",
+          "arrivalRate", "serviceSeconds")
 """The fields read from Redis: absent (null) while Redis cannot be read."""
 
 
@@ -84,6 +87,19 @@ def counts(observation: QueueObservation | None,
         "oldestTaskAgeSeconds": None if age is None else round(age),
         "throughputPerReplica": None if rate is None else float(f"{rate:.3g}"),
         "workers": observation.live_workers,
+        **measured(observation, state),
+    }
+
+
+def measured(observation: QueueObservation, state: policy.PolicyState) -> dict[str, Any]:
+    """The wait model's fields: oldest wait and arrival rate per queue, service time."""
+    waits = {q: round(age, 1) for q in observation.backlog
+             if (age := observation.oldest_age(q)) is not None}
+    service = state.rates.service_seconds
+    return {
+        "waitSeconds": waits,
+        "arrivalRate": {q: round(state.rates.arrival_rate(q), 3) for q in observation.backlog},
+        "serviceSeconds": None if service is None else float(f"{service:.3g}"),
     }
 
 
@@ -122,7 +138,7 @@ def problem_status(previous: Status | None, problem: str, *, reason: str, now: f
 
 
 def drift_only(old: Status | None, new: Status) -> bool:
-    """True when `new` differs from `old` only in `oldestTaskAgeSeconds`/`lastActiveTime`."""
+    """True when `new` differs from `old` only in the values of DRIFT_FIELDS."""
     if old is None:
         return False
     def rest(s: Status) -> Status:

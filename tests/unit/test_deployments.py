@@ -1,15 +1,19 @@
-"""The Deployment cache (fed by the Deployment watch) and `Deployments.ensure`; the status-write
-throttle and the restart state."""
+"""The Deployment cache (fed by the Deployment watch) and `Deployments.ensure` (with the worker
+rules of `taskqueue.admission`); the status-write throttle and the restart state."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
-from taskqueue import kube, manifest, models, workload
+import pytest
+
+from taskqueue import admission, kube, manifest, models, workload
 from taskqueue import status as statuses
 from taskqueue.deployments import DEPLOYMENT_REFRESH_POLLS, Deployments
 from taskqueue.kube import DeploymentState
+from taskqueue.record import SpecError
 
 
 def taskqueue(**spec: Any) -> models.TaskQueue:
@@ -153,3 +157,37 @@ async def test_a_deletion_floors_only_a_tracked_deployment() -> None:
     p.forget("prod", "emails-worker")  # the TaskQueue is gone
     p.saw("prod", "emails-worker", stale, deleted=True)  # its Deployment's deletion arrives
     assert p._floors == {} and p._seen == {}
+
+
+@pytest.mark.parametrize(
+    ("spec", "labels", "refused", "calls"),
+    [
+        pytest.param({"worker": {"image": "evil.io/miner:1"}}, {}, "spec.worker.image", {},
+                     id="image-refused-before-any-call"),
+        pytest.param({"worker": {"image": "registry.example/team/w:1"}}, {}, None,
+                     {"get": 1, "create": 1}, id="image-allowed-created"),
+        pytest.param({"worker": {"image": "registry.example/team/w:1"},
+                      "scaleTargetRef": {"name": "emails-worker"}}, {}, "spec.scaleTargetRef.name",
+                     {"get": 1}, id="scale-target-without-the-label"),
+        pytest.param({"worker": {"image": "registry.example/team/w:1"},
+                      "scaleTargetRef": {"name": "emails-worker"}},
+                     {"taskqueue.dev/scalable": "true"}, None, {"get": 1},
+                     id="scale-target-with-the-label"),
+    ],
+)
+async def test_ensure_applies_the_worker_rules(spec: dict[str, Any], labels: dict[str, str],
+                                               refused: str | None,
+                                               calls: dict[str, int]) -> None:
+    fake = FakeKube()
+    if "scaleTargetRef" in spec:  # someone else's Deployment, carrying `labels`
+        body = workload.build_deployment(taskqueue(), uid="other", replicas=1)
+        fake.body = {**body, "metadata": {**body["metadata"], "labels": labels}}
+    rules = admission.WorkerRules(image_prefixes=("registry.example/",),
+                                  scale_target_label=("taskqueue.dev/scalable", "true"))
+    p = Deployments(fake, rules=rules)  # type: ignore[arg-type]
+    if refused is None:
+        await p.ensure(taskqueue(**spec), uid="u")
+    else:
+        with pytest.raises(SpecError, match=f"^{re.escape(refused)}"):
+            await p.ensure(taskqueue(**spec), uid="u")
+    assert dict(fake.calls) == calls

@@ -9,6 +9,7 @@ import pytest
 from taskqueue import policy
 from taskqueue import status as st
 from taskqueue.observation import QueueObservation, WorkerObservation
+from taskqueue.rates import Rates
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 OBS = QueueObservation(at=T0, backlog={"hi": 3, "lo": 1}, delayed=2, dead_letter=1,
@@ -89,6 +90,10 @@ def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
                                             "oldestTaskAgeSeconds": 10, "workers": 1},
                      {"Ready": ("True", "DeploymentReady"), "RedisReachable": ("True", "Read"),
                       "Scaling": ("True", "Steady")}, id="read"),
+        pytest.param(OBS, None, decision(), {"waitSeconds": {"hi": 9.6},
+                                            "arrivalRate": {"hi": 0.0, "lo": 0.0},
+                                            "serviceSeconds": None},
+                     {}, id="read-nothing-measured-yet"),
         pytest.param(OBS, None, decision(3, 2, "scale up 2 -> 3"), {"totalBacklog": 4},
                      {"Scaling": ("True", "Scaled")}, id="scaled"),
         pytest.param(OBS, None, decision(reason="paused at 2"), {"totalBacklog": 4},
@@ -147,6 +152,15 @@ def test_an_unknown_backlog_is_removed_not_kept_or_zeroed() -> None:
     assert after["totalBacklog"] is None  # null in the merge patch: removed from the object
 
 
+def test_measured_fields_come_from_the_policy_rates() -> None:
+    # 50 tasks into "hi" over 100 s, 20 completions holding 40 task-seconds: 0.5/s, 2 s each
+    rates = Rates(at=T0, elapsed=100.0, elapsed_short=100.0, arrivals=(("hi", 50.0),),
+                  arrivals_short=(("hi", 50.0),), busy_seconds=40.0, completions=20.0)
+    fields = st.measured(OBS, policy.PolicyState(replicas=1, rates=rates))
+    assert fields == {"waitSeconds": {"hi": 9.6}, "arrivalRate": {"hi": 0.5, "lo": 0.0},
+                      "serviceSeconds": 2.0}
+
+
 def test_problem_status_keeps_the_rest() -> None:
     previous = {"totalBacklog": 2, "conditions": [cond("Ready", "True", "2025-01-01T00:00:00Z")]}
     status = st.problem_status(previous, "spec.x: bad", reason="InvalidSpec", now=T0)
@@ -158,6 +172,7 @@ def test_problem_status_keeps_the_rest() -> None:
 
 
 BASE = {"totalBacklog": 4, "oldestTaskAgeSeconds": 10, "lastActiveTime": "2026-01-01T00:00:00Z"}
+MEASURED = {**BASE, "waitSeconds": {"q": 2.5}, "arrivalRate": {"q": 0.5}, "serviceSeconds": 1.0}
 
 
 @pytest.mark.parametrize(
@@ -171,6 +186,13 @@ BASE = {"totalBacklog": 4, "oldestTaskAgeSeconds": 10, "lastActiveTime": "2026-0
                      True, id="drift-due"),
         pytest.param(BASE, {**BASE, "oldestTaskAgeSeconds": None}, T0, True,
                      id="age-gone-is-not-drift"),
+        pytest.param(MEASURED, {**MEASURED, "waitSeconds": {"q": 3.0},
+                                "arrivalRate": {"q": 0.7}, "serviceSeconds": 1.1}, T0, False,
+                     id="measured-drift-recent"),
+        pytest.param(MEASURED, {**MEASURED, "waitSeconds": {"q": 3.0}},
+                     T0 - st.STATUS_DRIFT_SECONDS, True, id="measured-drift-due"),
+        pytest.param(MEASURED, {**MEASURED, "serviceSeconds": None}, T0, True,
+                     id="service-gone-is-not-drift"),
     ],
 )
 def test_due(old: dict[str, Any] | None, new: dict[str, Any], written: float | None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 import redis
 
 from taskqueue import client, keys
+from taskqueue.worker.runner import EXIT_THREAD_DIED
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker
@@ -185,3 +187,25 @@ def test_console_script_is_installed() -> None:
                           check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage: taskqueue-worker")
+
+
+def test_a_thread_that_ends_makes_the_worker_exit_non_zero(make_worker: MakeWorker,
+                                                          redis_sync: redis.Redis) -> None:
+    """The heartbeat thread ends while the worker is not stopping (as a bug would end it):
+    the worker drains and returns EXIT_THREAD_DIED instead of idling on."""
+    worker = make_worker(start=False, worker_id="t1")
+
+    def end_heartbeat() -> None:
+        wait_for("the heartbeat thread", lambda: worker.heartbeat.thread.is_alive(), timeout=10)
+        worker.heartbeat._stop.set()
+
+    threading.Thread(target=end_heartbeat, daemon=True).start()
+    started = time.monotonic()
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        assert worker.run_until_signal() == EXIT_THREAD_DIED
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    assert time.monotonic() - started < 10
+    assert worker.stopped.is_set()

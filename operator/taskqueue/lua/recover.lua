@@ -1,7 +1,7 @@
 -- recover.lua: requeue every task held by one (dead or departed) worker, atomically.
 -- KEYS[1] the worker's processing list, KEYS[2] workers zset, KEYS[3] dead-letter list,
 -- KEYS[4] stats hash.
--- ARGV[1] worker id, ARGV[2] maxAttempts, ARGV[3] now (unix seconds), ARGV[4] reason.
+-- ARGV[1] worker id, ARGV[2] maxAttempts, ARGV[3] reason. Times come from Redis's clock (TIME).
 -- Each entry is "<queue key>\n<score>\n<element>". The element goes back to the right end of its
 -- list (it is the oldest work) or into its zset with its score, with its attempt count raised by
 -- one (a raw payload is wrapped in an envelope to carry the count). A task whose attempts reach
@@ -10,6 +10,8 @@
 -- task: the script runs atomically and the first one empties the list.
 local MARK = '{"__taskqueue__":1,"attempts":'
 local max_attempts = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local requeued, dead = 0, 0
 while true do
   local entry = redis.call('RPOP', KEYS[1])
@@ -19,7 +21,7 @@ while true do
   if not nl2 then
     -- not an entry this project wrote: keep it visible rather than drop it
     redis.call('LPUSH', KEYS[3], cjson.encode({queue = '', payload = entry, attempts = 0,
-      error = 'unreadable processing entry', failed_at = tonumber(ARGV[3]), id = ''}))
+      error = 'unreadable processing entry', failed_at = now, id = ''}))
     dead = dead + 1
   else
     local queue = string.sub(entry, 1, nl1 - 1)
@@ -39,7 +41,7 @@ while true do
       local payload, id = element, ''
       if ok then payload = decoded['payload']; id = decoded['id'] end
       redis.call('LPUSH', KEYS[3], cjson.encode({queue = queue, payload = payload,
-        attempts = attempts, error = 'worker lost: ' .. ARGV[4], failed_at = tonumber(ARGV[3]),
+        attempts = attempts, error = 'worker lost: ' .. ARGV[3], failed_at = now,
         id = id}))
       redis.call('HINCRBY', KEYS[4], 'dead', 1)
       dead = dead + 1

@@ -1,7 +1,6 @@
-"""The TaskQueue status schema (`status` of a `taskqueue.dev/v1alpha1` TaskQueue): pydantic models.
-
-Part of the single source of the CRD (`taskqueue.models.TaskQueue.status`, re-exported from
-`taskqueue.models`); the values are built by `taskqueue.status`. Pure data: no I/O.
+"""The status of a TaskQueue (`taskqueue.dev/v1alpha1`), as the operator writes it, and the base of
+every API model. Pydantic, the single source of the CRD's status schema (with `taskqueue.models`
+for the rest); the values are built by `taskqueue.status`. Pure data: no I/O.
 """
 
 from __future__ import annotations
@@ -11,12 +10,19 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class _Model(BaseModel):
+class ApiModel(BaseModel):
+    """Base of the API models: unknown fields rejected, immutable, camelCase names as written."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    """The same configuration as the spec models' (`taskqueue.models`)."""
 
 
-class Condition(_Model):
+class SpecModel(ApiModel):
+    """Base of the spec models: strict, like the API server's schema (`"4"` is not an integer)."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class Condition(ApiModel):
     """A status condition, as Kubernetes conventions define it."""
 
     type: str
@@ -26,7 +32,7 @@ class Condition(_Model):
     lastTransitionTime: str | None = None
 
 
-class TaskQueueStatus(_Model):
+class TaskQueueStatus(ApiModel):
     """status of a TaskQueue, written by the operator."""
 
     # The counts are read from Redis: absent while it cannot be read (unknown is not empty).
@@ -43,6 +49,15 @@ class TaskQueueStatus(_Model):
     nextDueTime: str | None = Field(default=None, description="When the next delayed task is due.")
     deadLetter: int | None = Field(default=None, description="Tasks in the dead-letter list.")
     oldestTaskAgeSeconds: float | None = Field(default=None, description="Oldest task's age.")
+    waitSeconds: dict[str, float] | None = Field(
+        default=None, description="Per queue: how long its oldest task has waited."
+    )
+    arrivalRate: dict[str, float] | None = Field(
+        default=None, description="Per queue: measured tasks/s entering it."
+    )
+    serviceSeconds: float | None = Field(
+        default=None, description="Measured mean seconds a task is held by a worker."
+    )
     throughputPerReplica: float | None = Field(default=None, description="Tasks/s per replica.")
     workers: int | None = Field(default=None, description="Workers with a live heartbeat.")
     desiredReplicas: int | None = Field(default=None, description="Last decided replica count.")
