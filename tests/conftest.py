@@ -5,4 +5,6 @@ pytest_plugins = [
     "tests.fixtures.cluster",
     "tests.fixtures.operator",
     "tests.fixtures.images",
+    "tests.fixtures.worker",
+    "tests.fixtures.cli",
 ]

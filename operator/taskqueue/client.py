@@ -3,16 +3,30 @@
 Lists get LPUSH (the worker takes the oldest from the right end); zset queues get ZADD with the
 priority as score (lowest first, default 0). Envelope ids sort by creation time, so tasks with
 equal scores come out FIFO. Raw `LPUSH key payload` from any language works as well.
+
+Options (docs/worker.md, "Scheduled tasks" and "Unique tasks"):
+- `delay=` seconds / `at=` unix time or datetime: the task waits in the TaskQueue's delayed zset
+  (`<key_prefix>:delayed`) until it is due; the workers promote it within a second of that time.
+  `key_prefix` is the TaskQueue's spec.keyPrefix, which defaults to its FIRST queue key: pass it
+  when `key` is not the first queue or the TaskQueue sets keyPrefix.
+- `unique_for=` seconds: a second enqueue of the same id within that window is a no-op that
+  returns the id (one atomic script, `enqueue.lua`). The id is `task_id`, else the payload's
+  `keys.content_id` (same payload, same task).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import redis
 import redis.asyncio as aioredis
 
 from taskqueue import keys
+
+When = float | datetime
+"""A point in time: unix seconds or an aware datetime (a naive one is taken as UTC)."""
 
 
 def envelope(payload: str, *, task_id: str | None = None) -> tuple[str, str]:
@@ -21,26 +35,116 @@ def envelope(payload: str, *, task_id: str | None = None) -> tuple[str, str]:
     return tid, keys.wrap(payload, task_id=tid, enqueued_at=time.time())
 
 
-def enqueue_sync(client: redis.Redis, key: str, payload: str, *,
-                 priority: float | None = None, task_id: str | None = None) -> str:
-    """Push one task; a `priority` makes it a ZADD to a zset queue. Returns the task id."""
-    tid, element = envelope(payload, task_id=task_id)
-    if priority is None:
-        client.lpush(key, element)
+def due_ms(*, delay: float | timedelta | None, at: When | None, now: float) -> int | None:
+    """The due time in unix ms of a task scheduled by `delay` or `at`; None when neither is set
+    or the time is not in the future (the task is pushed at once). Pure."""
+    if delay is not None and at is not None:
+        raise ValueError("give delay= or at=, not both")
+    if delay is not None:
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+        if seconds < 0:
+            raise ValueError(f"delay={seconds:g} is negative; give seconds >= 0")
+        when = now + seconds
+    elif at is not None:
+        if isinstance(at, datetime):
+            when = (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
+        else:
+            when = float(at)
     else:
-        client.zadd(key, {element: priority})
-    return tid
+        return None
+    return int(when * 1000) if when > now else None
+
+
+@dataclass(frozen=True)
+class Push:
+    """How one task is pushed: plain LPUSH/ZADD (`script` False) or through enqueue.lua."""
+
+    task_id: str
+    queue_key: str
+    target: str
+    """The queue, or the delayed zset for a scheduled task."""
+    how: str
+    """"lpush" | "zadd"."""
+    score: float | int
+    element: str
+    unique_ms: int
+    unique_key: str
+
+    @property
+    def script(self) -> bool:
+        return self.unique_ms > 0 or self.target != self.queue_key
+
+    def script_call(self) -> tuple[list[str], list[str | int | float]]:
+        return ([self.target, self.unique_key],
+                [self.how, self.score, self.element, self.unique_ms, self.task_id])
+
+
+def plan(key: str, payload: str, *, priority: float | None = None, task_id: str | None = None,
+         delay: float | timedelta | None = None, at: When | None = None,
+         unique_for: float | None = None, key_prefix: str | None = None,
+         now: float | None = None) -> Push:
+    """The push of one task with these options. Pure apart from the clock/id when not given."""
+    now = time.time() if now is None else now
+    if unique_for is not None and unique_for <= 0:
+        raise ValueError(f"unique_for={unique_for:g} must be > 0 seconds")
+    tid = task_id or (keys.content_id(payload) if unique_for else keys.new_task_id())
+    element = keys.wrap(payload, task_id=tid, enqueued_at=now)
+    prefix = key_prefix or key
+    schema = keys.KeySchema(prefix=prefix, queues=(), dead_letter="")
+    due = due_ms(delay=delay, at=at, now=now)
+    unique_ms = int(unique_for * 1000) if unique_for else 0
+    if due is not None:
+        score = "" if priority is None else repr(float(priority))
+        entry = keys.Entry(queue=key, score=score, element=element).encode()
+        return Push(task_id=tid, queue_key=key, target=schema.delayed, how="zadd", score=due,
+                    element=entry, unique_ms=unique_ms, unique_key=schema.unique(tid))
+    return Push(task_id=tid, queue_key=key, target=key,
+                how="lpush" if priority is None else "zadd", score=priority or 0,
+                element=element, unique_ms=unique_ms, unique_key=schema.unique(tid))
+
+
+def push_sync(client: redis.Redis | redis.client.Pipeline, push: Push) -> bool | None:
+    """Send `push`; True when pushed, False when a unique id was already enqueued (None when
+    `client` is a pipeline: the reply comes with its execute())."""
+    if push.script:
+        keys_, args = push.script_call()
+        result = client.register_script(keys.lua("enqueue"))(keys=keys_, args=args, client=client)
+        return None if isinstance(client, redis.client.Pipeline) else bool(result)
+    if push.how == "zadd":
+        client.zadd(push.target, {push.element: push.score})
+    else:
+        client.lpush(push.target, push.element)
+    return True
+
+
+def enqueue_sync(client: redis.Redis, key: str, payload: str, *,
+                 priority: float | None = None, task_id: str | None = None,
+                 delay: float | timedelta | None = None, at: When | None = None,
+                 unique_for: float | None = None, key_prefix: str | None = None) -> str:
+    """Push one task; a `priority` makes it a ZADD to a zset queue. Returns the task id (also
+    when `unique_for` found it already enqueued). See the module doc for the options."""
+    push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
+                unique_for=unique_for, key_prefix=key_prefix)
+    push_sync(client, push)
+    return push.task_id
 
 
 async def enqueue(client: aioredis.Redis, key: str, payload: str, *,
-                  priority: float | None = None, task_id: str | None = None) -> str:
-    """Push one task; a `priority` makes it a ZADD to a zset queue. Returns the task id."""
-    tid, element = envelope(payload, task_id=task_id)
-    if priority is None:
-        await client.lpush(key, element)
+                  priority: float | None = None, task_id: str | None = None,
+                  delay: float | timedelta | None = None, at: When | None = None,
+                  unique_for: float | None = None, key_prefix: str | None = None) -> str:
+    """Push one task; a `priority` makes it a ZADD to a zset queue. Returns the task id (also
+    when `unique_for` found it already enqueued). See the module doc for the options."""
+    push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
+                unique_for=unique_for, key_prefix=key_prefix)
+    if push.script:
+        keys_, args = push.script_call()
+        await client.register_script(keys.lua("enqueue"))(keys=keys_, args=args)
+    elif push.how == "zadd":
+        await client.zadd(push.target, {push.element: push.score})
     else:
-        await client.zadd(key, {element: priority})
-    return tid
+        await client.lpush(push.target, push.element)
+    return push.task_id
 
 
 def enqueue_many_sync(client: redis.Redis, key: str, payloads: list[str], *,

@@ -15,8 +15,12 @@ Keys of one TaskQueue (prefix = spec.keyPrefix, default the first queue key):
 | <prefix>:delayed                  | zset | entries waiting for a retry -> due time (unix ms)  |
 | <prefix>:starvation               | hash | queue key -> consecutive tasks taken from it       |
 | <prefix>:stats                    | hash | completed, failed, retried, dead, recovered counts |
+|                                   |      | (+ duplicates: redeliveries skipped as done)       |
 |                                   |      | and taken:<queue key> (tasks fetch.lua took)       |
 | <prefix>:quiesced                 | set  | processing-list keys of workers told to stop taking |
+| <prefix>:done:<task id>           | str  | idempotency: the task completed (PX = window)      |
+| <prefix>:running:<task id>        | str  | idempotency: worker id running it (PX = lease)     |
+| <prefix>:unique:<task id>         | str  | unique enqueue: the id was enqueued (PX = window)  |
 | <dead-letter key>                 | list | JSON records of tasks that failed for good         |
 
 An *entry* (processing list, delayed set) is "<queue key>\\n<score>\\n<element>": the element as it
@@ -26,13 +30,18 @@ our client or by a retry: `{"__taskqueue__":1,"attempts":N,"enqueued_at":T,"id":
 with the keys in exactly that order, so Lua can read and bump the attempt count without decoding.
 Envelope ids (`new_task_id`) sort by creation time, so zset tasks of equal score come out FIFO.
 
-Scripts (`lua(name)`): observe, recover (operator and worker), fetch (ack + promote + pick by
+The delayed zset also holds *scheduled* tasks (`enqueue(..., delay=/at=)`): same entry format,
+scored by due time; promoted like retries.
+
+Scripts (`lua(name)`): enqueue (unique / scheduled producer push), claim + complete + lease
+(idempotent consumption), observe, recover (operator and worker), fetch (ack + promote + pick by
 priority/starvation + move into the processing list), fail (retry or dead-letter), release (give
 back unrun), heartbeat (refresh + list expired workers). docs/worker.md describes each.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -46,6 +55,11 @@ from taskqueue.models import QueueType, TaskQueueSpec
 
 TAKEN_FIELD_PREFIX = "taken:"
 """Stats-hash field prefix of the per-queue taken counters (the one name fetch.lua composes)."""
+
+OBSERVE_REPLY = ("lengths", "oldest", "counts", "workers", "taken", "quiesced", "scheduled")
+"""observe.lua's reply, in order: per-queue lengths and oldest envelope times, {delayed, dead,
+completed, failed}, flat (worker id, deadline ms, in flight)*, per-queue taken counters, the
+quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates}. One EVALSHA."""
 
 ENVELOPE_MARK = '{"__taskqueue__":1,"attempts":'
 """Every envelope starts with these characters; no other element is taken for one."""
@@ -134,9 +148,32 @@ class KeySchema:
     def processing(self, worker_id: str) -> str:
         return f"{self.processing_prefix}{worker_id}"
 
+    def done(self, task_id: str) -> str:
+        """Idempotency marker: `task_id` completed (expires after the window)."""
+        return f"{self.prefix}:done:{task_id}"
+
+    def running(self, task_id: str) -> str:
+        """Idempotency lease: the worker id running `task_id` (expires with its heartbeat)."""
+        return f"{self.prefix}:running:{task_id}"
+
+    def unique(self, task_id: str) -> str:
+        """Unique enqueue: `task_id` was enqueued (expires after `unique_for`)."""
+        return f"{self.prefix}:unique:{task_id}"
+
     @property
     def queue_keys(self) -> tuple[str, ...]:
         return tuple(q.key for q in self.queues)
+
+    def observe_call(self, horizon_ms: int) -> tuple[list[str], list[str | int]]:
+        """KEYS and ARGV of observe.lua (its reply: `OBSERVE_REPLY`): the fixed keys, the
+        quiesced set and the queues; the processing prefix, the queue types, the taken fields and
+        the due horizon (unix ms)."""
+        return (
+            [self.workers, self.delayed, self.dead_letter, self.stats, self.quiesced,
+             *self.queue_keys],
+            [self.processing_prefix, *(q.type for q in self.queues), *self.taken_fields,
+             horizon_ms],
+        )
 
     def queue(self, key: str) -> QueueRef:
         for q in self.queues:
@@ -172,6 +209,17 @@ class Task:
     id: str = ""
     enqueued_at: float | None = None
     enveloped: bool = False
+
+
+def content_id(payload: str) -> str:
+    """The id of a task that carries none: `sha1-<hex>` of the payload's bytes (same payload,
+    same task; used by unique enqueue without an id and by idempotency for raw payloads)."""
+    return "sha1-" + hashlib.sha1(payload.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def task_identity(task: Task) -> str:
+    """The id idempotency keys a task by: its envelope id, else the payload's `content_id`."""
+    return task.id or content_id(task.payload)
 
 
 def wrap(payload: str, *, attempts: int = 0, task_id: str | None = None,

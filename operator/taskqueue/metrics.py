@@ -46,13 +46,20 @@ TASK_DURATION = Histogram("taskqueue_worker_task_duration_seconds", "Handler run
 PICKUP_LATENCY = Histogram("taskqueue_worker_pickup_latency_seconds",
                            "Time from enqueue (envelope time) to pickup.", ["queue"],
                            buckets=_LATENCY_BUCKETS, registry=_W)
+TASKS_DUPLICATE = Counter("taskqueue_worker_tasks_duplicate",
+                          "Redeliveries of an id already done, acked without running "
+                          "(spec.worker.idempotency).", ["queue"], registry=_W)
+TASKS_DEFERRED = Counter("taskqueue_worker_tasks_deferred",
+                         "Deliveries deferred because the same id was running elsewhere.",
+                         ["queue"], registry=_W)
 WORKER_IN_FLIGHT = Gauge("taskqueue_worker_in_flight", "Tasks this worker holds.", registry=_W)
 
 # -- operator (registry OPERATOR) --------------------------------------------------------------
 _O = OPERATOR
 BACKLOG = Gauge("taskqueue_backlog", "Queued tasks per queue.", [*_TQ, "queue"], registry=_O)
 IN_FLIGHT = Gauge("taskqueue_in_flight", "Tasks held in processing lists.", _TQ, registry=_O)
-DELAYED = Gauge("taskqueue_delayed", "Tasks waiting for a retry.", _TQ, registry=_O)
+DELAYED = Gauge("taskqueue_delayed", "Delayed tasks: retries waiting and scheduled tasks.", _TQ,
+                registry=_O)
 DEAD_LETTER = Gauge("taskqueue_dead_letter", "Tasks in the dead-letter list.", _TQ, registry=_O)
 DESIRED_REPLICAS = Gauge("taskqueue_desired_replicas", "Replicas the policy decided.", _TQ,
                          registry=_O)

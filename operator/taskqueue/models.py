@@ -3,7 +3,8 @@
 The worker reads `TaskQueueSpec` from a manifest, the operator reads it from the cluster, and the
 CRD in `crds/` is generated from these models (`taskqueue.crdgen`). Field names are the manifest's
 camelCase names, so a manifest round-trips without aliases. Pure data: no I/O, no kopf, no redis.
-The status schema is in `taskqueue.statusschema`.
+The status schema is in `taskqueue.statusschema`, `ScalingSpec` in `taskqueue.scalingspec`
+(re-exported here).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from taskqueue import redact
-from taskqueue.statusschema import ApiModel, TaskQueueStatus
+from taskqueue.scalingspec import ScalingSpec as ScalingSpec
+from taskqueue.statusschema import SpecModel, TaskQueueStatus
 
 GROUP = "taskqueue.dev"
 VERSION = "v1alpha1"
@@ -39,10 +41,7 @@ KubeObject = dict[str, Any]
 """A Kubernetes sub-object passed through verbatim (env var, resources, toleration...)."""
 
 
-class _Model(ApiModel):
-    """Spec models are strict, like the API server's schema: `"4"` is not an integer."""
-
-    model_config = ConfigDict(strict=True)
+_Model = SpecModel
 
 
 class SecretKeyRef(_Model):
@@ -116,6 +115,17 @@ class RetrySpec(_Model):
     )
 
 
+class IdempotencySpec(_Model):
+    """Idempotent consumption: a task id that completed within the window is not run again."""
+
+    windowSeconds: float = Field(
+        default=86400.0,
+        ge=1,
+        description="How long a completed task id is remembered (a redelivery or a second "
+        "enqueue of the id within it is acked without running).",
+    )
+
+
 class WorkerSpec(_Model):
     """The worker pods: what runs each task and how the pods look."""
 
@@ -173,6 +183,11 @@ class WorkerSpec(_Model):
     terminationGracePeriodSeconds: int = Field(
         default=30, ge=0, description="Time a worker has to finish tasks in hand on SIGTERM."
     )
+    idempotency: IdempotencySpec | None = Field(
+        default=None,
+        description="Skip redeliveries of task ids completed within windowSeconds and never "
+        "run one id twice at once (unset: off).",
+    )
 
     @model_validator(mode="after")
     def _handler_or_command(self) -> WorkerSpec:
@@ -188,63 +203,6 @@ class ScaleTargetRef(_Model):
     """An existing Deployment owned by the user: scaled, never adopted or deleted."""
 
     name: str = Field(min_length=1, description="Name of a Deployment in the same namespace.")
-
-
-class ScalingSpec(_Model):
-    """Autoscaling bounds and targets."""
-
-    minReplicas: int = Field(default=0, ge=0, description="Lowest replica count (0 allowed).")
-    maxReplicas: int = Field(default=10, ge=1, description="Highest replica count.")
-    targetBacklogPerReplica: int = Field(
-        default=10, ge=1, description="Queued + in-flight tasks one replica should carry."
-    )
-    pollIntervalSeconds: float = Field(default=5.0, ge=1, description="Seconds between polls.")
-    scaleDownStabilizationSeconds: float = Field(
-        default=15.0, ge=0, description="Scale down to the highest recommendation in this window "
-        "(pods leave only once quiesced and drained, so the window can be short)."
-    )
-    maxScaleUpStep: int | None = Field(
-        default=None, ge=1, description="Most replicas added per poll."
-    )
-    maxScaleDownStep: int | None = Field(
-        default=None, ge=1, description="Most replicas removed per poll."
-    )
-    idleCooldownSeconds: float = Field(
-        default=30.0, ge=0, description="Idle time (nothing queued or in flight) before zero."
-    )
-    targetDrainSeconds: float | None = Field(
-        default=None,
-        gt=0,
-        description="Scale so the backlog drains in this time at the measured per-replica rate.",
-    )
-    targetWaitSeconds: dict[str, float] | None = Field(
-        default=None,
-        description="Queue key -> seconds: scale so the p95 wait of that queue stays under it "
-        "(Erlang C with the measured arrival rate and service time; highest priority first).",
-    )
-    fallbackReplicas: int | None = Field(
-        default=None, ge=0, description="Replicas while Redis cannot be read (default: hold)."
-    )
-    paused: bool = Field(default=False, description="Hold the replica count; status still updates.")
-
-    @field_validator("targetWaitSeconds")
-    @classmethod
-    def _positive_waits(cls, waits: dict[str, float] | None) -> dict[str, float] | None:
-        for key, seconds in (waits or {}).items():
-            if not seconds > 0:
-                raise ValueError(
-                    f"targetWaitSeconds[{key!r}] is {seconds}; use a number of seconds > 0"
-                )
-        return waits
-
-    @model_validator(mode="after")
-    def _bounds(self) -> ScalingSpec:
-        if self.minReplicas > self.maxReplicas:
-            raise ValueError(
-                f"minReplicas ({self.minReplicas}) must be <= maxReplicas "
-                f"({self.maxReplicas})"
-            )
-        return self
 
 
 class TaskQueueSpec(_Model):

@@ -29,6 +29,12 @@ class QueueObservation:
     failed_total: int = 0
     workers: tuple[WorkerObservation, ...] = ()
     oldest_enqueued_at: dict[str, float] = field(default_factory=dict)
+    due_soon: int = 0
+    """Delayed tasks (scheduled or retries) due within the horizon the caller asked for."""
+    next_due_at: float | None = None
+    """Unix time the earliest delayed task is due."""
+    duplicates_total: int = 0
+    """Redeliveries skipped by idempotent consumption (stats hash `duplicates`)."""
     taken: dict[str, int] = field(default_factory=dict)
     """Tasks ever taken from each queue by fetch.lua (empty when the counters are unknown)."""
     quiesced: frozenset[str] = frozenset()

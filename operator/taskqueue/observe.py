@@ -10,7 +10,7 @@ import asyncio
 
 import redis.asyncio as aioredis
 
-from taskqueue import keys, models, queueops, redact
+from taskqueue import keys, models, policy, queueops, redact
 from taskqueue.observation import QueueObservation
 
 
@@ -19,7 +19,8 @@ async def observe(client: aioredis.Redis, url: str,
     """The observation, or None and the error (password-free) when Redis cannot be read."""
     try:
         observation = await asyncio.wait_for(
-            queueops.observe(client, keys.KeySchema.from_spec(tq.spec)),
+            queueops.observe(client, keys.KeySchema.from_spec(tq.spec),
+                             due_within=policy.due_horizon(tq.spec.scaling)),
             timeout=tq.spec.scaling.pollIntervalSeconds,
         )
     except (aioredis.RedisError, OSError, TimeoutError) as e:

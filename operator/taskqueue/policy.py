@@ -9,16 +9,18 @@ The rules, in the order they are applied:
 1. ``paused``: hold the current count (the observation still updates status and metrics).
 2. Redis could not be read (``observation is None``): use ``fallbackReplicas`` when set, else hold
    the current count; never drop a running TaskQueue to zero because Redis is unreachable.
-3. demand = queued + in-flight (delayed retries are not demand yet: they wait on their backoff);
-   recommendation = ceil(demand / targetBacklogPerReplica).
+3. demand = queued + in-flight + due soon (delayed tasks, scheduled or retries, due within the
+   next poll plus ``podStartupSeconds``: `due_horizon`, so workers are up when they fall due;
+   the rest of the delayed set is not demand yet); recommendation = ceil(demand /
+   targetBacklogPerReplica).
 4. ``targetDrainSeconds``: also ceil(queued / (per-replica rate x targetDrainSeconds)) when the
    per-replica completion rate has been measured; the larger of the two wins.
 5. ``targetWaitSeconds`` (per queue): once the service time is measured, the slots that keep the
    p95 wait of each such queue under its target, highest priority first (`taskqueue.waitmodel`,
    Erlang C with the measured rates, `taskqueue.rates`), divided by the worker concurrency; the
-   length target then only counts the queues without a wait target.
-6. Idle (nothing queued or in flight): zero only once ``idleCooldownSeconds`` have passed since
-   work was last seen; until then at least one replica stays.
+   length target then only counts the queues without a wait target, plus the tasks due soon.
+6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
+   passed since work was last seen; until then at least one replica stays.
 7. Clamp to [minReplicas, maxReplicas].
 8. Up: immediate, at most ``maxScaleUpStep`` added (0 -> n on the first poll that sees a task).
    Down: to the highest recommendation of the last ``scaleDownStabilizationSeconds`` (as the HPA
@@ -154,6 +156,11 @@ def _measure(state: PolicyState, obs: QueueObservation, now: float) -> PolicySta
     )
 
 
+def due_horizon(spec: ScalingSpec) -> float:
+    """Seconds ahead in which delayed tasks count as demand: the next poll plus pod start-up."""
+    return spec.pollIntervalSeconds + spec.podStartupSeconds
+
+
 @dataclass(frozen=True)
 class _Fleet:
     concurrency: int
@@ -169,7 +176,7 @@ def _recommend(
         rec, why = _by_length(spec, obs, state, exclude=frozenset(spec.targetWaitSeconds or {}))
         if wait_rec >= rec:
             rec, why = wait_rec, wait_why
-    if obs.queued + obs.in_flight == 0:
+    if obs.queued + obs.in_flight + obs.due_soon == 0:
         rec = 0
     if rec == 0 and state.replicas > 0:
         idle_for = now - (state.last_active if state.last_active is not None else now)
@@ -187,12 +194,14 @@ def _recommend(
 
 def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
                exclude: frozenset[str] = frozenset()) -> tuple[int, str]:
-    """The backlog target (and the drain target), over the queues not in `exclude`."""
+    """The backlog target (and the drain target), over the queues not in `exclude`; delayed
+    tasks due soon always count (the wait model sees only arrivals already measured)."""
     queued = sum(n for q, n in obs.backlog.items() if q not in exclude)
     in_flight = obs.in_flight if not exclude else 0
-    demand = queued + in_flight
+    demand = queued + in_flight + obs.due_soon
     rec = math.ceil(demand / spec.targetBacklogPerReplica)
-    why = f"demand {demand} ({queued} queued + {in_flight} in flight)"
+    why = f"demand {demand} ({queued} queued + {in_flight} in flight"
+    why += f" + {obs.due_soon} due soon)" if obs.due_soon else ")"
     why += f" / target {spec.targetBacklogPerReplica} = {rec}"
     rate = state.throughput_per_replica
     if spec.targetDrainSeconds is not None and rate and queued:

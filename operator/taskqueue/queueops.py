@@ -52,16 +52,15 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-async def observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObservation:
-    """Queue lengths, in-flight per worker, delayed, dead-letter and counters: one EVALSHA."""
+async def observe(client: aioredis.Redis, schema: keys.KeySchema, *,
+                  due_within: float = 0.0) -> QueueObservation:
+    """Queue lengths, in-flight per worker, delayed, dead-letter, counters, per-queue taken
+    counters and the quiesced workers: one EVALSHA (reply layout: `keys.OBSERVE_REPLY`).
+    Delayed tasks due within `due_within` seconds from now are counted as `due_soon`."""
     at = time.time()
-    raw = await script("observe")(
-        client,
-        keys=[schema.workers, schema.delayed, schema.dead_letter, schema.stats, schema.quiesced,
-              *schema.queue_keys],
-        args=[schema.processing_prefix, *(q.type for q in schema.queues), *schema.taken_fields],
-    )
-    lengths, oldest, counters, flat_workers, raw_taken, quiesced = raw
+    keys_, args = schema.observe_call(int((at + due_within) * 1000))
+    raw = await script("observe")(client, keys=keys_, args=args)
+    lengths, oldest, counters, flat_workers, raw_taken, quiesced, scheduled = raw
     backlog = {q.key: int(n) for q, n in zip(schema.queues, lengths, strict=True)}
     # "" (no envelope time) and 0 (raw payloads recover.lua wrapped) mean unknown
     oldest_at: dict[str, float] = {}
@@ -90,6 +89,9 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObserv
         failed_total=int(counters[3]),
         workers=workers,
         oldest_enqueued_at=oldest_at,
+        due_soon=int(scheduled[0]),
+        next_due_at=float(_text(scheduled[1])) / 1000 if _text(scheduled[1]) else None,
+        duplicates_total=int(scheduled[2]),
     )
 
 

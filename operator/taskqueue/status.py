@@ -28,8 +28,8 @@ STATUS_DRIFT_SECONDS = 15.0
 change is written at once."""
 DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime", "waitSeconds", "arrivalRate",
                 "serviceSeconds")
-COUNTS = ("backlog", "totalBacklog", "inFlight", "delayed", "deadLetter",
-          "oldestTaskAgeSeconds", "throughputPerReplica", "workers", "waitSeconds",
+COUNTS = ("backlog", "totalBacklog", "inFlight", "delayed", "dueSoon", "nextDueTime",
+          "deadLetter", "oldestTaskAgeSeconds", "throughputPerReplica", "workers", "waitSeconds",
           "arrivalRate", "serviceSeconds")
 """The fields read from Redis: absent (null) while Redis cannot be read."""
 
@@ -81,6 +81,8 @@ def counts(observation: QueueObservation | None,
         "totalBacklog": observation.queued,
         "inFlight": observation.in_flight,
         "delayed": observation.delayed,
+        "dueSoon": observation.due_soon,
+        "nextDueTime": iso(observation.next_due_at),
         "deadLetter": observation.dead_letter,
         "oldestTaskAgeSeconds": None if age is None else round(age),
         "throughputPerReplica": None if rate is None else float(f"{rate:.3g}"),

@@ -16,6 +16,12 @@ class ApiModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
+class SpecModel(ApiModel):
+    """Base of the spec models: strict, like the API server's schema (`"4"` is not an integer)."""
+
+    model_config = ConfigDict(strict=True)
+
+
 class Condition(ApiModel):
     """A status condition, as Kubernetes conventions define it."""
 
@@ -33,7 +39,14 @@ class TaskQueueStatus(ApiModel):
     backlog: dict[str, int] | None = Field(default=None, description="Queued tasks per queue.")
     totalBacklog: int | None = Field(default=None, description="Queued tasks in all queues.")
     inFlight: int | None = Field(default=None, description="Tasks held in processing lists.")
-    delayed: int | None = Field(default=None, description="Tasks waiting for a retry.")
+    delayed: int | None = Field(
+        default=None, description="Tasks in the delayed set: retries waiting and scheduled tasks."
+    )
+    dueSoon: int | None = Field(
+        default=None,
+        description="Delayed tasks due within the next poll plus podStartupSeconds (demand).",
+    )
+    nextDueTime: str | None = Field(default=None, description="When the next delayed task is due.")
     deadLetter: int | None = Field(default=None, description="Tasks in the dead-letter list.")
     oldestTaskAgeSeconds: float | None = Field(default=None, description="Oldest task's age.")
     waitSeconds: dict[str, float] | None = Field(

@@ -3,6 +3,10 @@ per-queue taken counters, and `queueops.quiesce` reads lengths after quiescing (
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+import pytest
 import redis
 import redis.asyncio as aioredis
 
@@ -81,3 +85,43 @@ async def test_quiesce_reads_lengths_after_quiescing_and_releases(
     assert members == {schema.processing("busy"), schema.processing("idle")}
     assert await queueops.quiesce(redis_client, schema, add=[], remove=["busy", "idle"]) == {}
     assert await redis_client.scard(schema.quiesced) == 0
+
+
+async def test_observe_reads_quiesce_taken_and_due_soon_in_one_evalsha(
+    redis_client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One observe.lua call serves both the scale-in (taken, quiesced) and the scheduled-task
+    demand (due soon, next due, duplicates): one command sent to Redis per observation."""
+    schema = _schema("high", "low")
+    now_ms = int(time.time() * 1000)
+    await redis_client.hset(schema.stats, mapping={"taken:high": 3, "taken:low": 1,
+                                                   "duplicates": 2, "completed": 7})
+    await redis_client.sadd(schema.quiesced, schema.processing("pod-a"))
+    await redis_client.zadd(schema.delayed, {"high\n\nsoon": now_ms + 5_000,
+                                             "high\n\nlater": now_ms + 600_000})
+    await redis_client.lpush("low", "x")
+    await queueops.observe(redis_client, schema)  # loads the script (NOSCRIPT once)
+    sent: list[str] = []
+    execute = redis_client.execute_command
+
+    async def counted(*args: Any, **options: Any) -> Any:
+        sent.append(str(args[0]))
+        return await execute(*args, **options)
+
+    monkeypatch.setattr(redis_client, "execute_command", counted)
+    obs = await queueops.observe(redis_client, schema, due_within=60)
+    assert sent == ["EVALSHA"]
+    assert obs.taken == {"high": 3, "low": 1}
+    assert obs.quiesced == frozenset({"pod-a"})
+    assert obs.backlog == {"high": 0, "low": 1}
+    assert (obs.delayed, obs.due_soon, obs.duplicates_total, obs.completed_total) == (2, 1, 2, 7)
+    assert obs.next_due_at == pytest.approx((now_ms + 5_000) / 1000)
+
+
+def test_the_observe_call_layout() -> None:
+    schema = _schema("high", "low")
+    keys_, args = schema.observe_call(1234)
+    assert keys_ == [schema.workers, schema.delayed, schema.dead_letter, schema.stats,
+                     schema.quiesced, "high", "low"]
+    assert args == [schema.processing_prefix, "list", "list", "taken:high", "taken:low", 1234]
+    assert len(keys.OBSERVE_REPLY) == 7

@@ -333,3 +333,21 @@ def test_length_target_still_applies_to_queues_without_a_wait_target() -> None:
     decision = decide(spec=spec, observation=wait_obs({"high": 0, "low": 95}, 1), state=state,
                       now=NOW, concurrency=1, queue_order=("high", "low"))
     assert decision.recommendation == 10  # 95 queued on low / 10 per replica
+
+
+@pytest.mark.parametrize("due_soon, expected, why", [
+    pytest.param(0, 0, "hold 0", id="nothing-due-stays-at-zero"),
+    pytest.param(1, 1, "p95 wait", id="one-due-activates"),
+    pytest.param(35, 4, "35 due soon", id="due-soon-over-the-wait-target"),
+])
+def test_tasks_due_soon_count_beside_the_wait_targets(due_soon: int, expected: int,
+                                                       why: str) -> None:
+    # every queue has a wait target and no arrivals are measured: the wait model asks for at
+    # most one slot, but delayed tasks falling due within the horizon are still demand
+    spec = scaling(maxReplicas=100, targetWaitSeconds={"q": 2.0})
+    state = PolicyState(replicas=0, rates=measured({"q": 0.0}, 1.0))
+    observation = QueueObservation(at=NOW, backlog={"q": 0}, due_soon=due_soon)
+    decision = decide(spec=spec, observation=observation, state=state, now=NOW,
+                      concurrency=1, queue_order=("q",))
+    assert decision.recommendation == expected
+    assert why in decision.reason

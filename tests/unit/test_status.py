@@ -116,6 +116,33 @@ def test_build_status(observation: QueueObservation | None, error: str | None,
     assert _conditions(status).items() >= conditions.items()
 
 
+@pytest.mark.parametrize(
+    ("delayed", "due_soon", "next_due_at", "expected"),
+    [
+        pytest.param(0, 0, None, {"delayed": 0, "dueSoon": 0, "nextDueTime": None},
+                     id="nothing-delayed"),
+        pytest.param(3, 0, T0 + 3600, {"delayed": 3, "dueSoon": 0,
+                                       "nextDueTime": "2026-01-01T01:00:00Z"},
+                     id="delayed-not-due-soon"),
+        pytest.param(3, 2, T0 + 4.7, {"delayed": 3, "dueSoon": 2,
+                                      "nextDueTime": "2026-01-01T00:00:04Z"},
+                     id="due-soon-next-to-the-second"),
+    ],
+)
+def test_counts_of_the_delayed_set(delayed: int, due_soon: int, next_due_at: float | None,
+                                   expected: dict[str, Any]) -> None:
+    obs = QueueObservation(at=T0, backlog={"q": 0}, delayed=delayed, due_soon=due_soon,
+                           next_due_at=next_due_at)
+    counts = st.counts(obs, policy.PolicyState(replicas=1))
+    assert {k: counts[k] for k in expected} == expected
+
+
+def test_an_unknown_delayed_set_is_removed_not_zeroed() -> None:
+    counts = st.counts(None, policy.PolicyState(replicas=1))
+    assert {k: counts[k] for k in ("delayed", "dueSoon", "nextDueTime")} == dict.fromkeys(
+        ("delayed", "dueSoon", "nextDueTime"))
+
+
 def test_an_unknown_backlog_is_removed_not_kept_or_zeroed() -> None:
     before = st.build_status(None, OBS, decision(), deployment="w", ready_replicas=1,
                              error=None, generation=1, now=T0)

@@ -4,16 +4,25 @@ Each payload is wrapped in the task envelope (`taskqueue.keys.wrap`, as `taskque
 does: id, attempts 0, enqueue time) unless `--raw`, and LPUSHed to a list queue or ZADDed to a
 zset queue with `--priority` as its score (lowest first). `-` reads payloads from stdin, one per
 line. Pushes are pipelined 1000 at a time. Prints the task ids.
+
+`--in 30s` / `--at TIME` schedule the tasks: they wait in the TaskQueue's delayed zset and the
+workers promote them when due. `--unique-for SECONDS` makes a second enqueue of the same id
+within that window a no-op (the id is `--id`, else the payload's sha1); the id is printed
+either way and stderr counts the no-ops.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import time
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 
 import redis
 
+from taskqueue import client as producer
 from taskqueue import keys, models
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.target import Target
@@ -32,7 +41,46 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="score in a zset queue (lowest first; default 0)")
     p.add_argument("--raw", action="store_true",
                    help="push the payload as it is, without the envelope (no id, no age)")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--in", dest="delay", metavar="DURATION", type=duration, default=None,
+                      help="schedule: due after DURATION (30s, 5m, 2h, 1d, or seconds)")
+    when.add_argument("--at", metavar="TIME", type=point_in_time, default=None,
+                      help="schedule: due at TIME (ISO 8601, UTC unless it has an offset; "
+                           "or unix seconds)")
+    p.add_argument("--unique-for", metavar="DURATION", type=duration, default=None,
+                   help="a second enqueue of the same id within DURATION is a no-op")
+    p.add_argument("--id", dest="task_id", default=None,
+                   help="task id (a business id; one payload only); default a new id, "
+                        "or with --unique-for the payload's sha1")
     p.set_defaults(run=run)
+
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$")
+
+
+def duration(text: str) -> float:
+    """Seconds of '30s', '5m', '2h', '1d' or a plain number of seconds. Pure."""
+    m = _DURATION.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration; use e.g. 30s, 5m, 2h, 1d or seconds")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def point_in_time(text: str) -> float:
+    """Unix seconds of an ISO 8601 time (UTC unless it carries an offset) or of a number. Pure."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time; use ISO 8601 like 2026-12-01T12:00:00Z or unix seconds"
+        ) from None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
 
 
 def payloads(args: list[str], stdin: Iterable[str]) -> Iterator[str]:
@@ -92,12 +140,46 @@ def push(client: redis.Redis, key: str, kind: models.QueueType, items: Iterable[
     return ids
 
 
+def push_with_options(client: redis.Redis, pushes: list[producer.Push]) -> list[bool]:
+    """Send scheduled/unique pushes (pipelined); whether each was pushed (False: a unique no-op)."""
+    created: list[bool] = []
+    for start in range(0, len(pushes), PIPELINE_BATCH):
+        pipe = client.pipeline(transaction=False)
+        for p in pushes[start:start + PIPELINE_BATCH]:
+            producer.push_sync(pipe, p)
+        created += [bool(r) for r in pipe.execute()]
+    return created
+
+
 def run(target: Target, args: argparse.Namespace) -> int:
     client = target.connect()
     kind = queue_type(client, target, args.key, args.priority)
     items = list(payloads(args.payloads, sys.stdin))
-    ids = push(client, args.key, kind, items, priority=args.priority or 0.0, raw=args.raw)
-    for task_id in ids:
-        print(task_id)
-    print(f"enqueued {len(items)} task(s) to {args.key} ({kind})", file=sys.stderr)
+    options = args.delay is not None or args.at is not None or args.unique_for is not None
+    if args.task_id is not None and len(items) != 1:
+        raise CliError(f"--id names one task; {len(items)} payloads given", EXIT_USAGE)
+    if not options and args.task_id is None:
+        ids = push(client, args.key, kind, items, priority=args.priority or 0.0, raw=args.raw)
+        for task_id in ids:
+            print(task_id)
+        print(f"enqueued {len(items)} task(s) to {args.key} ({kind})", file=sys.stderr)
+        return 0
+    if args.raw:
+        raise CliError("--raw pushes no envelope, so no id: drop it to use --in/--at/"
+                       "--unique-for/--id", EXIT_USAGE)
+    prefix = (target.schema.prefix if target.schema is not None
+              else getattr(args, "key_prefix", None) or args.key)
+    now = time.time()
+    pushes = [producer.plan(args.key, item, priority=args.priority if kind == "zset" else None,
+                            task_id=args.task_id, delay=args.delay, at=args.at,
+                            unique_for=args.unique_for, key_prefix=prefix, now=now)
+              for item in items]
+    created = push_with_options(client, pushes)
+    for p in pushes:
+        print(p.task_id)
+    skipped = created.count(False)
+    where = f"{prefix}:delayed (scheduled)" if pushes and pushes[0].target != args.key else \
+        f"{args.key} ({kind})"
+    print(f"enqueued {len(items) - skipped} task(s) to {where}"
+          + (f"; {skipped} already enqueued (unique)" if skipped else ""), file=sys.stderr)
     return 0

@@ -71,15 +71,27 @@ def snapshot(name: str, schema: keys.KeySchema, obs: QueueObservation,
         "backlog": obs.queued,
         "in_flight": obs.in_flight,
         "delayed": obs.delayed,
+        "next_due_in_seconds": None if obs.next_due_at is None else round(
+            obs.next_due_at - obs.at, 3),
         "dead_letter": obs.dead_letter,
         "oldest_task_age_seconds": max(ages) if ages else None,
         "workers": {"alive": obs.live_workers, "registered": len(obs.workers),
                     "busy": obs.busy_workers},
         "completed_total": obs.completed_total,
         "failed_total": obs.failed_total,
+        "duplicates_skipped_total": obs.duplicates_total,
         "throughput_per_second": None if per_second is None else round(per_second, 3),
         "throughput_window_seconds": round(window, 1),
     }
+
+
+def _delayed(snap: dict[str, Any]) -> str:
+    """'3 (retries + scheduled), next due in 12s'."""
+    text = f"{snap['delayed']} (retries + scheduled)"
+    nxt = snap["next_due_in_seconds"]
+    if nxt is not None:
+        text += f", next due {'now' if nxt <= 0 else 'in ' + ui.duration(nxt)}"
+    return text
 
 
 def render(snap: dict[str, Any]) -> str:
@@ -95,11 +107,12 @@ def render(snap: dict[str, Any]) -> str:
     totals = [
         ("backlog", str(snap["backlog"])),
         ("in flight", str(snap["in_flight"])),
-        ("delayed (retry)", str(snap["delayed"])),
+        ("delayed", _delayed(snap)),
         ("dead letters", str(snap["dead_letter"])),
         ("oldest task", ui.duration(snap["oldest_task_age_seconds"])),
         ("workers", f"{w['alive']} alive, {w['busy']} busy, {w['registered']} registered"),
-        ("completed", f"{snap['completed_total']} (failed attempts {snap['failed_total']})"),
+        ("completed", f"{snap['completed_total']} (failed attempts {snap['failed_total']}, "
+                      f"duplicates skipped {snap['duplicates_skipped_total']})"),
         ("throughput", rate_text),
     ]
     return "\n".join([

@@ -1,12 +1,15 @@
 -- observe.lua: everything the operator and `taskqueue stats` read about one TaskQueue, in one call.
 -- KEYS[1] workers zset, KEYS[2] delayed zset, KEYS[3] dead-letter list, KEYS[4] stats hash,
--- KEYS[5] quiesced set, KEYS[6..] the queues in priority order.
+-- KEYS[5] quiesced set, KEYS[6..5+n] the n queues in priority order.
 -- ARGV[1] processing-list prefix, ARGV[2..1+n] the type of each queue ("list" | "zset"),
--- ARGV[2+n..1+2n] the stats field counting the tasks taken from each queue.
--- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers, taken, quiesced} where
--- oldest is the envelope time of each queue's oldest task ("" when unknown: a raw payload, or 0),
--- workers is a flat list id, heartbeat deadline (ms), processing length, ..., taken the
--- per-queue taken counters ("" when never written) and quiesced the members of KEYS[5].
+-- ARGV[2+n..1+2n] the stats field counting the tasks taken from each queue, then optionally
+-- ARGV[2+2n] a horizon (unix ms): delayed entries due by then count as due soon.
+-- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers, taken, quiesced,
+-- scheduled} where oldest is the envelope time of each queue's oldest task ("" when unknown: a
+-- raw payload, or 0), workers is a flat list id, heartbeat deadline (ms), processing length, ...,
+-- taken the per-queue taken counters ("" when never written), quiesced the members of KEYS[5],
+-- and scheduled is {due by the horizon (0 without one), the earliest due time (ms, "" when
+-- none), duplicates skipped}. The layout is documented once more in keys.OBSERVE_REPLY.
 local lengths, oldest = {}, {}
 local nq = #KEYS - 5
 for i = 1, nq do
@@ -34,13 +37,17 @@ for i = 1, #ids, 2 do
   workers[#workers + 1] = ids[i + 1]
   workers[#workers + 1] = redis.call('LLEN', ARGV[1] .. ids[i])
 end
-local counters = redis.call('HMGET', KEYS[4], 'completed', 'failed')
+local counters = redis.call('HMGET', KEYS[4], 'completed', 'failed', 'duplicates')
 local taken = {}
 if nq > 0 and #ARGV >= 1 + 2 * nq then
   local raw = redis.call('HMGET', KEYS[4], unpack(ARGV, 2 + nq, 1 + 2 * nq))
   for i = 1, nq do taken[i] = raw[i] or '' end
 end
+local horizon = ARGV[2 + 2 * nq]
+local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local scheduled = {horizon and redis.call('ZCOUNT', KEYS[2], '-inf', horizon) or 0,
+                   head[2] or '', tonumber(counters[3] or '0') or 0}
 return {lengths, oldest,
         {redis.call('ZCARD', KEYS[2]), redis.call('LLEN', KEYS[3]),
          tonumber(counters[1] or '0') or 0, tonumber(counters[2] or '0') or 0},
-        workers, taken, redis.call('SMEMBERS', KEYS[5])}
+        workers, taken, redis.call('SMEMBERS', KEYS[5]), scheduled}

@@ -49,6 +49,8 @@ class WorkerConfig:
     """Idle re-check period (delayed retries, missed wake-ups)."""
     metrics_port: int | None = None
     """Serve Prometheus metrics on this port."""
+    idempotency_window: float | None = None
+    """Idempotent consumption: seconds a completed id is remembered (None: off)."""
 
 
 def default_worker_id() -> str:
@@ -121,4 +123,5 @@ def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
         heartbeat_seconds=w.heartbeatSeconds,
         grace_seconds=float(w.terminationGracePeriodSeconds),
         metrics_port=w.metricsPort,
+        idempotency_window=w.idempotency.windowSeconds if w.idempotency else None,
     )

@@ -55,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--key-prefix", help="prefix of the bookkeeping keys")
     p.add_argument("--dead-letter-key")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument("--idempotency-window", type=float, metavar="S",
+                   help="idempotent consumption: skip ids completed within S seconds")
     p.add_argument("--metrics-address",
                    default=os.environ.get("TASKQUEUE_METRICS_ADDRESS") or "0.0.0.0",
                    help="address the metrics listen on (default $TASKQUEUE_METRICS_ADDRESS "
@@ -83,7 +85,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     worker = {"handler": args.handler, "command": args.command,
               "concurrency": args.concurrency, "prefetch": args.prefetch,
               "taskTimeoutSeconds": args.task_timeout, "heartbeatSeconds": args.heartbeat,
-              "metricsPort": args.metrics_port}
+              "metricsPort": args.metrics_port,
+              "idempotency": ({"windowSeconds": args.idempotency_window}
+                              if args.idempotency_window is not None else None)}
     retry = {"maxAttempts": args.max_attempts, "backoffSeconds": args.backoff,
              "deadLetterKey": args.dead_letter_key}
     top = {"delivery": args.delivery, "keyPrefix": args.key_prefix,

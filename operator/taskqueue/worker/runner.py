@@ -20,6 +20,8 @@ from taskqueue.worker import keycheck
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import Handler
 from taskqueue.worker.heartbeat import Heartbeat
+from taskqueue.worker.idempotency import LeaseKeeper, Leases
+from taskqueue.worker.promoter import Promoter
 from taskqueue.worker.slot import Slot, fetch_mode
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import REDIS_ERRORS, Store
@@ -42,8 +44,13 @@ class Worker:
         self.wakeup = (Wakeup(url=config.redis_url, queue_keys=config.schema.queue_keys)
                        if mode in ("held", "unheld") else None)
         self.heartbeat = Heartbeat(config=config)
+        self.promoter = Promoter(config=config, stopping=self.state.stopping)
+        leases = Leases() if config.idempotency_window is not None else None
+        self.lease_keeper = (LeaseKeeper(config=config, leases=leases)
+                             if leases is not None else None)
         self.slots = [Slot(config=config, handler=handler, state=self.state,
-                           wakeup=self.wakeup, index=i) for i in range(config.concurrency)]
+                           wakeup=self.wakeup, index=i, leases=leases)
+                      for i in range(config.concurrency)]
         self.stopped = threading.Event()
 
     def start(self) -> None:
@@ -52,6 +59,9 @@ class Worker:
         if self.wakeup is not None:
             self.wakeup.start()
         self.heartbeat.start()
+        self.promoter.start()
+        if self.lease_keeper is not None:
+            self.lease_keeper.start()
         for slot in self.slots:
             slot.thread.start()
         log.info("worker %s consuming %s (%s, concurrency %d, prefetch %d)",
@@ -90,6 +100,8 @@ class Worker:
         if stuck:
             self._give_back_stuck(stuck)
         self.heartbeat.stop()
+        if self.lease_keeper is not None:
+            self.lease_keeper.stop()
         self._deregister()
         self.stopped.set()
 

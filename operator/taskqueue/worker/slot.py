@@ -28,6 +28,7 @@ from taskqueue.worker import keycheck
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.execute import Executor
 from taskqueue.worker.handlers import Handler
+from taskqueue.worker.idempotency import Guard, Leases
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import CONNECTION_ERRORS, REDIS_ERRORS, Store
 from taskqueue.worker.wakeup import Wakeup
@@ -62,7 +63,7 @@ class Slot:
     """The consume loop of one slot; `run()` returns once the worker stops."""
 
     def __init__(self, *, config: WorkerConfig, handler: Handler, state: WorkerState,
-                 wakeup: Wakeup | None, index: int) -> None:
+                 wakeup: Wakeup | None, index: int, leases: Leases | None = None) -> None:
         self.config = config
         self.state = state
         self.wakeup = wakeup
@@ -72,6 +73,9 @@ class Slot:
         self.executor = Executor(config=config, handler=handler, store=self.store,
                                  stopping=state.stopping)
         self.acks: list[str] = []
+        self.guard = None if leases is None else Guard(
+            config=config, store=self.store, leases=leases, slot=index, held=self.held,
+            stopping=state.stopping)
         self.index = index
         self.busy = False
         self._schedule = backoff.Backoff()
@@ -201,6 +205,9 @@ class Slot:
             if self.state.stopping.is_set() and self.held:
                 self.give_back(entries[i:])
                 return
+            if self.guard is not None:
+                self._work_idempotent(entry)
+                continue
             self.busy = True
             try:
                 ok = self.executor.run(entry, held=self.held)
@@ -212,6 +219,28 @@ class Slot:
                 self.acks.append(entry)
             else:
                 self.state.unhold([entry])
+
+    def _work_idempotent(self, entry: str) -> None:
+        """claim -> run -> complete (done marker + ack in one script) or drop the lease; see
+        `taskqueue.worker.idempotency`."""
+        guard = self.guard
+        assert guard is not None
+        verdict = guard.claim(entry)
+        if verdict is None:  # stopping while Redis was unreachable: not run
+            self.give_back([entry])
+            return
+        if verdict == "run":
+            self.busy = True
+            try:
+                ok = self.executor.run(entry, held=self.held)
+            finally:
+                self.busy = False
+            if ok:
+                guard.complete(entry)
+            else:
+                guard.release(entry)
+        if self.held:
+            self.state.unhold([entry])
 
     def give_back(self, entries: list[str]) -> None:
         """Release entries this slot will not run (drain), attempts unchanged."""

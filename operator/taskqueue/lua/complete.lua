@@ -1,0 +1,16 @@
+-- complete.lua: idempotent consumption, after the handler succeeded, atomically: record the id
+-- as done for the window, drop our running lease, and ack the entry (count 'completed').
+-- The done marker is written even when the entry is no longer held (a recovery requeued it while
+-- the task was finishing): the effect happened, so the requeued copy must be skipped.
+-- KEYS[1] the caller's processing list, KEYS[2] the id's done key, KEYS[3] the id's running key,
+-- KEYS[4] stats hash.
+-- ARGV[1] the entry, ARGV[2] owner, ARGV[3] window ms, ARGV[4] now (unix ms, the marker's value),
+-- ARGV[5] held ("1" | "0").
+-- Returns 1 when the entry was acked, 0 when it was not held.
+redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])
+if redis.call('GET', KEYS[3]) == ARGV[2] then redis.call('DEL', KEYS[3]) end
+if ARGV[5] == '1' and redis.call('LREM', KEYS[1], -1, ARGV[1]) > 0 then
+  redis.call('HINCRBY', KEYS[4], 'completed', 1)
+  return 1
+end
+return 0

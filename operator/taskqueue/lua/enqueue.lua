@@ -1,0 +1,18 @@
+-- enqueue.lua: a producer's push with options, atomically: unique (the id's unique key is SET NX
+-- with the window as expiry; when it already exists nothing is pushed) and/or scheduled (the
+-- entry is ZADDed to the delayed zset, scored by its due time, and promoted by the workers).
+-- KEYS[1] where to push: the queue (list or zset) or, for a scheduled task, the delayed zset;
+-- KEYS[2] the unique key of the task id (read only when ARGV[4] > 0).
+-- ARGV[1] "lpush" | "zadd", ARGV[2] score (zadd: the priority, or the due time in unix ms),
+-- ARGV[3] the element (a scheduled task: its delayed entry), ARGV[4] unique window in ms
+-- ("0": not unique), ARGV[5] the task id (value of the unique key).
+-- Returns 1 when pushed, 0 when the id was already enqueued within the window (a no-op).
+if tonumber(ARGV[4]) > 0 then
+  if not redis.call('SET', KEYS[2], ARGV[5], 'NX', 'PX', ARGV[4]) then return 0 end
+end
+if ARGV[1] == 'zadd' then
+  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
+else
+  redis.call('LPUSH', KEYS[1], ARGV[3])
+end
+return 1

@@ -1,0 +1,16 @@
+-- lease.lua: refresh (or, with ARGV[1] = "0", drop) running leases, each only if the caller
+-- still owns it. KEYS[1..n] running keys; ARGV[1] lease ms ("0": drop), ARGV[2..n+1] the owner
+-- of each key ("<worker id>#<slot>").
+-- Returns how many leases were refreshed or dropped.
+local n = 0
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[i + 1] then
+    if ARGV[1] == '0' then
+      redis.call('DEL', KEYS[i])
+    else
+      redis.call('PEXPIRE', KEYS[i], ARGV[1])
+    end
+    n = n + 1
+  end
+end
+return n
