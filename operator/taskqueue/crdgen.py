@@ -54,7 +54,8 @@ RULES: dict[str, list[tuple[str, str, str | None]]] = {
 #: Constraints the API server needs beyond pydantic's (patterns for checks done in validators,
 #: maxLength so the CEL cost estimate of the rules above stays bounded).
 FIELD_EXTRAS: dict[tuple[str, str], Schema] = {
-    ("RedisSpec", "url"): {"pattern": "^(redis|rediss|unix)://", "maxLength": 4096},
+    ("RedisSpec", "url"): {
+        "pattern": "^(rediss?(\\+(cluster|sentinel))?|unix)://", "maxLength": 4096},
     ("QueueSpec", "key"): {"maxLength": 512},
     ("RetrySpec", "deadLetterKey"): {"maxLength": 512},
     ("TaskQueueSpec", "keyPrefix"): {"maxLength": 512},

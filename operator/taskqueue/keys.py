@@ -4,7 +4,8 @@ Every Redis key name this project reads or writes is built here, and every Lua s
 `taskqueue/lua/` and is loaded here; the worker, the operator and the CLI all import this module,
 so the two sides cannot drift apart. Pure: string building and parsing only, no I/O.
 
-Keys of one TaskQueue (prefix = spec.keyPrefix, default the first queue key):
+Keys of one TaskQueue (prefix = spec.keyPrefix, default the first queue key; on a Redis Cluster
+all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot):
 
 | key                               | type | holds                                              |
 |-----------------------------------|------|----------------------------------------------------|
@@ -40,7 +41,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from taskqueue.models import QueueType, TaskQueueSpec
+from taskqueue.models import QueueType, TaskQueueSpec, cluster_key_problem
 
 ENVELOPE_MARK = '{"__taskqueue__":1,"attempts":'
 """Every envelope starts with these characters; no other element is taken for one."""
@@ -117,6 +118,13 @@ class KeySchema:
     @property
     def queue_keys(self) -> tuple[str, ...]:
         return tuple(q.key for q in self.queues)
+
+    def cluster_problem(self) -> str | None:
+        """Why these keys cannot share one Redis Cluster hash slot (None when they can): on a
+        cluster every key of a TaskQueue carries the same {hash tag}, so each script is atomic
+        on one node and different TaskQueues spread over the cluster."""
+        return cluster_key_problem(list(self.queue_keys), key_prefix=self.prefix,
+                                   dead_letter=self.dead_letter)
 
     def queue(self, key: str) -> QueueRef:
         for q in self.queues:

@@ -26,6 +26,13 @@ _KEY_RE = re.compile(KEY_PATTERN)
 
 Delivery = Literal["AtLeastOnce", "AtMostOnce"]
 QueueType = Literal["list", "zset"]
+RedisMode = Literal["standalone", "cluster"]
+
+#: The hash tag of a Redis key as Redis Cluster computes it: the text between the first "{" and
+#: the first "}" after it, when not empty.
+_HASH_TAG_RE = re.compile(r"^[^{]*\{([^}]+)\}")
+_URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://",
+                "redis+sentinel://", "rediss+sentinel://")
 
 KubeObject = dict[str, Any]
 """A Kubernetes sub-object passed through verbatim (env var, resources, toleration...)."""
@@ -52,6 +59,17 @@ class RedisSpec(_Model):
     urlSecretRef: SecretKeyRef | None = Field(
         default=None, description="Secret key holding the full Redis URL (may carry a password)."
     )
+    mode: RedisMode = Field(
+        default="standalone",
+        description="cluster: the URL names seed nodes of a Redis Cluster (as a "
+        "redis+cluster:// URL does); every key of the TaskQueue must share one {hash tag}.",
+    )
+
+    @property
+    def is_cluster(self) -> bool:
+        """True for mode cluster or a redis+cluster:// / rediss+cluster:// URL."""
+        return self.mode == "cluster" or (self.url or "").startswith(
+            ("redis+cluster://", "rediss+cluster://"))
 
     @model_validator(mode="after")
     def _exactly_one(self) -> RedisSpec:
@@ -66,10 +84,10 @@ class RedisSpec(_Model):
 
 
 def _check_redis_url(url: str) -> None:
-    if not url.startswith(("redis://", "rediss://", "unix://")):
+    if not url.startswith(_URL_SCHEMES):
         raise ValueError(
-            f"url {url!r} is not a Redis URL; use redis://host:6379/0 "
-            "or rediss:// for TLS"
+            f"url {url!r} is not a Redis URL; use redis://host:6379/0, rediss:// for TLS, "
+            "redis+cluster://host:7000 or redis+sentinel://host:26379/mymaster"
         )
 
 
@@ -238,6 +256,16 @@ class TaskQueueSpec(_Model):
             raise ValueError(f"duplicate key(s) {dupes}; list each queue once")
         return queues
 
+    @model_validator(mode="after")
+    def _one_slot_on_cluster(self) -> TaskQueueSpec:
+        if self.redis.is_cluster:
+            problem = cluster_key_problem(
+                [q.key for q in self.queues], key_prefix=self.key_prefix,
+                dead_letter=self.dead_letter_key)
+            if problem:
+                raise ValueError(problem)
+        return self
+
     @property
     def dead_letter_key(self) -> str:
         return self.retry.deadLetterKey or f"{self.queues[0].key}:dead"
@@ -294,6 +322,40 @@ class TaskQueue(_Model):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: TaskQueueSpec
     status: TaskQueueStatus | None = None
+
+
+def hash_tag(key: str) -> str | None:
+    """The hash tag of `key` ("emails" for "{emails}:vip"), None when it has none."""
+    found = _HASH_TAG_RE.match(key)
+    return found.group(1) if found else None
+
+
+def cluster_key_problem(queue_keys: list[str], *, key_prefix: str,
+                        dead_letter: str) -> str | None:
+    """Why these keys cannot all live in one Redis Cluster hash slot (None when they can).
+
+    Every script of a TaskQueue touches several of its keys at once, so all of them (queues,
+    keyPrefix and the dead-letter key) must carry the same hash tag. The message shows the fix.
+    """
+    named = [(f"spec.queues[{i}].key", k) for i, k in enumerate(queue_keys)]
+    named += [("spec.keyPrefix", key_prefix), ("spec.retry.deadLetterKey", dead_letter)]
+    tags = {hash_tag(k) for _, k in named}
+    if len(tags) == 1 and None not in tags:
+        return None
+    tag = hash_tag(queue_keys[0]) or queue_keys[0].split(":", 1)[0]
+    wrong = [(field, k) for field, k in named if hash_tag(k) != tag]
+    fixes = ", ".join(f"{field} {k!r} -> {_with_tag(k, tag)!r}" for field, k in wrong)
+    return (
+        "spec.redis.mode cluster: every key of a TaskQueue must share one hash tag so that "
+        f"all of them live in one slot; use {{{tag}}} in each: {fixes}"
+    )
+
+
+def _with_tag(key: str, tag: str) -> str:
+    bare = key.replace("{", "").replace("}", "")
+    if bare == tag or bare.startswith(tag + ":"):
+        return "{" + tag + "}" + bare[len(tag):]
+    return "{" + tag + "}:" + bare
 
 
 def is_valid_key(key: str) -> bool:

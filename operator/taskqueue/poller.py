@@ -20,7 +20,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
-from taskqueue import keys, manifest, metrics, models, policy, queueops, workload
+from taskqueue import connection, keys, manifest, metrics, models, policy, queueops, workload
 from taskqueue.kube import (
     ConflictError,
     DeploymentState,
@@ -83,9 +83,10 @@ class RedisPools:
     def get(self, url: str) -> aioredis.Redis:
         found = self._clients.get(url)
         if found is None:
-            found = aioredis.Redis.from_url(
-                url, decode_responses=True, socket_timeout=self.timeout,
-                socket_connect_timeout=self.timeout, health_check_interval=30)
+            found = connection.async_client(
+                connection.RedisSettings.from_dsn(url), decode_responses=True,
+                socket_timeout=self.timeout, socket_connect_timeout=self.timeout,
+                health_check_interval=30)
             self._clients[url] = found
         return found
 
@@ -188,7 +189,7 @@ class Poller:
         ref = tq.spec.redis.urlSecretRef
         if ref is None:
             assert tq.spec.redis.url is not None
-            return tq.spec.redis.url
+            return connection.dsn_for(tq.spec.redis.url, tq.spec.redis.mode)
         ns = tq.metadata.namespace or "default"
         key = (ns, ref.name, ref.key)
         cached = self._secrets.get(key)
@@ -201,6 +202,7 @@ class Poller:
                 f"spec.redis.urlSecretRef: Secret {ref.name!r} with key {ref.key!r} not found in "
                 f"namespace {ns}; create it with the Redis URL as the value"
             ) from None
+        url = connection.dsn_for(url, tq.spec.redis.mode)
         self._secrets[key] = (self.clock(), url)
         return url
 

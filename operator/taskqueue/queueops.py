@@ -8,20 +8,31 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
+import redis
 from taskqueue import keys
 from taskqueue.observation import QueueObservation, WorkerObservation
 
+T = TypeVar("T")
+
+_SEEN_WORKERS_MAX = 4096
+_seen_workers: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+"""Worker ids last seen per workers-zset key: observe passes their processing lists in KEYS up
+front, so a poll stays one round trip while the fleet is unchanged (a hint only: a wrong one
+costs a second call, never a wrong answer)."""
+
 
 class Script:
-    """A Lua script from `taskqueue/lua/` run by EVALSHA on the client passed to each call,
-    loaded again on NOSCRIPT (a restarted or different server).
+    """A Lua script from `taskqueue/lua/` run by EVALSHA, loaded again on NOSCRIPT (a restarted,
+    failed-over or different server). The one script loader of the project: async and sync
+    clients call it here, and the worker's pre-packed fast path uses `sha` and `source`.
 
     One instance per script name, shared by every client: nothing here refers to a client, so
     clients are never kept alive by the cache nor confused with a later client at the same id.
@@ -40,11 +51,29 @@ class Script:
             await client.script_load(self.source)
             return await client.evalsha(self.sha, len(keys), *keys, *args)
 
+    def sync(self, client: redis.Redis, *, keys: Sequence[Any] = (),
+             args: Sequence[Any] = ()) -> Any:
+        """The same call on a synchronous client."""
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            client.script_load(self.source)
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+
+    def on_noscript(self, send: Callable[[], T], load: Callable[[str], object]) -> T:
+        """`send()` (an EVALSHA of this script on any transport); on NOSCRIPT `load(source)`
+        then `send()` again."""
+        try:
+            return send()
+        except NoScriptError:
+            load(self.source)
+            return send()
+
 
 @cache
 def script(name: str) -> Script:
     """The shared `Script` for `taskqueue/lua/<name>.lua`: `await script(name)(client, keys=...,
-    args=...)`."""
+    args=...)`, or `script(name).sync(client, ...)`."""
     return Script(name)
 
 
@@ -52,15 +81,50 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-async def observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObservation:
-    """Queue lengths, in-flight per worker, delayed, dead-letter and counters: one EVALSHA."""
-    at = time.time()
-    raw = await script("observe")(
-        client,
-        keys=[schema.workers, schema.delayed, schema.dead_letter, schema.stats,
-              *schema.queue_keys],
-        args=[schema.processing_prefix, *(q.type for q in schema.queues)],
+def observe_call(schema: keys.KeySchema, worker_ids: Sequence[str]
+                 ) -> tuple[list[str], list[str | int]]:
+    """KEYS and ARGV of observe.lua, declaring the processing lists of `worker_ids`."""
+    return (
+        [schema.workers, schema.delayed, schema.dead_letter, schema.stats, *schema.queue_keys,
+         *(schema.processing(w) for w in worker_ids)],
+        [len(schema.queues), *(q.type for q in schema.queues), *worker_ids],
     )
+
+
+def _missing_workers(raw: Any) -> tuple[str, ...] | None:
+    """All worker ids of an observe.lua reply when some processing list was not declared."""
+    flat = raw[3]
+    ids = tuple(_text(flat[i]) for i in range(0, len(flat), 3))
+    if any(int(flat[i + 2]) < 0 for i in range(0, len(flat), 3)):
+        return ids
+    return None
+
+
+def _remember(schema: keys.KeySchema, raw: Any) -> None:
+    flat = raw[3]
+    _seen_workers[schema.workers] = tuple(_text(flat[i]) for i in range(0, len(flat), 3))
+    _seen_workers.move_to_end(schema.workers)
+    while len(_seen_workers) > _SEEN_WORKERS_MAX:
+        _seen_workers.popitem(last=False)
+
+
+async def observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObservation:
+    """Queue lengths, in-flight per worker, delayed, dead-letter and counters: one EVALSHA
+    (two when the set of workers changed since the last call for this TaskQueue)."""
+    at = time.time()
+    call = script("observe")
+    keys_, args = observe_call(schema, _seen_workers.get(schema.workers, ()))
+    raw = await call(client, keys=keys_, args=args)
+    missing = _missing_workers(raw)
+    if missing is not None:
+        keys_, args = observe_call(schema, missing)
+        raw = await call(client, keys=keys_, args=args)
+    _remember(schema, raw)
+    return parse_observation(raw, schema, at=at)
+
+
+def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueObservation:
+    """The observe.lua reply as a `QueueObservation` (a worker not declared counts 0)."""
     lengths, oldest, counters, flat_workers = raw
     backlog = {q.key: int(n) for q, n in zip(schema.queues, lengths, strict=True)}
     # "" (no envelope time) and 0 (raw payloads recover.lua wrapped) mean unknown
@@ -73,7 +137,7 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObserv
         WorkerObservation(
             worker_id=_text(flat_workers[i]),
             deadline_ms=int(float(_text(flat_workers[i + 1]))),
-            in_flight=int(flat_workers[i + 2]),
+            in_flight=max(0, int(flat_workers[i + 2])),
         )
         for i in range(0, len(flat_workers), 3)
     )
@@ -94,9 +158,21 @@ def recover_call(
 ) -> tuple[list[str], list[str | int]]:
     """KEYS and ARGV of recover.lua for `worker_id` (shared by the async and sync callers)."""
     return (
-        [schema.processing(worker_id), schema.workers, schema.dead_letter, schema.stats],
-        [worker_id, max_attempts, f"{time.time():.3f}", reason],
+        [schema.processing(worker_id), schema.workers, schema.dead_letter, schema.stats,
+         *schema.queue_keys],
+        [worker_id, max_attempts, reason],
     )
+
+
+def release_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
+    """KEYS of release.lua for `worker_id` (the entries are its ARGV)."""
+    return [schema.processing(worker_id), schema.dead_letter, *schema.queue_keys]
+
+
+def fetch_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
+    """KEYS of fetch.lua for `worker_id`."""
+    return [schema.processing(worker_id), schema.delayed, schema.starvation, schema.stats,
+            schema.dead_letter, *schema.queue_keys]
 
 
 async def recover_worker(

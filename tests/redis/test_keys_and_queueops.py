@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from importlib import resources
 
 import pytest
 import redis.asyncio as aioredis
@@ -167,8 +168,16 @@ async def test_scripts_are_not_bound_to_a_client(redis_url: str) -> None:
         await second.aclose()
 
 
-@pytest.mark.parametrize("name", ["fetch", "release"])
+@pytest.mark.parametrize("name", ["fetch", "release", "recover"])
 def test_scripts_get_the_shared_entry_library_inlined(name: str) -> None:
     source = keys.lua(name)
-    assert "local function put_back(entry)" in source
+    assert "local function put_back(entry, queues, dead_key)" in source
     assert not any(line.startswith("-- include:") for line in source.splitlines())
+
+
+@pytest.mark.parametrize("name", ["fail", "fetch", "heartbeat", "observe", "recover", "release"])
+def test_no_script_has_its_own_parser_of_the_wire_formats(name: str) -> None:
+    own = (resources.files("taskqueue") / "lua" / f"{name}.lua").read_text("utf-8")
+    assert "__taskqueue__" not in own, "the envelope belongs to lua/lib/entry.lua"
+    assert "'\\n', 1, true" not in own, "entries are split by lua/lib/entry.lua"
+    assert "cjson.encode({" not in own, "dead-letter records are built by lua/lib/entry.lua"

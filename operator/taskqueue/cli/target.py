@@ -13,8 +13,10 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
+import redis.asyncio as aioredis
+
 import redis
-from taskqueue import keys, manifest, models
+from taskqueue import connection, keys, manifest, models
 from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
 
 DEFAULT_URL = "redis://localhost:6379/0"
@@ -48,9 +50,15 @@ class Target:
 
     def connect(self) -> redis.Redis:
         """A client for this target (replies decoded); nothing is sent yet."""
-        return redis.Redis.from_url(
-            self.redis_url, decode_responses=True, socket_connect_timeout=3, socket_timeout=30
-        )
+        return connection.sync_client(
+            connection.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
+            socket_connect_timeout=3, socket_timeout=30)
+
+    def connect_async(self) -> aioredis.Redis:
+        """An asyncio client for this target (replies decoded); nothing is sent yet."""
+        return connection.async_client(
+            connection.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
+            socket_connect_timeout=3, socket_timeout=30)
 
 
 class _QueueAction(argparse.Action):
@@ -105,7 +113,12 @@ def resolve(args: argparse.Namespace) -> Target:
 def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
     ns = tq.metadata.namespace
     name = f"{ns}/{tq.metadata.name}" if ns else tq.metadata.name
-    return Target(redis_url=url, schema=keys.KeySchema.from_spec(tq.spec), name=name)
+    url = connection.dsn_for(url, tq.spec.redis.mode)
+    schema = keys.KeySchema.from_spec(tq.spec)
+    problem = schema.cluster_problem() if connection.is_cluster_dsn(url) else None
+    if problem:
+        raise CliError(problem, EXIT_USAGE)
+    return Target(redis_url=url, schema=schema, name=name)
 
 
 def _spec_url(tq: models.TaskQueue, path: str) -> str:

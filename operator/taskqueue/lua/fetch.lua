@@ -1,7 +1,8 @@
 -- fetch.lua: ack finished tasks, promote due retries, then take up to COUNT tasks by priority and
 -- starvation limits, moving each into the caller's processing list, all in one atomic call.
 -- KEYS[1] processing list of the caller, KEYS[2] delayed zset, KEYS[3] starvation hash,
--- KEYS[4] stats hash, KEYS[5..] the queues in priority order.
+-- KEYS[4] stats hash, KEYS[5] dead-letter list (a due retry whose queue left the spec),
+-- KEYS[6..] the queues in priority order.
 -- ARGV[1] now (unix ms; "" skips promoting due retries in this call), ARGV[2] COUNT (0: ack and
 -- promote only), ARGV[3] hold ("1": LPUSH the entries into KEYS[1] (AtLeastOnce); "0": hand them
 -- out unheld (AtMostOnce)), ARGV[4] number of acks A, ARGV[5..4+A] processing entries to ack, then per queue: type ("list"|"zset") and
@@ -12,6 +13,7 @@
 -- non-empty later queue and the counter restarts. Without any limit the queues are simply drained
 -- in order (one pop per queue, no length reads).
 -- include: entry
+local queue_set = key_set(6)
 local now, count, hold = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
 local nacks = tonumber(ARGV[4])
 if nacks > 0 then
@@ -27,16 +29,16 @@ if now then
   local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
   for _, entry in ipairs(due) do
     redis.call('ZREM', KEYS[2], entry)
-    put_back(entry)
+    put_back(entry, queue_set, KEYS[5])
   end
 end
 if count <= 0 then return {} end
 
-local nq = #KEYS - 4
+local nq = #KEYS - 5
 local keys, types, limits = {}, {}, {}
 local any_limit = false
 for i = 1, nq do
-  keys[i] = KEYS[4 + i]
+  keys[i] = KEYS[5 + i]
   types[i] = ARGV[4 + nacks + 2 * i - 1]
   limits[i] = tonumber(ARGV[4 + nacks + 2 * i])
   if limits[i] then any_limit = true end
@@ -49,12 +51,12 @@ local function take(i, n)
   if types[i] == 'zset' then
     local popped = redis.call('ZPOPMIN', keys[i], n)
     for k = 1, #popped, 2 do
-      out[#out + 1] = keys[i] .. '\n' .. popped[k + 1] .. '\n' .. popped[k]
+      out[#out + 1] = join_entry(keys[i], popped[k + 1], popped[k])
     end
   else
     local popped = redis.call('RPOP', keys[i], n)
     if popped then
-      for k = 1, #popped do out[#out + 1] = keys[i] .. '\n\n' .. popped[k] end
+      for k = 1, #popped do out[#out + 1] = join_entry(keys[i], '', popped[k]) end
     end
   end
   return #out - before

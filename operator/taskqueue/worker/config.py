@@ -7,7 +7,7 @@ import secrets
 import socket
 from dataclasses import dataclass
 
-from taskqueue import keys
+from taskqueue import connection, keys
 from taskqueue.models import Delivery, TaskQueueSpec
 
 
@@ -64,10 +64,15 @@ def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
         raise ValueError(
             "no Redis URL: spec.redis uses urlSecretRef, so set TASKQUEUE_REDIS_URL or --redis-url"
         )
+    url = connection.dsn_for(url, spec.redis.mode)
+    schema = keys.KeySchema.from_spec(spec)
+    problem = schema.cluster_problem() if connection.is_cluster_dsn(url) else None
+    if problem:
+        raise ValueError(problem)
     w = spec.worker
     return WorkerConfig(
         redis_url=url,
-        schema=keys.KeySchema.from_spec(spec),
+        schema=schema,
         worker_id=worker_id or default_worker_id(),
         handler=w.handler,
         command=tuple(w.command) if w.command else None,

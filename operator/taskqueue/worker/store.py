@@ -1,5 +1,10 @@
 """The worker's Redis calls: one dedicated connection, the Lua scripts by EVALSHA, no pool.
 
+The connection goes to the master that serves the TaskQueue's keys (`taskqueue.connection`:
+one server, the Cluster node owning the TaskQueue's hash slot, or the master Sentinel names);
+after a connection loss, MOVED, READONLY or CLUSTERDOWN it is found again on the next call, which
+is how a worker follows a failover.
+
 Each consume slot, the heartbeat and the wake-up listener own one `Store` each, so a blocking
 call never waits for another thread. Payloads are decoded as UTF-8 with `surrogateescape` and
 encoded back the same way by our own command packer (redis-py's hiredis packer would reject
@@ -9,28 +14,40 @@ The fetch command, sent once per task, is mostly pre-encoded.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import (
+    ClusterDownError,
+    MovedError,
+    ReadOnlyError,
+    RedisClusterException,
+    TryAgainError,
+)
 
 import redis
-from taskqueue import keys, queueops
+from taskqueue import connection, keys, queueops
 
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    redis.ConnectionError, redis.TimeoutError, OSError,
+    redis.ConnectionError, redis.TimeoutError, OSError, MovedError, ReadOnlyError,
+    ClusterDownError, TryAgainError,
 )
-"""Errors after which a call may be retried on a new connection."""
+"""Errors after which a call may be retried on a new connection (to the master found again):
+no script ran, or the connection broke and the caller's own recovery applies."""
 
 
-def connection_pool(url: str, *, protocol: int = 2) -> redis.ConnectionPool:
-    """A pool used only to build connections with the URL's settings (auth, TLS, db)."""
-    return redis.ConnectionPool.from_url(
-        url, decode_responses=True, encoding_errors="surrogateescape", protocol=protocol,
-        socket_connect_timeout=5, socket_timeout=30, socket_keepalive=True,
-    )
+def connect(url: str, *, key: str, protocol: int = 2) -> Any:
+    """A new raw connection (not yet connected) to the master serving `key`, with the URL's
+    settings (auth, TLS, db, topology)."""
+    try:
+        return connection.node_connection(
+            connection.RedisSettings.from_dsn(url), key=key, decode_responses=True,
+            encoding_errors="surrogateescape", protocol=protocol, socket_connect_timeout=5,
+            socket_timeout=30, socket_keepalive=True,
+        )
+    except RedisClusterException as exc:  # no reachable seed node: retry like a lost connection
+        raise redis.ConnectionError(f"Redis Cluster unreachable: {exc}") from exc
 
 
 def now_ms() -> int:
@@ -55,16 +72,6 @@ def pack(args: Sequence[str | bytes | int | float]) -> bytes:
     return b"*%d\r\n" % len(args) + b"".join(bulk(a) for a in args)
 
 
-_SHAS: dict[str, str] = {}
-
-
-def script_sha(name: str) -> str:
-    sha = _SHAS.get(name)
-    if sha is None:
-        sha = _SHAS[name] = hashlib.sha1(keys.lua(name).encode("utf-8")).hexdigest()
-    return sha
-
-
 class Store:
     """Redis operations of one worker thread over a connection of its own."""
 
@@ -72,43 +79,51 @@ class Store:
         self.schema = schema
         self.worker_id = worker_id
         self.processing = schema.processing(worker_id)
-        self._conn: Any = connection_pool(url).make_connection()
+        self._url = url
+        self._conn: Any = None
         queue_args: list[str] = []
         for q in schema.queues:
             queue_args += [q.type, "" if q.starvation_limit is None else str(q.starvation_limit)]
-        fetch_keys = [self.processing, schema.delayed, schema.starvation, schema.stats,
-                      *schema.queue_keys]
+        fetch_keys = queueops.fetch_keys(schema, worker_id)
+        self._release_keys = queueops.release_keys(schema, worker_id)
         # EVALSHA <sha> <numkeys> <keys...> | now count hold nacks acks... | queue args...
-        head: list[str | int] = ["EVALSHA", script_sha("fetch"), len(fetch_keys), *fetch_keys]
+        head: list[str | int] = ["EVALSHA", queueops.script("fetch").sha, len(fetch_keys),
+                                 *fetch_keys]
         self._fetch_head = b"".join(bulk(a) for a in head)
         self._fetch_tail = b"".join(bulk(a) for a in queue_args)
         self._fetch_fixed = 3 + len(fetch_keys) + 4 + len(queue_args)
         self._hold_flag = {True: bulk("1"), False: bulk("0")}
 
     def close(self) -> None:
-        self._conn.disconnect()
+        if self._conn is not None:
+            self._conn.disconnect()
 
     def send(self, packed: bytes, *, timeout: float | None = None) -> Any:
-        """One packed command and its reply; the connection is re-opened after an error."""
-        self._conn.send_packed_command([packed], check_health=False)
-        if timeout is None:
-            return self._conn.read_response()
-        return self._conn.read_response(timeout=timeout)
+        """One packed command and its reply; after a connection error, MOVED or READONLY the
+        master is found again and a new connection opened on the next call."""
+        if self._conn is None:
+            self._conn = connect(self._url, key=self.processing)
+        try:
+            self._conn.send_packed_command([packed], check_health=False)
+            if timeout is None:
+                return self._conn.read_response()
+            return self._conn.read_response(timeout=timeout)
+        except CONNECTION_ERRORS:
+            conn, self._conn = self._conn, None
+            conn.disconnect()
+            raise
 
     def call(self, *args: Any, timeout: float | None = None) -> Any:
         """One command and its reply."""
         return self.send(pack(args), timeout=timeout)
 
     def script(self, name: str, keys_: Sequence[str], args: Sequence[Any]) -> Any:
-        packed = pack(["EVALSHA", script_sha(name), len(keys_), *keys_, *args])
+        packed = pack(["EVALSHA", queueops.script(name).sha, len(keys_), *keys_, *args])
         return self._evalsha(name, packed)
 
     def _evalsha(self, name: str, packed: bytes) -> Any:
-        try:
-            return self.send(packed)
-        except NoScriptError:
-            self.call("SCRIPT", "LOAD", keys.lua(name))
-            return self.send(packed)
+        return queueops.script(name).on_noscript(
+            lambda: self.send(packed), lambda source: self.call("SCRIPT", "LOAD", source))
 
     def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True,
               promote: bool = True) -> list[str]:
@@ -135,7 +150,7 @@ class Store:
         """Give back held entries unrun (attempts unchanged); see release.lua."""
         if not entries:
             return 0
-        return int(self.script("release", [self.processing], list(entries)))
+        return int(self.script("release", self._release_keys, list(entries)))
 
     def held_entries(self) -> list[str]:
         result: list[str] = self.call("LRANGE", self.processing, 0, -1)
@@ -170,6 +185,6 @@ class Store:
         queues = self.schema.queue_keys
         if zset:
             got = self.call("BZPOPMIN", *queues, timeout, timeout=timeout + 10)
-            return None if not got else f"{got[0]}\n{got[2]}\n{got[1]}"
+            return None if not got else keys.Entry(got[0], got[2], got[1]).encode()
         got = self.call("BRPOP", *queues, timeout, timeout=timeout + 10)
-        return None if not got else f"{got[0]}\n\n{got[1]}"
+        return None if not got else keys.Entry(got[0], "", got[1]).encode()

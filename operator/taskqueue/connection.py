@@ -1,0 +1,335 @@
+"""The one Redis client factory: standalone, Cluster or Sentinel, sync and async, TLS and ACL auth.
+
+Everything that talks to Redis (worker, operator, CLI, `taskqueue.client`) builds its clients here
+from a `RedisSettings`, parsed from a DSN in the style of arq's `RedisSettings.from_dsn`:
+
+| DSN                                                      | topology                          |
+|----------------------------------------------------------|-----------------------------------|
+| `redis://[user:pass@]host:6379/0`, `rediss://…`, `unix://`| one server (rediss: TLS)          |
+| `redis+cluster://[user:pass@]h1:7000,h2:7001`            | Redis Cluster (seed nodes)        |
+| `redis+sentinel://[user:pass@]s1:26379,s2:26379/mymaster/0` | Sentinel: master `mymaster`, db 0 |
+
+`rediss+cluster://` and `rediss+sentinel://` use TLS to the data nodes (and to the sentinels).
+Query parameters are redis-py's (`ssl_ca_certs`, `ssl_certfile`, `ssl_keyfile`, `ssl_cert_reqs`,
+`socket_timeout`, …); `sentinel_password` / `sentinel_username` authenticate to the sentinels.
+Secrets (password, CA, client certificate) come from files mounted from Kubernetes Secrets:
+`with_files()` reads them; nothing secret needs to be in the DSN or the environment.
+
+`node_connection()` is the worker's path: one raw connection to the master that serves a key
+(all keys of a TaskQueue share one hash slot), rebuilt by the caller after MOVED / READONLY /
+connection loss, which is how a worker follows a Cluster or Sentinel failover.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, cast
+
+import redis.asyncio as aioredis
+import redis.asyncio.cluster as aiocluster
+import redis.asyncio.sentinel as aiosentinel
+import redis.cluster
+import redis.sentinel
+
+import redis
+
+# redis-py leaves these untyped; called through Any so the typed code around them stays strict
+_parse_url: Any = redis.connection.parse_url
+_ClusterNode: Any = redis.cluster.ClusterNode
+_RedisCluster: Any = redis.cluster.RedisCluster
+_Sentinel: Any = redis.sentinel.Sentinel
+_AsyncSentinel: Any = aiosentinel.Sentinel
+
+Mode = Literal["standalone", "cluster", "sentinel"]
+
+_SCHEMES: dict[str, tuple[Mode, str]] = {
+    "redis": ("standalone", "redis"),
+    "rediss": ("standalone", "rediss"),
+    "unix": ("standalone", "unix"),
+    "redis+cluster": ("cluster", "redis"),
+    "rediss+cluster": ("cluster", "rediss"),
+    "redis+sentinel": ("sentinel", "redis"),
+    "rediss+sentinel": ("sentinel", "rediss"),
+}
+_SENTINEL_QUERY = ("sentinel_password", "sentinel_username")
+
+SyncClient = redis.Redis
+"""What `sync_client` returns (a RedisCluster offers the same command methods)."""
+AsyncClient = aioredis.Redis
+"""What `async_client` returns (an async RedisCluster offers the same command methods)."""
+
+
+class SettingsError(ValueError):
+    """A DSN or setting that cannot name a Redis; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    """Where Redis is and how to authenticate; build clients with the functions below."""
+
+    mode: Mode
+    scheme: str
+    """`redis`, `rediss` (TLS) or `unix` for the data nodes."""
+    hosts: tuple[tuple[str, int], ...]
+    """The server (standalone), seed nodes (cluster) or sentinels (sentinel)."""
+    master_name: str | None = None
+    db: int = 0
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    sentinel_username: str | None = None
+    sentinel_password: str | None = field(default=None, repr=False)
+    query: tuple[tuple[str, str], ...] = ()
+    """redis-py URL options (ssl_ca_certs, socket_timeout, …) passed on to every node URL."""
+    unix_path: str | None = None
+
+    @classmethod
+    def from_dsn(cls, dsn: str, *, mode: Mode | None = None) -> RedisSettings:
+        """Parse `dsn`; `mode` (spec.redis.mode) turns a plain `redis://` URL into a cluster
+        seed. Raises SettingsError naming the problem and the expected form."""
+        scheme = dsn.split("://", 1)[0] if "://" in dsn else ""
+        if scheme not in _SCHEMES:
+            raise SettingsError(
+                f"{_redact(dsn)!r} is not a Redis URL; use redis://host:6379/0, rediss:// for "
+                "TLS, redis+cluster://host:7000 or redis+sentinel://host:26379/mymaster"
+            )
+        dsn_mode, data_scheme = _SCHEMES[scheme]
+        if mode is not None and mode != "standalone" and dsn_mode not in ("standalone", mode):
+            raise SettingsError(f"spec.redis.mode is {mode} but the URL scheme is {scheme}://")
+        final: Mode = dsn_mode if mode in (None, "standalone") else mode
+        if data_scheme == "unix":
+            if final != "standalone":
+                raise SettingsError("unix:// sockets reach one server; drop mode cluster/sentinel")
+            parts = urllib.parse.urlsplit(dsn)
+            return cls(mode="standalone", scheme="unix", hosts=(), unix_path=parts.path,
+                       username=_unquote(parts.username), password=_unquote(parts.password),
+                       query=tuple(urllib.parse.parse_qsl(parts.query)))
+        return _parse_network(dsn, final, data_scheme)
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "rediss"
+
+    def with_files(self, *, password_file: str | None = None, username: str | None = None,
+                   ca_file: str | None = None, cert_file: str | None = None,
+                   key_file: str | None = None,
+                   sentinel_password_file: str | None = None) -> RedisSettings:
+        """These settings with secrets read from mounted files (Kubernetes Secret volumes)."""
+        query = dict(self.query)
+        for name, path in (("ssl_ca_certs", ca_file), ("ssl_certfile", cert_file),
+                           ("ssl_keyfile", key_file)):
+            if path:
+                query[name] = path
+        return replace(
+            self,
+            username=username or self.username,
+            password=_read(password_file) if password_file else self.password,
+            sentinel_password=(_read(sentinel_password_file) if sentinel_password_file
+                               else self.sentinel_password),
+            query=tuple(query.items()),
+        )
+
+    def node_url(self, host: str | None = None, port: int | None = None) -> str:
+        """A plain redis:// (rediss://, unix://) URL of one data node with these credentials."""
+        auth = ""
+        if self.username or self.password:
+            auth = (urllib.parse.quote(self.username or "", safe="") + ":"
+                    + urllib.parse.quote(self.password or "", safe="") + "@")
+        query = urllib.parse.urlencode(list(self.query))
+        if self.scheme == "unix":
+            return f"unix://{auth}{self.unix_path}" + (f"?{query}" if query else "")
+        if host is None or port is None:
+            host, port = self.hosts[0]
+        url = f"{self.scheme}://{auth}{_host(host)}:{port}/{self.db}"
+        return url + (f"?{query}" if query else "")
+
+    def describe(self) -> str:
+        """Where this points, password-free (for logs, events and errors)."""
+        hosts = ",".join(f"{h}:{p}" for h, p in self.hosts) or (self.unix_path or "")
+        suffix = f"/{self.master_name}" if self.master_name else ""
+        return f"{self.scheme}{'' if self.mode == 'standalone' else '+' + self.mode}://{hosts}{suffix}"
+
+
+def _parse_network(dsn: str, mode: Mode, data_scheme: str) -> RedisSettings:
+    rest = dsn.split("://", 1)[1]
+    netloc, _, tail = rest.partition("/")
+    path, _, query_text = tail.partition("?")
+    if "?" in netloc:
+        netloc, _, query_text = netloc.partition("?")
+    userinfo, _, hostlist = netloc.rpartition("@")
+    username, _, password = userinfo.partition(":")
+    query = urllib.parse.parse_qsl(query_text)
+    extra = {k: v for k, v in query if k in _SENTINEL_QUERY}
+    query = [(k, v) for k, v in query if k not in _SENTINEL_QUERY and k != "db"]
+    hosts = tuple(_host_port(h, 26379 if mode == "sentinel" else 6379)
+                  for h in hostlist.split(",") if h)
+    if not hosts:
+        raise SettingsError(f"{_redact(dsn)!r} names no host; e.g. redis://redis:6379/0")
+    segments = [s for s in path.split("/") if s]
+    master = None
+    if mode == "sentinel":
+        if not segments:
+            raise SettingsError(
+                f"{_redact(dsn)!r}: name the master, e.g. redis+sentinel://s1:26379/mymaster/0")
+        master = segments.pop(0)
+    if mode != "standalone" and len(hosts) > 1 and mode != "sentinel" and mode != "cluster":
+        raise SettingsError("several hosts need redis+cluster:// or redis+sentinel://")
+    if mode == "standalone" and len(hosts) > 1:
+        raise SettingsError(
+            f"{_redact(dsn)!r} lists several hosts; use redis+cluster:// (cluster seeds) or "
+            "redis+sentinel:// (sentinels)")
+    try:
+        db = int(segments[0]) if segments else int(dict(urllib.parse.parse_qsl(query_text))
+                                                   .get("db", 0))
+    except ValueError:
+        raise SettingsError(f"{_redact(dsn)!r}: the database must be a number (/0)") from None
+    if mode == "cluster" and db != 0:
+        raise SettingsError("Redis Cluster has only database 0; drop the /N from the URL")
+    return RedisSettings(
+        mode=mode, scheme=data_scheme, hosts=hosts, master_name=master, db=db,
+        username=_unquote(username) or None, password=_unquote(password) or None,
+        sentinel_username=extra.get("sentinel_username"),
+        sentinel_password=extra.get("sentinel_password"), query=tuple(query),
+    )
+
+
+def _host_port(text: str, default_port: int) -> tuple[str, int]:
+    if text.startswith("["):
+        host, _, port = text[1:].partition("]")
+        port = port.lstrip(":")
+    else:
+        host, _, port = text.partition(":")
+    try:
+        return host, int(port) if port else default_port
+    except ValueError:
+        raise SettingsError(f"port {port!r} of host {host!r} is not a number") from None
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _unquote(text: str | None) -> str | None:
+    return urllib.parse.unquote(text) if text else None
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read().strip()
+
+
+def _redact(dsn: str) -> str:
+    head, sep, rest = dsn.partition("://")
+    userinfo, at, tail = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return dsn
+    return f"{head}{sep}{userinfo.split(':', 1)[0]}:***@{tail}"
+
+
+def dsn_for(url: str, mode: str) -> str:
+    """`url` as a DSN of topology `mode` (spec.redis.mode): redis:// -> redis+cluster://."""
+    if mode == "cluster" and url.startswith(("redis://", "rediss://")):
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}+cluster://{rest}"
+    return url
+
+
+def is_cluster_dsn(url: str) -> bool:
+    return url.startswith(("redis+cluster://", "rediss+cluster://"))
+
+
+# -- clients -----------------------------------------------------------------------------------
+def _node_kwargs(settings: RedisSettings, options: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of a connection to a data node (from a node URL plus `options`)."""
+    kwargs: dict[str, Any] = _parse_url(settings.node_url())
+    kwargs.pop("host", None)
+    kwargs.pop("port", None)
+    kwargs.update(options)
+    return kwargs
+
+
+def _sentinel_kwargs(settings: RedisSettings, options: dict[str, Any]) -> dict[str, Any]:
+    kw: dict[str, Any] = {
+        k: v for k, v in options.items() if k in ("socket_timeout", "socket_connect_timeout")
+    }
+    if settings.sentinel_password:
+        kw["password"] = settings.sentinel_password
+    if settings.sentinel_username:
+        kw["username"] = settings.sentinel_username
+    if settings.tls:
+        kw["ssl"] = True
+        for k, v in settings.query:
+            if k.startswith("ssl_"):
+                kw[k] = v
+    return kw
+
+
+def sync_client(settings: RedisSettings, **options: Any) -> SyncClient:
+    """A synchronous client (with its own pool); `options` are redis-py keyword arguments."""
+    if settings.mode == "cluster":
+        nodes = [_ClusterNode(h, p) for h, p in settings.hosts]
+        kwargs = _node_kwargs(settings, options)
+        kwargs.pop("db", None)
+        kwargs.pop("connection_class", None)
+        ssl = kwargs.pop("ssl", settings.tls)
+        return cast(SyncClient, _RedisCluster(startup_nodes=nodes, ssl=ssl, **kwargs))
+    if settings.mode == "sentinel":
+        kwargs = _node_kwargs(settings, options)
+        sentinel = _Sentinel(list(settings.hosts), sentinel_kwargs=_sentinel_kwargs(
+            settings, options), **_sentinel_master_kwargs(kwargs))
+        return cast(SyncClient, sentinel.master_for(settings.master_name))
+    return redis.Redis.from_url(settings.node_url(), **options)
+
+
+def async_client(settings: RedisSettings, **options: Any) -> AsyncClient:
+    """An asyncio client (with its own pool); `options` are redis-py keyword arguments."""
+    if settings.mode == "cluster":
+        nodes = [aiocluster.ClusterNode(h, p) for h, p in settings.hosts]
+        kwargs = _node_kwargs(settings, options)
+        for k in ("db", "connection_class", "health_check_interval"):
+            kwargs.pop(k, None)
+        ssl = kwargs.pop("ssl", settings.tls)
+        return cast(AsyncClient, aiocluster.RedisCluster(startup_nodes=nodes, ssl=ssl, **kwargs))
+    if settings.mode == "sentinel":
+        kwargs = _node_kwargs(settings, options)
+        sentinel = _AsyncSentinel(list(settings.hosts), sentinel_kwargs=_sentinel_kwargs(
+            settings, options), **_sentinel_master_kwargs(kwargs))
+        return cast(AsyncClient, sentinel.master_for(settings.master_name))
+    return aioredis.Redis.from_url(settings.node_url(), **options)
+
+
+def _sentinel_master_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Connection kwargs for the master behind a Sentinel (TLS through `ssl=True`)."""
+    out = dict(kwargs)
+    if out.pop("connection_class", None) is not None and "ssl" not in out:
+        out["ssl"] = True
+    return out
+
+
+def master_address(settings: RedisSettings, key: str, **options: Any) -> tuple[str, int] | None:
+    """(host, port) of the master that serves `key`, None for a unix socket."""
+    if settings.mode == "standalone":
+        return None if settings.scheme == "unix" else settings.hosts[0]
+    if settings.mode == "sentinel":
+        sentinel = _Sentinel(list(settings.hosts),
+                            sentinel_kwargs=_sentinel_kwargs(settings, options))
+        try:
+            host, port = sentinel.discover_master(settings.master_name)
+        finally:
+            for s in sentinel.sentinels:
+                s.close()
+        return str(host), int(port)
+    client = cast(Any, sync_client(settings, **options))
+    try:
+        node = client.get_node_from_key(key)
+        return str(node.host), int(node.port)
+    finally:
+        client.close()
+
+
+def node_connection(settings: RedisSettings, *, key: str, **options: Any) -> Any:
+    """A raw redis-py Connection (not yet connected) to the master that serves `key`."""
+    address = master_address(settings, key, **{
+        k: v for k, v in options.items() if k in ("socket_timeout", "socket_connect_timeout")})
+    url = settings.node_url() if address is None else settings.node_url(*address)
+    return redis.ConnectionPool.from_url(url, **options).make_connection()
