@@ -1,3 +1,5 @@
 """Root pytest configuration: loads the shared fixture plugins (real Redis, real control plane)."""
 
-pytest_plugins = ["tests.fixtures.redis_server", "tests.fixtures.cluster"]
+pytest_plugins = [
+    "tests.fixtures.redis_server", "tests.fixtures.redis_cluster", "tests.fixtures.cluster",
+]

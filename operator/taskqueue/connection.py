@@ -31,6 +31,7 @@ import redis.asyncio.cluster as aiocluster
 import redis.asyncio.sentinel as aiosentinel
 import redis.cluster
 import redis.sentinel
+from redis.exceptions import RedisClusterException
 
 import redis
 
@@ -172,8 +173,6 @@ def _parse_network(dsn: str, mode: Mode, data_scheme: str) -> RedisSettings:
             raise SettingsError(
                 f"{_redact(dsn)!r}: name the master, e.g. redis+sentinel://s1:26379/mymaster/0")
         master = segments.pop(0)
-    if mode != "standalone" and len(hosts) > 1 and mode != "sentinel" and mode != "cluster":
-        raise SettingsError("several hosts need redis+cluster:// or redis+sentinel://")
     if mode == "standalone" and len(hosts) > 1:
         raise SettingsError(
             f"{_redact(dsn)!r} lists several hosts; use redis+cluster:// (cluster seeds) or "
@@ -272,7 +271,11 @@ def sync_client(settings: RedisSettings, **options: Any) -> SyncClient:
         kwargs.pop("db", None)
         kwargs.pop("connection_class", None)
         ssl = kwargs.pop("ssl", settings.tls)
-        return cast(SyncClient, _RedisCluster(startup_nodes=nodes, ssl=ssl, **kwargs))
+        try:
+            return cast(SyncClient, _RedisCluster(startup_nodes=nodes, ssl=ssl, **kwargs))
+        except RedisClusterException as exc:  # no seed answered: what callers catch already
+            raise redis.ConnectionError(
+                f"Redis Cluster at {settings.describe()} unreachable: {exc}") from exc
     if settings.mode == "sentinel":
         kwargs = _node_kwargs(settings, options)
         sentinel = _Sentinel(list(settings.hosts), sentinel_kwargs=_sentinel_kwargs(
@@ -319,7 +322,7 @@ def master_address(settings: RedisSettings, key: str, **options: Any) -> tuple[s
             for s in sentinel.sentinels:
                 s.close()
         return str(host), int(port)
-    client = cast(Any, sync_client(settings, **options))
+    client: Any = sync_client(settings, **options)
     try:
         node = client.get_node_from_key(key)
         return str(node.host), int(node.port)

@@ -22,7 +22,6 @@ from redis.exceptions import (
     ClusterDownError,
     MovedError,
     ReadOnlyError,
-    RedisClusterException,
     TryAgainError,
 )
 
@@ -40,14 +39,11 @@ no script ran, or the connection broke and the caller's own recovery applies."""
 def connect(url: str, *, key: str, protocol: int = 2) -> Any:
     """A new raw connection (not yet connected) to the master serving `key`, with the URL's
     settings (auth, TLS, db, topology)."""
-    try:
-        return connection.node_connection(
-            connection.RedisSettings.from_dsn(url), key=key, decode_responses=True,
-            encoding_errors="surrogateescape", protocol=protocol, socket_connect_timeout=5,
-            socket_timeout=30, socket_keepalive=True,
-        )
-    except RedisClusterException as exc:  # no reachable seed node: retry like a lost connection
-        raise redis.ConnectionError(f"Redis Cluster unreachable: {exc}") from exc
+    return connection.node_connection(
+        connection.RedisSettings.from_dsn(url), key=key, decode_responses=True,
+        encoding_errors="surrogateescape", protocol=protocol, socket_connect_timeout=5,
+        socket_timeout=30, socket_keepalive=True,
+    )
 
 
 def now_ms() -> int:
