@@ -31,7 +31,10 @@ import redis.asyncio.cluster as aiocluster
 import redis.asyncio.sentinel as aiosentinel
 import redis.cluster
 import redis.sentinel
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisClusterException
+from redis.retry import Retry as SyncRetry
 
 import redis
 
@@ -54,6 +57,8 @@ _SCHEMES: dict[str, tuple[Mode, str]] = {
     "rediss+sentinel": ("sentinel", "rediss"),
 }
 _SENTINEL_QUERY = ("sentinel_password", "sentinel_username")
+RETRIES = 8
+"""Retries of a command after connection loss or READONLY (~3 s in all: a failover's span)."""
 
 SyncClient = redis.Redis
 """What `sync_client` returns (a RedisCluster offers the same command methods)."""
@@ -237,6 +242,19 @@ def is_cluster_dsn(url: str) -> bool:
     return url.startswith(("redis+cluster://", "rediss+cluster://"))
 
 
+def _with_retry(options: dict[str, Any], *, asyncio: bool) -> dict[str, Any]:
+    """`options` plus a retry on connection loss and READONLY (a demoted master), unless the
+    caller chose one: the retry reconnects, and through Sentinel it asks for the master again.
+    Retried commands run at least once (an LPUSH whose reply was lost may be pushed twice)."""
+    out = dict(options)
+    if "retry" not in out:
+        backoff = ExponentialBackoff(cap=1.0, base=0.05)
+        out["retry"] = (AsyncRetry if asyncio else SyncRetry)(backoff, RETRIES)
+    out.setdefault("retry_on_error", [redis.ConnectionError, redis.TimeoutError,
+                                      redis.ReadOnlyError])
+    return out
+
+
 # -- clients -----------------------------------------------------------------------------------
 def _node_kwargs(settings: RedisSettings, options: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments of a connection to a data node (from a node URL plus `options`)."""
@@ -277,11 +295,11 @@ def sync_client(settings: RedisSettings, **options: Any) -> SyncClient:
             raise redis.ConnectionError(
                 f"Redis Cluster at {settings.describe()} unreachable: {exc}") from exc
     if settings.mode == "sentinel":
-        kwargs = _node_kwargs(settings, options)
+        kwargs = _node_kwargs(settings, _with_retry(options, asyncio=False))
         sentinel = _Sentinel(list(settings.hosts), sentinel_kwargs=_sentinel_kwargs(
-            settings, options), **_sentinel_master_kwargs(kwargs))
+            settings, options), **_sentinel_master_kwargs(kwargs, asyncio=False))
         return cast(SyncClient, sentinel.master_for(settings.master_name))
-    return redis.Redis.from_url(settings.node_url(), **options)
+    return redis.Redis.from_url(settings.node_url(), **_with_retry(options, asyncio=False))
 
 
 def async_client(settings: RedisSettings, **options: Any) -> AsyncClient:
@@ -294,18 +312,51 @@ def async_client(settings: RedisSettings, **options: Any) -> AsyncClient:
         ssl = kwargs.pop("ssl", settings.tls)
         return cast(AsyncClient, aiocluster.RedisCluster(startup_nodes=nodes, ssl=ssl, **kwargs))
     if settings.mode == "sentinel":
-        kwargs = _node_kwargs(settings, options)
+        kwargs = _node_kwargs(settings, _with_retry(options, asyncio=True))
         sentinel = _AsyncSentinel(list(settings.hosts), sentinel_kwargs=_sentinel_kwargs(
-            settings, options), **_sentinel_master_kwargs(kwargs))
+            settings, options), **_sentinel_master_kwargs(kwargs, asyncio=True))
         return cast(AsyncClient, sentinel.master_for(settings.master_name))
-    return aioredis.Redis.from_url(settings.node_url(), **options)
+    return aioredis.Redis.from_url(settings.node_url(), **_with_retry(options, asyncio=True))
 
 
-def _sentinel_master_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Connection kwargs for the master behind a Sentinel (TLS through `ssl=True`)."""
+class _FollowMaster(redis.sentinel.SentinelManagedConnection):
+    """A Sentinel-managed connection that asks for the master again on every reconnect.
+
+    redis-py re-resolves the master only in `connect()`; a command that reconnects after an
+    error goes through `connect_check_health()` to the old address, so a retried command kept
+    knocking at the dead master. This asks Sentinel there too."""
+
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
+        if self._sock is None and self.connection_pool.is_master:
+            self.host, self.port = self.connection_pool.get_master_address()
+        return super().connect_check_health(*args, **kwargs)
+
+
+class _FollowMasterSSL(_FollowMaster, redis.connection.SSLConnection):
+    pass
+
+
+class _AsyncFollowMaster(aiosentinel.SentinelManagedConnection):
+    """The asyncio twin of `_FollowMaster`."""
+
+    async def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.is_connected and self.connection_pool.is_master:
+            self.host, self.port = await self.connection_pool.get_master_address()
+        return await super().connect_check_health(*args, **kwargs)
+
+
+class _AsyncFollowMasterSSL(_AsyncFollowMaster, aioredis.SSLConnection):
+    pass
+
+
+def _sentinel_master_kwargs(kwargs: dict[str, Any], *, asyncio: bool) -> dict[str, Any]:
+    """Connection kwargs for the master behind a Sentinel (TLS or not)."""
     out = dict(kwargs)
-    if out.pop("connection_class", None) is not None and "ssl" not in out:
-        out["ssl"] = True
+    tls = out.pop("connection_class", None) is not None or bool(out.pop("ssl", False))
+    if asyncio:
+        out["connection_class"] = _AsyncFollowMasterSSL if tls else _AsyncFollowMaster
+    else:
+        out["connection_class"] = _FollowMasterSSL if tls else _FollowMaster
     return out
 
 
