@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import urllib.parse
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 import redis.asyncio as aioredis
 import redis.asyncio.cluster as aiocluster
@@ -46,6 +46,16 @@ _Sentinel: Any = redis.sentinel.Sentinel
 _AsyncSentinel: Any = aiosentinel.Sentinel
 
 Mode = Literal["standalone", "cluster", "sentinel"]
+
+
+class Sentinel(Protocol):
+    """What `dsn_for` reads of spec.redis.sentinel (models.SentinelSpec)."""
+
+    @property
+    def masterName(self) -> str: ...  # noqa: N802 (the manifest's field name)
+
+    @property
+    def addresses(self) -> list[str]: ...
 
 _SCHEMES: dict[str, tuple[Mode, str]] = {
     "redis": ("standalone", "redis"),
@@ -230,8 +240,17 @@ def _redact(dsn: str) -> str:
     return f"{head}{sep}{userinfo.split(':', 1)[0]}:***@{tail}"
 
 
-def dsn_for(url: str, mode: str) -> str:
-    """`url` as a DSN of topology `mode` (spec.redis.mode): redis:// -> redis+cluster://."""
+def dsn_for(url: str, mode: str, *, sentinel: Sentinel | None = None) -> str:
+    """`url` as a DSN of the topology spec.redis names: mode cluster turns redis:// into
+    redis+cluster://; a `sentinel` (masterName, addresses) turns it into redis+sentinel://
+    with the URL's credentials, TLS, database and options."""
+    if sentinel is not None and url.startswith(("redis://", "rediss://")):
+        parts = urllib.parse.urlsplit(url)
+        userinfo = parts.netloc.rpartition("@")[0]
+        db = parts.path.strip("/") or "0"
+        auth = f"{userinfo}@" if userinfo else ""
+        return (f"{parts.scheme}+sentinel://{auth}{','.join(sentinel.addresses)}/"
+                f"{sentinel.masterName}/{db}" + (f"?{parts.query}" if parts.query else ""))
     if mode == "cluster" and url.startswith(("redis://", "rediss://")):
         scheme, rest = url.split("://", 1)
         return f"{scheme}+cluster://{rest}"

@@ -31,6 +31,7 @@ RedisMode = Literal["standalone", "cluster"]
 #: The hash tag of a Redis key as Redis Cluster computes it: the text between the first "{" and
 #: the first "}" after it, when not empty.
 _HASH_TAG_RE = re.compile(r"^[^{]*\{([^}]+)\}")
+_ADDRESS_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?$")
 _URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://",
                 "redis+sentinel://", "rediss+sentinel://")
 
@@ -49,6 +50,28 @@ class SecretKeyRef(_Model):
     key: str = Field(min_length=1, description="Key inside the Secret whose value is the URL.")
 
 
+class SentinelSpec(_Model):
+    """Redis behind Sentinel: the sentinels name the master and follow its failovers."""
+
+    masterName: str = Field(
+        min_length=1, max_length=256, pattern=r"^[^\s/]+$",
+        description="Name the sentinels monitor the master under (sentinel monitor <name> ...).",
+    )
+    addresses: list[str] = Field(
+        min_length=1, max_length=16,
+        description="Sentinel addresses as host:port (port default 26379).",
+    )
+
+    @field_validator("addresses")
+    @classmethod
+    def _host_ports(cls, addresses: list[str]) -> list[str]:
+        for a in addresses:
+            if not _ADDRESS_RE.match(a):
+                raise ValueError(
+                    f"sentinel address {a!r} is not host:port; e.g. sentinel-0.sentinel:26379")
+        return addresses
+
+
 class RedisSpec(_Model):
     """How to reach Redis: a URL, or a Secret that holds it (passwords never in the spec)."""
 
@@ -64,6 +87,19 @@ class RedisSpec(_Model):
         description="cluster: the URL names seed nodes of a Redis Cluster (as a "
         "redis+cluster:// URL does); every key of the TaskQueue must share one {hash tag}.",
     )
+
+    sentinel: SentinelSpec | None = Field(
+        default=None,
+        description="Find the master through these sentinels; the URL then gives only the "
+        "credentials, TLS and database (its host is not used), e.g. redis://:pw@master/0.",
+    )
+
+    @model_validator(mode="after")
+    def _one_topology(self) -> RedisSpec:
+        if self.sentinel is not None and self.mode == "cluster":
+            raise ValueError("set spec.redis.mode cluster or spec.redis.sentinel, not both "
+                             "(Redis Cluster fails over by itself)")
+        return self
 
     @property
     def is_cluster(self) -> bool:

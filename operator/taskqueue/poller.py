@@ -189,7 +189,8 @@ class Poller:
         ref = tq.spec.redis.urlSecretRef
         if ref is None:
             assert tq.spec.redis.url is not None
-            return connection.dsn_for(tq.spec.redis.url, tq.spec.redis.mode)
+            return connection.dsn_for(tq.spec.redis.url, tq.spec.redis.mode,
+                                     sentinel=tq.spec.redis.sentinel)
         ns = tq.metadata.namespace or "default"
         key = (ns, ref.name, ref.key)
         cached = self._secrets.get(key)
@@ -202,7 +203,7 @@ class Poller:
                 f"spec.redis.urlSecretRef: Secret {ref.name!r} with key {ref.key!r} not found in "
                 f"namespace {ns}; create it with the Redis URL as the value"
             ) from None
-        url = connection.dsn_for(url, tq.spec.redis.mode)
+        url = connection.dsn_for(url, tq.spec.redis.mode, sentinel=tq.spec.redis.sentinel)
         self._secrets[key] = (self.clock(), url)
         return url
 

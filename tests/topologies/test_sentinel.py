@@ -43,7 +43,11 @@ async def test_worker_operator_and_cli_follow_a_sentinel_failover(
         sentinel_group: SentinelGroup, start_worker: StartWorker, cli: Run,
         tmp_path: Path) -> None:
     url = sentinel_group.url
-    start_worker(url, worker_id="w1")
+    # the worker reads spec.redis.sentinel; the URL gives only the database (its host is unused)
+    by_spec = {"url": "redis://unused-host/0", "sentinel": {
+        "masterName": sentinel_group.master_name,
+        "addresses": [f"127.0.0.1:{s.port}" for s in sentinel_group.sentinels]}}
+    start_worker(url, worker_id="w1", redis=by_spec)
     r = sync(url)
     _push(r, "a", 20)
     wait_until(lambda: r.llen(handlers.DONE) >= 20, timeout=20, what="first tasks not done")
@@ -62,7 +66,7 @@ async def test_worker_operator_and_cli_follow_a_sentinel_failover(
     assert sentinel_group.master().port != old.port
     assert after.completed_total >= 40
     path = tmp_path / "tq.json"
-    path.write_text(json.dumps(taskqueue(url)))
+    path.write_text(json.dumps(taskqueue(url, redis=by_spec)))
     # the CLI runs its own event loop: in a thread, as from a shell
     stats = await asyncio.to_thread(cli, "stats", "-f", str(path), "--json", "--interval", "0")
     assert stats.code == 0, stats.err

@@ -87,6 +87,41 @@ def test_spec_mode_turns_a_url_into_a_cluster_dsn(url: str, mode: str, expected:
 
 
 @pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        pytest.param("redis://:pw@ignored:6379/2", "redis+sentinel://:pw@s1:26379,s2/mm/2",
+                     id="credentials-and-db"),
+        pytest.param("rediss://x?ssl_ca_certs=/ca", "rediss+sentinel://s1:26379,s2/mm/0"
+                     "?ssl_ca_certs=/ca", id="tls-options"),
+    ],
+)
+def test_spec_sentinel_turns_a_url_into_a_sentinel_dsn(url: str, expected: str) -> None:
+    spec = models.SentinelSpec(masterName="mm", addresses=["s1:26379", "s2"])
+    dsn = connection.dsn_for(url, "standalone", sentinel=spec)
+    assert dsn == expected
+    settings = RedisSettings.from_dsn(dsn)
+    assert (settings.mode, settings.master_name) == ("sentinel", "mm")
+
+
+@pytest.mark.parametrize(
+    ("redis", "message"),
+    [
+        pytest.param({"url": "redis://r", "sentinel": {"masterName": "m",
+                                                       "addresses": ["s:x"]}},
+                     "is not host:port", id="bad-address"),
+        pytest.param({"url": "redis://r", "mode": "cluster",
+                      "sentinel": {"masterName": "m", "addresses": ["s"]}},
+                     "not both", id="cluster-and-sentinel"),
+        pytest.param({"url": "redis://r", "sentinel": {"masterName": "m", "addresses": []}},
+                     "at least 1", id="no-sentinels"),
+    ],
+)
+def test_bad_sentinel_specs_are_rejected(redis: dict[str, object], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        _spec(redis, ["{a}:q"])
+
+
+@pytest.mark.parametrize(
     ("key", "tag"),
     [
         pytest.param("{emails}:vip", "emails", id="tagged"),

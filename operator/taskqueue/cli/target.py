@@ -113,7 +113,7 @@ def resolve(args: argparse.Namespace) -> Target:
 def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
     ns = tq.metadata.namespace
     name = f"{ns}/{tq.metadata.name}" if ns else tq.metadata.name
-    url = connection.dsn_for(url, tq.spec.redis.mode)
+    url = connection.dsn_for(url, tq.spec.redis.mode, sentinel=tq.spec.redis.sentinel)
     schema = keys.KeySchema.from_spec(tq.spec)
     problem = schema.cluster_problem() if connection.is_cluster_dsn(url) else None
     if problem:

@@ -64,7 +64,7 @@ def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
         raise ValueError(
             "no Redis URL: spec.redis uses urlSecretRef, so set TASKQUEUE_REDIS_URL or --redis-url"
         )
-    url = connection.dsn_for(url, spec.redis.mode)
+    url = connection.dsn_for(url, spec.redis.mode, sentinel=spec.redis.sentinel)
     schema = keys.KeySchema.from_spec(spec)
     problem = schema.cluster_problem() if connection.is_cluster_dsn(url) else None
     if problem:
