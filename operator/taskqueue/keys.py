@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -42,6 +43,9 @@ from importlib import resources
 from typing import Any
 
 from taskqueue.models import QueueType, TaskQueueSpec, cluster_key_problem
+
+LUA_CALL = re.compile(r"redis\.call\(\s*'([A-Za-z]+)'")
+"""A Redis command called from Lua; group 1 is its name (for ACL rules and NOPERM messages)."""
 
 ENVELOPE_MARK = '{"__taskqueue__":1,"attempts":'
 """Every envelope starts with these characters; no other element is taken for one."""

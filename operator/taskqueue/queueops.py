@@ -7,6 +7,7 @@ atomically (`recover_worker`). The scripts and key names come from `taskqueue.ke
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -14,13 +15,14 @@ from functools import cache
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoPermissionError, NoScriptError
 
 import redis
 from taskqueue import keys
 from taskqueue.observation import QueueObservation, WorkerObservation
 
 T = TypeVar("T")
+_SCRIPT_LINE = re.compile(r"@user_script:(\d+)")
 
 _SEEN_WORKERS_MAX = 4096
 _seen_workers: OrderedDict[str, tuple[str, ...]] = OrderedDict()
@@ -46,28 +48,44 @@ class Script:
     async def __call__(self, client: aioredis.Redis, *, keys: Sequence[Any] = (),
                        args: Sequence[Any] = ()) -> Any:
         try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            await client.script_load(self.source)
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
+            try:
+                return await client.evalsha(self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                await client.script_load(self.source)
+                return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except redis.ResponseError as exc:
+            raise self.explain(exc) from exc
 
     def sync(self, client: redis.Redis, *, keys: Sequence[Any] = (),
              args: Sequence[Any] = ()) -> Any:
         """The same call on a synchronous client."""
-        try:
-            return client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            client.script_load(self.source)
-            return client.evalsha(self.sha, len(keys), *keys, *args)
+        return self.on_noscript(
+            lambda: client.evalsha(self.sha, len(keys), *keys, *args), client.script_load)
 
     def on_noscript(self, send: Callable[[], T], load: Callable[[str], object]) -> T:
         """`send()` (an EVALSHA of this script on any transport); on NOSCRIPT `load(source)`
         then `send()` again."""
         try:
-            return send()
-        except NoScriptError:
-            load(self.source)
-            return send()
+            try:
+                return send()
+            except NoScriptError:
+                load(self.source)
+                return send()
+        except redis.ResponseError as exc:
+            raise self.explain(exc) from exc
+
+    def explain(self, exc: redis.ResponseError) -> redis.ResponseError:
+        """`exc`, or when the ACL refused a command inside this script (Redis names only the
+        script line), a NoPermissionError naming the command and the rule to add."""
+        found = _SCRIPT_LINE.search(str(exc))
+        if "can't run this command" not in str(exc) or found is None:
+            return exc
+        line = self.source.splitlines()[int(found.group(1)) - 1]
+        command = keys.LUA_CALL.search(line)
+        name = command.group(1).lower() if command else "?"
+        return NoPermissionError(
+            f"the Redis user has no permissions to run the '{name}' command (called by "
+            f"{self.name}.lua line {found.group(1)}); add +{name} to its ACL rule")
 
 
 @cache

@@ -30,11 +30,13 @@ def taskqueue(url: str, **spec: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def start_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[StartWorker]:
-    """start_worker(url, worker_id='w1', **spec): an in-process worker, stopped after."""
+    """start_worker(url, worker_id='w1', record_url=None, **spec): an in-process worker,
+    stopped after; its handler records to `record_url` (default: `url`)."""
     started: list[Worker] = []
 
-    def start(url: str, *, worker_id: str = "w1", **spec: Any) -> Worker:
-        monkeypatch.setenv(topo_handlers.URL_ENV, url)
+    def start(url: str, *, worker_id: str = "w1", record_url: str | None = None,
+              **spec: Any) -> Worker:
+        monkeypatch.setenv(topo_handlers.URL_ENV, record_url or url)
         worker_spec = {"handler": "tests.topologies.handlers:record",
                        "heartbeatSeconds": 0.5, **spec.pop("worker", {})}
         tq = manifest.parse(taskqueue(url, worker=worker_spec, **spec))

@@ -45,6 +45,12 @@ def _redis_error(exc: redis.RedisError, url: str) -> CliError:
                         EXIT_UNREACHABLE)
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         return CliError(f"cannot reach Redis at {redact(url)}: {exc}", EXIT_UNREACHABLE)
+    if "EXEC without MULTI" in str(exc):  # MULTI was refused, and redis-py reports the EXEC
+        exc = redis.exceptions.NoPermissionError(
+            "this user has no permissions to run the 'multi' command")
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return CliError(f"the Redis user lacks a permission: {exc} (the CLI's ACL rule: "
+                        "`python -m taskqueue.acl cli`, docs/install.md)", EXIT_FAILURE)
     if isinstance(exc, redis.ResponseError) and str(exc).startswith("WRONGTYPE"):
         return CliError(f"{exc} (a key of this TaskQueue holds another type)", EXIT_WRONGTYPE)
     return CliError(f"Redis error: {exc}", EXIT_FAILURE)
