@@ -1,5 +1,6 @@
 """Root pytest configuration: loads the shared fixture plugins (real Redis, real control plane)."""
 
 pytest_plugins = [
-    "tests.fixtures.redis_server", "tests.fixtures.redis_cluster", "tests.fixtures.cluster",
+    "tests.fixtures.redis_server", "tests.fixtures.redis_cluster", "tests.fixtures.redis_tls",
+    "tests.fixtures.cluster",
 ]

@@ -257,6 +257,31 @@ def dsn_for(url: str, mode: str, *, sentinel: Sentinel | None = None) -> str:
     return url
 
 
+class TLS(Protocol):
+    """What `with_tls_dir` reads of spec.redis.tls (models.RedisTLSSpec)."""
+
+    @property
+    def caKey(self) -> str: ...  # noqa: N802
+
+    @property
+    def certKey(self) -> str | None: ...  # noqa: N802
+
+    @property
+    def keyKey(self) -> str | None: ...  # noqa: N802
+
+
+def with_tls_dir(url: str, tls: TLS | None, directory: str) -> str:
+    """`url` with the CA (and client certificate) of spec.redis.tls read from `directory`,
+    where the Secret's keys are files (a mounted Secret volume)."""
+    if tls is None:
+        return url
+    files = [("ssl_ca_certs", tls.caKey)]
+    if tls.certKey and tls.keyKey:
+        files += [("ssl_certfile", tls.certKey), ("ssl_keyfile", tls.keyKey)]
+    query = urllib.parse.urlencode([(k, f"{directory.rstrip('/')}/{v}") for k, v in files])
+    return url + ("&" if "?" in url else "?") + query
+
+
 def is_cluster_dsn(url: str) -> bool:
     return url.startswith(("redis+cluster://", "rediss+cluster://"))
 

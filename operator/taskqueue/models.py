@@ -72,6 +72,28 @@ class SentinelSpec(_Model):
         return addresses
 
 
+REDIS_TLS_DIR = "/etc/taskqueue/redis-tls"
+"""Where worker pods mount spec.redis.tls.secretName (TASKQUEUE_REDIS_TLS_DIR overrides)."""
+
+
+class RedisTLSSpec(_Model):
+    """TLS material in a Secret of the TaskQueue's namespace, mounted into the workers (the
+    server is always verified against the CA; there is no switch to turn that off)."""
+
+    secretName: str = Field(min_length=1, description="Secret holding the CA (and client cert).")
+    caKey: str = Field(default="ca.crt", min_length=1, description="Key of the CA certificate.")
+    certKey: str | None = Field(
+        default=None, description="Key of a client certificate (mutual TLS), with keyKey.")
+    keyKey: str | None = Field(default=None, description="Key of the client certificate's key.")
+
+    @model_validator(mode="after")
+    def _pair(self) -> RedisTLSSpec:
+        if (self.certKey is None) != (self.keyKey is None):
+            raise ValueError("spec.redis.tls: set both certKey and keyKey (a client certificate "
+                             "and its key, e.g. tls.crt and tls.key) or neither")
+        return self
+
+
 class RedisSpec(_Model):
     """How to reach Redis: a URL, or a Secret that holds it (passwords never in the spec)."""
 
@@ -94,8 +116,16 @@ class RedisSpec(_Model):
         "credentials, TLS and database (its host is not used), e.g. redis://:pw@master/0.",
     )
 
+    tls: RedisTLSSpec | None = Field(
+        default=None,
+        description="CA and optional client certificate from a Secret, for a rediss:// URL.",
+    )
+
     @model_validator(mode="after")
     def _one_topology(self) -> RedisSpec:
+        if self.tls is not None and self.url is not None and not self.url.startswith("rediss"):
+            raise ValueError(f"spec.redis.tls needs a TLS URL: use rediss:// instead of "
+                             f"{self.url.split('://', 1)[0]}://")
         if self.sentinel is not None and self.mode == "cluster":
             raise ValueError("set spec.redis.mode cluster or spec.redis.sentinel, not both "
                              "(Redis Cluster fails over by itself)")

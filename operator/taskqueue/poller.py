@@ -20,7 +20,17 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
-from taskqueue import connection, keys, manifest, metrics, models, policy, queueops, workload
+from taskqueue import (
+    connection,
+    keys,
+    manifest,
+    metrics,
+    models,
+    policy,
+    queueops,
+    tlsfiles,
+    workload,
+)
 from taskqueue.kube import (
     ConflictError,
     DeploymentState,
@@ -186,6 +196,18 @@ class Poller:
 
     # -- reading -----------------------------------------------------------------------------
     async def redis_url(self, tq: models.TaskQueue) -> str:
+        url = await self._redis_url(tq)
+        tls = tq.spec.redis.tls
+        if tls is None:
+            return url
+        ns = tq.metadata.namespace or "default"
+        try:
+            folder = await tlsfiles.materialize(self.kube, ns, tls)
+        except NotFoundError as e:
+            raise SpecError(str(e)) from None
+        return connection.with_tls_dir(url, tls, str(folder))
+
+    async def _redis_url(self, tq: models.TaskQueue) -> str:
         ref = tq.spec.redis.urlSecretRef
         if ref is None:
             assert tq.spec.redis.url is not None

@@ -19,6 +19,7 @@ DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 TASKQUEUE_LABEL = "taskqueue.dev/taskqueue"
 COMPONENT = "taskqueue-worker"
 CONTAINER = "worker"
+TLS_VOLUME = "redis-tls"
 
 
 def deployment_name(tq: models.TaskQueue) -> str:
@@ -102,6 +103,12 @@ def _pod_spec(tq: models.TaskQueue) -> dict[str, Any]:
         pod["tolerations"] = [dict(t) for t in worker.tolerations]
     if worker.serviceAccountName:
         pod["serviceAccountName"] = worker.serviceAccountName
+    tls = tq.spec.redis.tls
+    if tls is not None:  # the Secret as read-only files, never as environment variables
+        pod["volumes"] = [{"name": TLS_VOLUME, "secret": {
+            "secretName": tls.secretName, "defaultMode": 0o440}}]
+        pod["containers"][0]["volumeMounts"] = [
+            {"name": TLS_VOLUME, "mountPath": models.REDIS_TLS_DIR, "readOnly": True}]
     return pod
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +115,14 @@ def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
     ns = tq.metadata.namespace
     name = f"{ns}/{tq.metadata.name}" if ns else tq.metadata.name
     url = connection.dsn_for(url, tq.spec.redis.mode, sentinel=tq.spec.redis.sentinel)
+    tls_dir = os.environ.get("TASKQUEUE_REDIS_TLS_DIR")
+    if tq.spec.redis.tls is not None and tls_dir is None and "ssl_ca_certs" not in url:
+        raise CliError(
+            f"spec.redis.tls: the CA is in Secret {tq.spec.redis.tls.secretName!r}; save its "
+            "keys as files in a folder and set TASKQUEUE_REDIS_TLS_DIR to it, or pass "
+            "--redis-url 'rediss://...?ssl_ca_certs=/path/ca.crt'", EXIT_USAGE)
+    if tls_dir is not None:
+        url = connection.with_tls_dir(url, tq.spec.redis.tls, tls_dir)
     schema = keys.KeySchema.from_spec(tq.spec)
     problem = schema.cluster_problem() if connection.is_cluster_dsn(url) else None
     if problem:

@@ -7,7 +7,7 @@ import secrets
 import socket
 from dataclasses import dataclass
 
-from taskqueue import connection, keys
+from taskqueue import connection, keys, models
 from taskqueue.models import Delivery, TaskQueueSpec
 
 
@@ -65,6 +65,8 @@ def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
             "no Redis URL: spec.redis uses urlSecretRef, so set TASKQUEUE_REDIS_URL or --redis-url"
         )
     url = connection.dsn_for(url, spec.redis.mode, sentinel=spec.redis.sentinel)
+    url = connection.with_tls_dir(url, spec.redis.tls, os.environ.get(
+        "TASKQUEUE_REDIS_TLS_DIR", models.REDIS_TLS_DIR))
     schema = keys.KeySchema.from_spec(spec)
     problem = schema.cluster_problem() if connection.is_cluster_dsn(url) else None
     if problem:
