@@ -116,6 +116,12 @@ class RedisSpec(_Model):
         "credentials, TLS and database (its host is not used), e.g. redis://:pw@master/0.",
     )
 
+    waitForReplicas: int = Field(
+        default=0, ge=0, le=5,
+        description="Durable mode: after each fetch (the move into a processing list) the "
+        "worker WAITs until this many replicas have it, so a failover cannot lose it; "
+        "producers do the same with taskqueue.client's wait_replicas. Costs a round trip.",
+    )
     tls: RedisTLSSpec | None = Field(
         default=None,
         description="CA and optional client certificate from a Secret, for a rediss:// URL.",

@@ -47,6 +47,8 @@ class WorkerConfig:
     """Idle re-check period (delayed retries, missed wake-ups)."""
     metrics_port: int | None = None
     """Serve Prometheus metrics on this port."""
+    wait_replicas: int = 0
+    """Durable mode (spec.redis.waitForReplicas): WAIT for this many replicas after a fetch."""
 
 
 def default_worker_id() -> str:
@@ -88,4 +90,5 @@ def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
         heartbeat_seconds=w.heartbeatSeconds,
         grace_seconds=float(w.terminationGracePeriodSeconds),
         metrics_port=w.metricsPort,
+        wait_replicas=spec.redis.waitForReplicas,
     )

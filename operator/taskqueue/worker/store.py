@@ -14,6 +14,7 @@ The fetch command, sent once per task, is mostly pre-encoded.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +28,11 @@ from redis.exceptions import (
 
 import redis
 from taskqueue import connection, keys, queueops
+
+log = logging.getLogger(__name__)
+
+WAIT_TIMEOUT_MS = 2000
+"""How long durable mode waits for replicas before going on (and logging it)."""
 
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     redis.ConnectionError, redis.TimeoutError, OSError, MovedError, ReadOnlyError,
@@ -71,8 +77,10 @@ def pack(args: Sequence[str | bytes | int | float]) -> bytes:
 class Store:
     """Redis operations of one worker thread over a connection of its own."""
 
-    def __init__(self, *, url: str, schema: keys.KeySchema, worker_id: str) -> None:
+    def __init__(self, *, url: str, schema: keys.KeySchema, worker_id: str,
+                 wait_replicas: int = 0) -> None:
         self.schema = schema
+        self.wait_replicas = wait_replicas
         self.worker_id = worker_id
         self.processing = schema.processing(worker_id)
         self._url = url
@@ -131,6 +139,13 @@ class Store:
             bulk(len(acks)), *[bulk(a) for a in acks], self._fetch_tail,
         ))
         result: list[str] = self._evalsha("fetch", packed)
+        if result and self.wait_replicas and hold:
+            # durable mode: the move into our processing list reaches a replica before we run
+            # the task, so a failover now cannot hand it out again while we hold it
+            acked = int(self.call("WAIT", self.wait_replicas, WAIT_TIMEOUT_MS))
+            if acked < self.wait_replicas:
+                log.warning("WAIT: %d of %d replica(s) confirmed the fetch within %d ms",
+                            acked, self.wait_replicas, WAIT_TIMEOUT_MS)
         return result
 
     def fail(self, *, entry: str, held: bool, dead: bool, value: str, due_ms: int) -> bool:
