@@ -41,7 +41,7 @@ DIRECT: dict[Component, tuple[str, ...]] = {
 }
 """Commands each component sends itself (cluster clients add the commands below)."""
 
-CLUSTER = ("cluster|slots", "cluster|shards", "cluster|nodes", "readonly", "asking")
+CLUSTER = ("cluster|slots", "cluster|shards", "cluster|nodes", "readonly", "asking", "command")
 """What a Redis Cluster client sends to learn and follow the topology."""
 
 def script_commands(name: str) -> frozenset[str]:

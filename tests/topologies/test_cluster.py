@@ -3,13 +3,14 @@ observe and the CLI through the cluster client, one slot per TaskQueue, and a ma
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
 
 import pytest
 
-from taskqueue import client, connection, keys, manifest, queueops
+from taskqueue import acl, client, connection, keys, manifest, queueops
 from taskqueue.poller import RedisPools
 from tests.cli.conftest import Run
 from tests.fixtures.redis_cluster import RedisCluster, wait_until
@@ -119,6 +120,13 @@ def test_cli_enqueue_stats_inflight_and_dlq_on_a_cluster(
     dlq = cli("dlq", "list", "-f", path, "--json")
     assert dlq.code == 0, dlq.err
     assert "boom" in dlq.out
+    # the watched transactions of requeue and drain run on the TaskQueue's node
+    requeue = cli("dlq", "requeue", "-f", path, "--all")
+    assert requeue.code == 0, requeue.err
+    assert r.llen(SCHEMA.dead_letter) == 0 and r.llen("{emails}:vip") == 3
+    drain = cli("drain", "-f", path, "--yes", "--batch", "1", "{emails}:vip")
+    assert drain.code == 0, drain.err
+    assert r.llen("{emails}:vip") == 0
 
 
 def test_cli_names_the_fix_for_keys_without_a_shared_hash_tag(
@@ -152,3 +160,39 @@ def test_a_worker_follows_a_master_failover(own_cluster: RedisCluster,
             time.sleep(0.5)
     wait_until(lambda: {f"b{i}" for i in range(20)} <= set(r.lrange(handlers.DONE, 0, -1)),
                timeout=60, what="the worker did not follow the failover")
+
+
+def test_each_component_works_with_its_cluster_acl_rule(
+        redis_cluster: RedisCluster, cluster_url: str, start_worker: StartWorker, cli: Run,
+        tmp_path: Path) -> None:
+    """The rules of taskqueue.acl with --cluster, created on every node."""
+    urls = {}
+    for component in ("worker", "operator", "cli"):
+        name, password = f"tq-{component}", f"pw-{component}"
+        for node in redis_cluster.nodes:
+            node.client().execute_command(
+                "ACL", "SETUSER", name, "on", f">{password}",
+                *acl.rule(component, ["{emails}*"], cluster=True).split())
+        urls[component] = cluster_url.replace("://", f"://{name}:{password}@", 1)
+    try:
+        start_worker(urls["worker"], worker_id="w1", record_url=cluster_url)
+        path = _manifest(tmp_path, urls["cli"])
+        assert cli("enqueue", "-f", path, "{emails}:vip", "one", "two").code == 0
+        r = sync(cluster_url)
+        wait_until(lambda: r.llen(handlers.DONE) >= 2, timeout=20, what="tasks not run")
+        pools = RedisPools()
+
+        async def observe() -> int:
+            try:
+                return (await queueops.observe(pools.get(urls["operator"]), SCHEMA)).backlog[
+                    "{emails}:vip"]
+            finally:
+                await pools.close()
+
+        assert asyncio.run(observe()) == 0
+        stats = cli("stats", "-f", path, "--json", "--interval", "0")
+        assert stats.code == 0, stats.err
+    finally:
+        for component in ("worker", "operator", "cli"):
+            for node in redis_cluster.nodes:
+                node.client().execute_command("ACL", "DELUSER", f"tq-{component}")
