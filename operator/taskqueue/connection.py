@@ -22,6 +22,7 @@ connection loss, which is how a worker follows a Cluster or Sentinel failover.
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, cast
@@ -232,12 +233,22 @@ def _read(path: str) -> str:
         return f.read().strip()
 
 
-def _redact(dsn: str) -> str:
+_SECRET_QUERY = re.compile(r"((?:^|[?&])[a-z_]*password=)[^&]*")
+
+
+def redact(dsn: str) -> str:
+    """`dsn` with its password and any `*password=` option masked (logs, events, status)."""
     head, sep, rest = dsn.partition("://")
-    userinfo, at, tail = rest.rpartition("@")
-    if not at or ":" not in userinfo:
-        return dsn
-    return f"{head}{sep}{userinfo.split(':', 1)[0]}:***@{tail}"
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    netloc, tail = rest[:cut], rest[cut:]
+    userinfo, at, hosts = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
+    path, q, query = tail.partition("?")
+    return f"{head}{sep}{netloc}{path}{q}{_SECRET_QUERY.sub(lambda m: m.group(1) + '***', query)}"
+
+
+_redact = redact
 
 
 def dsn_for(url: str, mode: str, *, sentinel: Sentinel | None = None) -> str:

@@ -12,7 +12,6 @@ import asyncio
 import datetime
 import logging
 import time
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -54,14 +53,8 @@ _DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime")
 
 
 def redact(url: str) -> str:
-    """`url` without its password (for logs, events and status)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.hostname}"
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    """`url` without its password (for logs, events and status); see connection.redact."""
+    return connection.redact(url)
 
 
 def iso(ts: float | None) -> str | None:

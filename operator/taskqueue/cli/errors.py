@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from taskqueue import connection
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 """The command ran but could not do what was asked (e.g. a task id not in the dead letters)."""
@@ -34,7 +36,7 @@ _CREDENTIALS = re.compile(r"//[^/@]*@")
 
 def redact(url: str) -> str:
     """`url` without its user and password, safe to print."""
-    return _CREDENTIALS.sub("//***@", url)
+    return _CREDENTIALS.sub("//***@", connection.redact(url))
 
 
 def wrong_type(key: str, found: str, wanted: str) -> CliError:
