@@ -33,7 +33,7 @@ import redis.asyncio.sentinel as aiosentinel
 import redis.cluster
 import redis.sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry as SyncRetry
 
@@ -293,6 +293,14 @@ def with_tls_dir(url: str, tls: TLS | None, directory: str) -> str:
     return url + ("&" if "?" in url else "?") + query
 
 
+def with_sentinel_password(url: str, password: str | None) -> str:
+    """`url` with the sentinels' own password (spec.redis.sentinel.passwordSecretRef)."""
+    if not password:
+        return url
+    query = urllib.parse.urlencode([("sentinel_password", password)])
+    return url + ("&" if "?" in url else "?") + query
+
+
 def is_cluster_dsn(url: str) -> bool:
     return url.startswith(("redis+cluster://", "rediss+cluster://"))
 
@@ -320,10 +328,14 @@ def _node_kwargs(settings: RedisSettings, options: dict[str, Any]) -> dict[str, 
     return kwargs
 
 
-def _sentinel_kwargs(settings: RedisSettings, options: dict[str, Any]) -> dict[str, Any]:
+def _sentinel_kwargs(settings: RedisSettings, options: dict[str, Any], *,
+                     asyncio: bool = False) -> dict[str, Any]:
+    """Connection kwargs for the sentinels: no retry of their own (a sentinel that fails is
+    skipped for the next one, and the command's retry asks them all again)."""
     kw: dict[str, Any] = {
         k: v for k, v in options.items() if k in ("socket_timeout", "socket_connect_timeout")
     }
+    kw["retry"] = (AsyncRetry if asyncio else SyncRetry)(NoBackoff(), 0)
     if settings.sentinel_password:
         kw["password"] = settings.sentinel_password
     if settings.sentinel_username:
@@ -369,7 +381,7 @@ def async_client(settings: RedisSettings, **options: Any) -> AsyncClient:
     if settings.mode == "sentinel":
         kwargs = _node_kwargs(settings, _with_retry(options, asyncio=True))
         sentinel = _AsyncSentinel(list(settings.hosts), sentinel_kwargs=_sentinel_kwargs(
-            settings, options), **_sentinel_master_kwargs(kwargs, asyncio=True))
+            settings, options, asyncio=True), **_sentinel_master_kwargs(kwargs, asyncio=True))
         return cast(AsyncClient, sentinel.master_for(settings.master_name))
     return aioredis.Redis.from_url(settings.node_url(), **_with_retry(options, asyncio=True))
 

@@ -61,6 +61,11 @@ class SentinelSpec(_Model):
         min_length=1, max_length=16,
         description="Sentinel addresses as host:port (port default 26379).",
     )
+    passwordSecretRef: SecretKeyRef | None = Field(
+        default=None,
+        description="Secret key holding the sentinels' own password (requirepass of the "
+        "sentinels); the master's credentials stay in the URL.",
+    )
 
     @field_validator("addresses")
     @classmethod

@@ -134,6 +134,8 @@ class Poller:
     """True when `saw_deployment` is fed by a watch of the Deployments the operator owns (the
     kopf handler): then a poll uses the last seen Deployment instead of a GET."""
     _secrets: dict[tuple[str, str, str], tuple[float, str]] = field(default_factory=dict)
+    _sentinel_passwords: dict[tuple[str, str, str], tuple[float, str]] = field(
+        default_factory=dict)
     _deployments: dict[tuple[str, str], _SeenDeployment] = field(default_factory=dict)
     _floors: dict[tuple[str, str], str] = field(default_factory=dict)
     """resourceVersion of our last write (or of the deletion) of a Deployment not seen since:
@@ -190,15 +192,34 @@ class Poller:
     # -- reading -----------------------------------------------------------------------------
     async def redis_url(self, tq: models.TaskQueue) -> str:
         url = await self._redis_url(tq)
+        ns = tq.metadata.namespace or "default"
+        sentinel = tq.spec.redis.sentinel
+        if sentinel is not None and sentinel.passwordSecretRef is not None:
+            url = connection.with_sentinel_password(url, await self._sentinel_password(
+                ns, sentinel.passwordSecretRef))
         tls = tq.spec.redis.tls
         if tls is None:
             return url
-        ns = tq.metadata.namespace or "default"
         try:
             folder = await tlsfiles.materialize(self.kube, ns, tls)
         except NotFoundError as e:
             raise SpecError(str(e)) from None
         return connection.with_tls_dir(url, tls, str(folder))
+
+    async def _sentinel_password(self, ns: str, ref: models.SecretKeyRef) -> str:
+        key = (ns, ref.name, ref.key)
+        cached = self._sentinel_passwords.get(key)
+        if cached is not None and self.clock() - cached[0] < SECRET_TTL_SECONDS:
+            return cached[1]
+        try:
+            value = (await self.kube.secret_value(ns, ref.name, ref.key)).strip()
+        except NotFoundError:
+            raise SpecError(
+                f"spec.redis.sentinel.passwordSecretRef: Secret {ref.name!r} with key "
+                f"{ref.key!r} not found in namespace {ns}; create it with the sentinels' "
+                "password as the value") from None
+        self._sentinel_passwords[key] = (self.clock(), value)
+        return value
 
     async def _redis_url(self, tq: models.TaskQueue) -> str:
         ref = tq.spec.redis.urlSecretRef

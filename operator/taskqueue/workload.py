@@ -71,6 +71,11 @@ def _env(tq: models.TaskQueue) -> list[dict[str, Any]]:
     if ref is not None:
         env.append({"name": "TASKQUEUE_REDIS_URL",
                     "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    sentinel = tq.spec.redis.sentinel
+    if sentinel is not None and sentinel.passwordSecretRef is not None:
+        sref = sentinel.passwordSecretRef
+        env.append({"name": "TASKQUEUE_REDIS_SENTINEL_PASSWORD",
+                    "valueFrom": {"secretKeyRef": {"name": sref.name, "key": sref.key}}})
     return env + [dict(e) for e in tq.spec.worker.env]
 
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import redis
-from taskqueue import client, connection, keys, manifest, queueops
-from taskqueue.poller import RedisPools
+from taskqueue import client, connection, keys, manifest, models, queueops, workload
+from taskqueue.poller import Poller, RedisPools
 from tests.fixtures.redis_cluster import SentinelGroup, wait_until
 from tests.topologies import handlers
 from tests.topologies.conftest import Run, StartWorker, taskqueue
@@ -71,3 +73,54 @@ async def test_worker_operator_and_cli_follow_a_sentinel_failover(
     stats = await asyncio.to_thread(cli, "stats", "-f", str(path), "--json", "--interval", "0")
     assert stats.code == 0, stats.err
     assert stats.json()["queues"][0]["backlog"] == 0
+
+
+@pytest.fixture
+def locked_sentinels(tmp_path: Path) -> Iterator[SentinelGroup]:
+    """Sentinels that require a password of their own."""
+    group = SentinelGroup(root=tmp_path / "locked", sentinel_password="s3ntinel")
+    try:
+        group.start()
+        yield group
+    finally:
+        group.stop()
+
+
+def test_sentinels_with_their_own_password_from_a_secret(
+        locked_sentinels: SentinelGroup, start_worker: StartWorker,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = {"url": "redis://unused/0", "sentinel": {
+        "masterName": locked_sentinels.master_name,
+        "addresses": [f"127.0.0.1:{s.port}" for s in locked_sentinels.sentinels],
+        "passwordSecretRef": {"name": "sentinel", "key": "password"}}}
+    with_password = locked_sentinels.url + "?sentinel_password=s3ntinel"
+    # the worker pod gets the Secret as TASKQUEUE_REDIS_SENTINEL_PASSWORD (a secretKeyRef)
+    monkeypatch.setenv("TASKQUEUE_REDIS_SENTINEL_PASSWORD", "s3ntinel")
+    start_worker(with_password, worker_id="w1", redis=spec)
+    r = sync(with_password)
+    _push(r, "p", 5)
+    wait_until(lambda: r.llen(handlers.DONE) >= 5, timeout=20, what="tasks not run")
+
+    class SecretKube:
+        async def secret_value(self, namespace: str, name: str, key: str) -> str:
+            assert (name, key) == ("sentinel", "password")
+            return "s3ntinel"
+
+    kube: Any = SecretKube()
+    tq = models.TaskQueue.model_validate(taskqueue("redis://x", redis=spec))
+    poller = Poller(kube=kube)
+
+    async def observe() -> Any:
+        try:
+            return await poller.observe(tq)
+        finally:
+            await poller.pools.close()
+
+    obs, error = asyncio.run(observe())
+    assert error is None and obs.completed_total == 5
+    no_password = sync(locked_sentinels.url)
+    with pytest.raises(redis.RedisError):
+        no_password.ping()
+    pod = workload.build_deployment(tq, uid="u", replicas=1)["spec"]["template"]["spec"]
+    assert {"name": "TASKQUEUE_REDIS_SENTINEL_PASSWORD", "valueFrom": {"secretKeyRef": {
+        "name": "sentinel", "key": "password"}}} in pod["containers"][0]["env"]

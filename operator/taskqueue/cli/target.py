@@ -115,6 +115,8 @@ def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
     ns = tq.metadata.namespace
     name = f"{ns}/{tq.metadata.name}" if ns else tq.metadata.name
     url = connection.dsn_for(url, tq.spec.redis.mode, sentinel=tq.spec.redis.sentinel)
+    url = connection.with_sentinel_password(
+        url, os.environ.get("TASKQUEUE_REDIS_SENTINEL_PASSWORD"))
     tls_dir = os.environ.get("TASKQUEUE_REDIS_TLS_DIR")
     if tq.spec.redis.tls is not None and tls_dir is None and "ssl_ca_certs" not in url:
         raise CliError(

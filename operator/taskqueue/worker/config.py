@@ -67,6 +67,8 @@ def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
             "no Redis URL: spec.redis uses urlSecretRef, so set TASKQUEUE_REDIS_URL or --redis-url"
         )
     url = connection.dsn_for(url, spec.redis.mode, sentinel=spec.redis.sentinel)
+    url = connection.with_sentinel_password(
+        url, os.environ.get("TASKQUEUE_REDIS_SENTINEL_PASSWORD"))
     url = connection.with_tls_dir(url, spec.redis.tls, os.environ.get(
         "TASKQUEUE_REDIS_TLS_DIR", models.REDIS_TLS_DIR))
     schema = keys.KeySchema.from_spec(spec)
