@@ -42,7 +42,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from taskqueue.models import QueueType, TaskQueueSpec, cluster_key_problem
+from taskqueue.hashtag import cluster_key_problem
+from taskqueue.models import QueueType, TaskQueueSpec
 
 LUA_CALL = re.compile(r"redis\.call\(\s*'([A-Za-z]+)'")
 """A Redis command called from Lua; group 1 is its name (for ACL rules and NOPERM messages)."""

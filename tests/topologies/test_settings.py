@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from taskqueue import connection, models
+from taskqueue import connection, hashtag, models
 from taskqueue.connection import RedisSettings, SettingsError
 
 
@@ -132,7 +132,7 @@ def test_bad_sentinel_specs_are_rejected(redis: dict[str, object], message: str)
     ],
 )
 def test_hash_tag_as_redis_computes_it(key: str, tag: str | None) -> None:
-    assert models.hash_tag(key) == tag
+    assert hashtag.hash_tag(key) == tag
 
 
 def _spec(redis: dict[str, object], queues: list[str], **extra: object) -> models.TaskQueueSpec:
