@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,12 +23,13 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "operator"))
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "devcluster"))
 
 from tests.fixtures.redis_server import RedisServer  # noqa: E402
 
 from taskqueue import client as tq_client  # noqa: E402
-from taskqueue.devcluster.controlplane import ControlPlane  # noqa: E402
-from taskqueue.devcluster.kubelet import ProcessKubelet  # noqa: E402
+from taskqueue_devcluster.controlplane import ControlPlane, ControlPlaneError  # noqa: E402
+from taskqueue_devcluster.kubelet import ProcessKubelet  # noqa: E402
 
 RELEASE_NS = "taskqueue-system"
 DEMO_NS = "demo"
@@ -118,15 +121,7 @@ def run_burst(cp: ControlPlane, redis_url: str, args: argparse.Namespace) -> int
     return 0 if ok else 1
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tasks", type=int, default=300, help="tasks in the burst")
-    parser.add_argument("--task-seconds", type=float, default=0.2, help="handler sleep per task")
-    parser.add_argument("--max-replicas", type=int, default=5)
-    parser.add_argument("--timeout", type=float, default=300)
-    args = parser.parse_args()
-
-    work = Path(tempfile.mkdtemp(prefix="taskqueue-demo-"))
+def demo(args: argparse.Namespace, work: Path) -> int:
     server = RedisServer(data_dir=work / "redis")
     server.start()
     print(f"redis-server on {server.url}", flush=True)
@@ -151,6 +146,42 @@ def main() -> int:
                     operator.wait(timeout=15)
     finally:
         server.stop()
+
+
+def _interrupt_once(signum: int, frame: object) -> None:
+    """The first Ctrl-C stops the demo (cleanly, through the `finally`s); later ones are ignored
+    so that the clean-up itself is not interrupted."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tasks", type=int, default=200, help="tasks in the burst")
+    parser.add_argument("--task-seconds", type=float, default=0.2, help="handler sleep per task")
+    parser.add_argument("--max-replicas", type=int, default=5)
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the work folder (logs, etcd data) instead of removing it")
+    args = parser.parse_args()
+
+    signal.signal(signal.SIGINT, _interrupt_once)
+    work = Path(tempfile.mkdtemp(prefix="taskqueue-demo-"))
+    code = 1
+    try:
+        code = demo(args, work)
+    except KeyboardInterrupt:
+        print("\ninterrupted: everything the demo started is stopped", flush=True)
+        code = 130
+    except ControlPlaneError as e:
+        print(f"demo: {e}", file=sys.stderr, flush=True)
+        code = 2
+    finally:
+        if args.keep or code == 1:
+            print(f"logs and state kept in {work} (remove it when done)", flush=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return code
 
 
 if __name__ == "__main__":

@@ -3,4 +3,5 @@
 pytest_plugins = [
     "tests.fixtures.redis_server", "tests.fixtures.redis_cluster", "tests.fixtures.redis_tls",
     "tests.fixtures.cluster",
+    "tests.fixtures.operator",
 ]

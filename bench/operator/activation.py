@@ -23,12 +23,13 @@ import redis
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "devcluster"))
 
 from tests.fixtures.redis_server import RedisServer, free_port  # noqa: E402
-from tests.operator.conftest import OperatorThread, apply, taskqueue  # noqa: E402
+from tests.helpers.kube import OperatorThread, apply, taskqueue  # noqa: E402
 
-from taskqueue.devcluster import ControlPlane  # noqa: E402
 from taskqueue.kube import KubeClient  # noqa: E402
+from taskqueue_devcluster import ControlPlane  # noqa: E402
 
 
 def trial(cp: ControlPlane, kube: KubeClient, url: str, name: str, interval: float) -> float:

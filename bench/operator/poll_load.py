@@ -30,8 +30,9 @@ from typing import Any
 
 import redis
 from taskqueue import connection, manifest
+from taskqueue.connections import RedisPools
 from taskqueue.kube import DeploymentState, ObjectRef, PodState
-from taskqueue.poller import Memory, Poller, RedisPools
+from taskqueue.poller import Poller
 
 
 class CountingKube:
@@ -120,13 +121,13 @@ def command_calls(url: str) -> tuple[int, int]:
 
 async def daemon(poller: Poller, body: dict[str, Any], interval: float, until: float,
                  polls: list[int]) -> None:
-    memory = Memory()
     tq = manifest.parse(body)
+    record = poller.record(tq.metadata.namespace or "default", tq.metadata.name)
     loop = asyncio.get_running_loop()
     await asyncio.sleep(random.uniform(0, interval))  # spread, as objects appear over time
     while loop.time() < until:
         started = loop.time()
-        await poller.poll(tq, uid="uid", memory=memory)
+        await poller.poll(tq, uid="uid", record=record)
         polls[0] += 1
         await asyncio.sleep(max(0.0, interval - (loop.time() - started)))
 
@@ -149,7 +150,8 @@ async def run(args: argparse.Namespace, url: str) -> None:
     loop = asyncio.get_running_loop()
     # warm-up: first poll of everything (Deployment creation, script load)
     for b in bodies:
-        await poller.poll(manifest.parse(b), uid="uid", memory=Memory())
+        tq = manifest.parse(b)
+        await poller.poll(tq, uid="uid", record=poller.record("bench", tq.metadata.name))
     kube.calls.clear()
     before_scripts, before_total = command_calls(url)
     cpu0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()

@@ -45,11 +45,12 @@ import redis
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "devcluster"))
 
 from tests.fixtures.redis_server import RedisServer, free_port  # noqa: E402
-from tests.operator.conftest import taskqueue  # noqa: E402
+from tests.helpers.kube import taskqueue  # noqa: E402
 
-from taskqueue.devcluster import ControlPlane  # noqa: E402
+from taskqueue_devcluster import ControlPlane  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 SAMPLE = re.compile(r'^(\w+)\{(.*)\}\s+(\S+)$')

@@ -286,6 +286,8 @@ def _ratios(rows: list[tuple[str, int, float]]) -> None:
                      for other in ("raw redis-py LMOVE+LREM loop", "RQ SimpleWorker", "arq",
                                    "Dramatiq (1 thread)", "Celery (solo pool)")
                      if (other, procs) in rate]
+            if not parts:  # nothing to compare with (no peers, or --only)
+                continue
             print(f"ratio {ours:34s} procs={procs}  vs " + ", ".join(parts), flush=True)
 
 

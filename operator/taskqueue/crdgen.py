@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from taskqueue import models
+from taskqueue import models, redact
 
 OUTPUT = Path("crds") / f"{models.GROUP}_{models.PLURAL}.yaml"
 
@@ -52,6 +52,11 @@ RULES: dict[str, list[tuple[str, str, str | None]]] = {
         "set exactly one of spec.redis.url or spec.redis.urlSecretRef "
         "(e.g. url: redis://redis:6379/0)",
         None,
+    ), (
+        f"!has(self.url) || !(self.url.matches('{redact.PASSWORD_IN_USERINFO}') "
+        f"|| self.url.matches('{redact.PASSWORD_IN_QUERY}'))",
+        models.PASSWORD_IN_URL,
+        ".url",
     )],
     "WorkerSpec": [(
         "!(has(self.handler) && has(self.command))",
@@ -91,6 +96,8 @@ PRINTER_COLUMNS = [
      "description": "Queued tasks in all queues."},
     {"name": "In-flight", "type": "integer", "jsonPath": ".status.inFlight",
      "description": "Tasks held by workers."},
+    {"name": "Oldest", "type": "integer", "jsonPath": ".status.oldestTaskAgeSeconds",
+     "description": "Seconds the oldest queued task has waited."},
     {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas",
      "description": "Replicas the operator decided."},
     {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas",

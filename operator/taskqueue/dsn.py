@@ -20,10 +20,11 @@ masks every password in one for logs, events and status.
 
 from __future__ import annotations
 
-import re
 import urllib.parse
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
+
+from taskqueue.redact import url as redact_url
 
 Mode = Literal["standalone", "cluster", "sentinel"]
 
@@ -205,19 +206,10 @@ def _read(path: str) -> str:
         return f.read().strip()
 
 
-_SECRET_QUERY = re.compile(r"((?:^|[?&])[a-z_]*password=)[^&]*")
-
-
 def redact(dsn: str) -> str:
-    """`dsn` with its password and any `*password=` option masked (logs, events, status)."""
-    head, sep, rest = dsn.partition("://")
-    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
-    netloc, tail = rest[:cut], rest[cut:]
-    userinfo, at, hosts = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
-    path, q, query = tail.partition("?")
-    return f"{head}{sep}{netloc}{path}{q}{_SECRET_QUERY.sub(lambda m: m.group(1) + '***', query)}"
+    """`dsn` with its password and any `*password=` option masked (logs, events, status):
+    `taskqueue.redact.url`, the project's one redactor."""
+    return redact_url(dsn)
 
 
 _redact = redact

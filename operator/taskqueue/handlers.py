@@ -1,13 +1,14 @@
-"""kopf handlers: thin. Each reads the object, calls the poller (decide + act), reports problems.
+"""kopf handlers: thin. Each reads the object and calls the poller (observe, decide, act).
 
-- create/resume/update of a TaskQueue's spec: ensure its worker Deployment.
-- a daemon per TaskQueue: one poll every spec.scaling.pollIntervalSeconds (intervals per object).
+- a daemon per TaskQueue: one poll every spec.scaling.pollIntervalSeconds (intervals per object);
+  the poll is the one place the worker Deployment is created or updated.
+- create/resume/update of a TaskQueue's spec: wake its daemon, so a new spec is acted on at once.
 - pod events of worker pods: when a pod is gone, requeue what it held (the reaper).
-- events of the Deployments it owns (labelled `taskqueue.dev/taskqueue`): kept in the poller, so
-  a poll does not GET the Deployment (`Poller.read_deployment`).
+- events of the Deployments it owns (labelled `taskqueue.dev/taskqueue`): kept by the poller's
+  `Deployments`, so a poll does not GET the Deployment.
 
-Shared resources (the `Poller`, with its Kubernetes client and Redis pools) live in kopf's memo,
-created by `taskqueue.operator_main`.
+The shared `Poller` (Kubernetes client, Redis pools) is in kopf's memo, created by
+`taskqueue.operator_main`; each TaskQueue's `Record` is in kopf's per-object memo.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Any
 
 import kopf
 
-from taskqueue import kube, models, workload
-from taskqueue.poller import Memory, Poller, SpecError, parse
+from taskqueue import kube, models, redact, workload
+from taskqueue.poller import Poller
+from taskqueue.record import Record, SpecError, parse
 
 log = logging.getLogger("taskqueue.operator")
 TQ = (models.GROUP, models.VERSION, models.PLURAL)
@@ -31,9 +33,12 @@ def _poller(memo: Any) -> Poller:
     return found
 
 
-def _memory(memo: Any, meta: Any) -> Memory:
-    memories: dict[tuple[str, str], Memory] = memo.memories
-    return memories.setdefault((meta["namespace"], meta["name"]), Memory())
+def record_of(memo: Any, meta: Any) -> Record:
+    """The TaskQueue's record, kept in its kopf per-object memo (created on first use)."""
+    found: Record | None = getattr(memo, "record", None)
+    if found is None:
+        found = memo.record = _poller(memo).record(meta["namespace"], meta["name"])
+    return found
 
 
 def _ref(meta: Any) -> kube.ObjectRef:
@@ -48,7 +53,7 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> Non
         prefix=models.GROUP, key="last-handled-configuration")
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
-    _poller(memo).watch_deployments = True
+    _poller(memo).deployments.watched = True
 
 
 @kopf.on.login()
@@ -65,53 +70,59 @@ def login(memo: Any, settings: kopf.OperatorSettings, **_: Any) -> kopf.Connecti
 @kopf.on.resume(*TQ)
 @kopf.on.create(*TQ)
 @kopf.on.update(*TQ, field="spec")
-async def ensure_workload(body: kopf.Body, meta: kopf.Meta, memo: Any, **_: Any) -> None:
-    memory = _memory(memo, meta)
-    try:
-        tq = parse(dict(body))
-        await _poller(memo).ensure_workload(tq, uid=meta["uid"])
-    except SpecError as e:
-        await _poller(memo).report_problem(_ref(meta), memory, str(e), reason="InvalidSpec")
+async def spec_changed(meta: kopf.Meta, memo: Any, **_: Any) -> None:
+    record_of(memo, meta).wake.set()
 
 
 @kopf.daemon(*TQ, cancellation_timeout=10)
 async def poll(body: kopf.Body, meta: kopf.Meta, memo: Any, stopped: kopf.DaemonStopped,
                **_: Any) -> None:
     loop = asyncio.get_running_loop()
-    memory = _memory(memo, meta)
-    memory.status = memory.status or dict(body.get("status") or {}) or None
+    record = record_of(memo, meta)
+    record.status = record.status or dict(body.get("status") or {}) or None
     while not stopped:
         started = loop.time()
-        interval = await poll_once(_poller(memo), body, memory)
-        await stopped.wait(max(0.0, interval - (loop.time() - started)))
+        record.wake.clear()
+        interval = await poll_once(_poller(memo), body, record)
+        await _sleep(stopped, record.wake, max(0.0, interval - (loop.time() - started)))
 
 
-async def poll_once(poller: Poller, body: kopf.Body, memory: Memory) -> float:
+async def _sleep(stopped: kopf.DaemonStopped, wake: asyncio.Event, seconds: float) -> None:
+    """Until `seconds` have passed, the daemon is stopped, or the spec changed."""
+    waits = {asyncio.ensure_future(stopped.wait()), asyncio.ensure_future(wake.wait())}
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+
+
+async def poll_once(poller: Poller, body: kopf.Body, record: Record) -> float:
     """One poll; never raises (a bad TaskQueue must not stop the others). Returns the interval."""
     meta = body["metadata"]
     try:
         tq = parse(dict(body))
-        await poller.poll(tq, uid=meta["uid"], memory=memory, generation=meta.get("generation"))
+        await poller.poll(tq, record=record, uid=meta["uid"], generation=meta.get("generation"))
         return tq.spec.scaling.pollIntervalSeconds
     except SpecError as e:
-        await _report(poller, meta, memory, str(e), "InvalidSpec")
+        await _report(poller, meta, record, str(e), "InvalidSpec")
     except Exception as e:  # an API or Redis failure of this TaskQueue only
-        log.exception("poll of %s/%s failed", meta["namespace"], meta["name"])
-        await _report(poller, meta, memory, f"poll failed: {type(e).__name__}: {e}", "PollFailed")
+        problem = f"poll failed: {type(e).__name__}: {redact.scrub(str(e))}"
+        log.warning("%s/%s: %s", meta["namespace"], meta["name"], problem)
+        await _report(poller, meta, record, problem, "PollFailed")
     return ERROR_RETRY_SECONDS
 
 
-async def _report(poller: Poller, meta: Any, memory: Memory, problem: str, reason: str) -> None:
+async def _report(poller: Poller, meta: Any, record: Record, problem: str, reason: str) -> None:
     try:
-        await poller.report_problem(_ref(meta), memory, problem, reason=reason)
+        await poller.report_problem(_ref(meta), record, problem, reason=reason)
     except Exception as e:
         log.warning("cannot report %s on %s/%s: %s", reason, meta["namespace"], meta["name"], e)
 
 
 @kopf.on.delete(*TQ, optional=True)
 async def forget(meta: kopf.Meta, memo: Any, **_: Any) -> None:
-    memo.memories.pop((meta["namespace"], meta["name"]), None)
-    _poller(memo).forget(meta["namespace"], meta["name"])
+    _poller(memo).forget(record_of(memo, meta))
 
 
 @kopf.on.event("v1", "pods", labels={workload.TASKQUEUE_LABEL: kopf.PRESENT})
@@ -121,15 +132,15 @@ async def reap(event: kopf.RawEvent, body: kopf.Body, meta: kopf.Meta, memo: Any
     if event["type"] != "DELETED" and phase not in ("Failed", "Succeeded"):
         return
     try:
-        await _poller(memo).reap(meta["namespace"], meta["name"],
-                                 meta["labels"][workload.TASKQUEUE_LABEL])
+        await _poller(memo).reaper.reap(meta["namespace"], meta["name"],
+                                        meta["labels"][workload.TASKQUEUE_LABEL])
     except Exception as e:
         log.warning("could not recover tasks of pod %s/%s: %s", meta["namespace"], meta["name"],
-                    e)
+                    redact.scrub(str(e)))
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={workload.TASKQUEUE_LABEL: kopf.PRESENT})
 async def deployment_seen(event: kopf.RawEvent, body: kopf.Body, meta: kopf.Meta, memo: Any,
                           **_: Any) -> None:
-    _poller(memo).saw_deployment(meta["namespace"], meta["name"], kube.deployment_state(body),
-                                 deleted=event["type"] == "DELETED")
+    _poller(memo).deployments.saw(meta["namespace"], meta["name"], kube.deployment_state(body),
+                                  deleted=event["type"] == "DELETED")

@@ -16,6 +16,8 @@ all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot)
 | <prefix>:delayed                  | zset | entries waiting for a retry -> due time (unix ms)  |
 | <prefix>:starvation               | hash | queue key -> consecutive tasks taken from it       |
 | <prefix>:stats                    | hash | completed, failed, retried, dead, recovered counts |
+|                                   |      | and taken:<queue key> (tasks fetch.lua took)       |
+| <prefix>:quiesced                 | set  | processing-list keys of workers told to stop taking |
 | <dead-letter key>                 | list | JSON records of tasks that failed for good         |
 
 An *entry* (processing list, delayed set) is "<queue key>\\n<score>\\n<element>": the element as it
@@ -47,6 +49,9 @@ from taskqueue.models import QueueType, TaskQueueSpec
 
 LUA_CALL = re.compile(r"redis\.call\(\s*'([A-Za-z]+)'")
 """A Redis command called from Lua; group 1 is its name (for ACL rules and NOPERM messages)."""
+
+TAKEN_FIELD_PREFIX = "taken:"
+"""Stats-hash field prefix of the per-queue taken counters (the one name fetch.lua composes)."""
 
 ENVELOPE_MARK = '{"__taskqueue__":1,"attempts":'
 """Every envelope starts with these characters; no other element is taken for one."""
@@ -112,6 +117,21 @@ class KeySchema:
     @property
     def stats(self) -> str:
         return f"{self.prefix}:stats"
+
+    @property
+    def quiesced(self) -> str:
+        """Set of the processing-list keys of quiesced workers: fetch.lua gives them nothing."""
+        return f"{self.prefix}:quiesced"
+
+    @property
+    def taken_fields(self) -> tuple[str, ...]:
+        """The stats-hash fields counting the tasks taken from each queue (fetch.lua writes
+        TAKEN_FIELD_PREFIX .. queue key)."""
+        return tuple(f"{TAKEN_FIELD_PREFIX}{q.key}" for q in self.queues)
+
+    def worker_of(self, processing_key: str) -> str:
+        """The worker id of a processing-list key."""
+        return processing_key.removeprefix(self.processing_prefix)
 
     @property
     def processing_prefix(self) -> str:

@@ -48,6 +48,8 @@ class DeploymentState:
     owner_uids: tuple[str, ...] = ()
     spec_hash: str | None = None
     resource_version: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    """metadata.labels, sorted (a tuple: the state stays hashable)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class PodState:
     name: str
     deletion_cost: str | None
     deleting: bool
+    created: float = 0.0
+    """creationTimestamp (unix seconds; 0 when unknown)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ def deployment_state(body: Mapping[str, Any]) -> DeploymentState:
         owner_uids=tuple(o["uid"] for o in meta.get("ownerReferences") or ()),
         spec_hash=(meta.get("annotations") or {}).get("taskqueue.dev/spec-hash"),
         resource_version=str(meta.get("resourceVersion") or ""),
+        labels=tuple(sorted((meta.get("labels") or {}).items())),
     )
 
 
@@ -177,6 +182,7 @@ class KubeClient:
             owner_uids=tuple(o.uid for o in meta.owner_references or ()),
             spec_hash=(meta.annotations or {}).get("taskqueue.dev/spec-hash"),
             resource_version=meta.resource_version,
+            labels=tuple(sorted((meta.labels or {}).items())),
         )
 
     async def create_deployment(self, body: dict[str, Any]) -> str | None:
@@ -207,6 +213,8 @@ class KubeClient:
                 deletion_cost=(p.metadata.annotations or {}).get(
                     "controller.kubernetes.io/pod-deletion-cost"),
                 deleting=p.metadata.deletion_timestamp is not None,
+                created=(p.metadata.creation_timestamp.timestamp()
+                         if p.metadata.creation_timestamp else 0.0),
             )
             for p in pods.items
         ]

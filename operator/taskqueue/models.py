@@ -3,6 +3,7 @@
 The worker reads `TaskQueueSpec` from a manifest, the operator reads it from the cluster, and the
 CRD in `crds/` is generated from these models (`taskqueue.crdgen`). Field names are the manifest's
 camelCase names, so a manifest round-trips without aliases. Pure data: no I/O, no kopf, no redis.
+The status schema is in `taskqueue.statusschema`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from taskqueue import redisspec
 from taskqueue.hashtag import cluster_key_problem
+from taskqueue.statusschema import TaskQueueStatus
 
 GROUP = "taskqueue.dev"
 VERSION = "v1alpha1"
@@ -28,143 +31,19 @@ _KEY_RE = re.compile(KEY_PATTERN)
 
 Delivery = Literal["AtLeastOnce", "AtMostOnce"]
 QueueType = Literal["list", "zset"]
-RedisMode = Literal["standalone", "cluster"]
-
-_ADDRESS_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?$")
-_URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://",
-                "redis+sentinel://", "rediss+sentinel://")
 
 KubeObject = dict[str, Any]
 """A Kubernetes sub-object passed through verbatim (env var, resources, toleration...)."""
 
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class SecretKeyRef(_Model):
-    """A key in a Secret of the TaskQueue's namespace."""
-
-    name: str = Field(min_length=1, description="Name of the Secret.")
-    key: str = Field(min_length=1, description="Key inside the Secret whose value is the URL.")
-
-
-class SentinelSpec(_Model):
-    """Redis behind Sentinel: the sentinels name the master and follow its failovers."""
-
-    masterName: str = Field(
-        min_length=1, max_length=256, pattern=r"^[^\s/]+$",
-        description="Name the sentinels monitor the master under (sentinel monitor <name> ...).",
-    )
-    addresses: list[str] = Field(
-        min_length=1, max_length=16,
-        description="Sentinel addresses as host:port (port default 26379).",
-    )
-    passwordSecretRef: SecretKeyRef | None = Field(
-        default=None,
-        description="Secret key holding the sentinels' own password (requirepass of the "
-        "sentinels); the master's credentials stay in the URL.",
-    )
-
-    @field_validator("addresses")
-    @classmethod
-    def _host_ports(cls, addresses: list[str]) -> list[str]:
-        for a in addresses:
-            if not _ADDRESS_RE.match(a):
-                raise ValueError(
-                    f"sentinel address {a!r} is not host:port; e.g. sentinel-0.sentinel:26379")
-        return addresses
-
-
-REDIS_TLS_DIR = "/etc/taskqueue/redis-tls"
-"""Where worker pods mount spec.redis.tls.secretName (TASKQUEUE_REDIS_TLS_DIR overrides)."""
-
-
-class RedisTLSSpec(_Model):
-    """TLS material in a Secret of the TaskQueue's namespace, mounted into the workers (the
-    server is always verified against the CA; there is no switch to turn that off)."""
-
-    secretName: str = Field(min_length=1, description="Secret holding the CA (and client cert).")
-    caKey: str = Field(default="ca.crt", min_length=1, description="Key of the CA certificate.")
-    certKey: str | None = Field(
-        default=None, description="Key of a client certificate (mutual TLS), with keyKey.")
-    keyKey: str | None = Field(default=None, description="Key of the client certificate's key.")
-
-    @model_validator(mode="after")
-    def _pair(self) -> RedisTLSSpec:
-        if (self.certKey is None) != (self.keyKey is None):
-            raise ValueError("spec.redis.tls: set both certKey and keyKey (a client certificate "
-                             "and its key, e.g. tls.crt and tls.key) or neither")
-        return self
-
-
-class RedisSpec(_Model):
-    """How to reach Redis: a URL, or a Secret that holds it (passwords never in the spec)."""
-
-    url: str | None = Field(
-        default=None,
-        description="redis:// or rediss:// (TLS) URL without a password; use urlSecretRef for one.",
-    )
-    urlSecretRef: SecretKeyRef | None = Field(
-        default=None, description="Secret key holding the full Redis URL (may carry a password)."
-    )
-    mode: RedisMode = Field(
-        default="standalone",
-        description="cluster: the URL names seed nodes of a Redis Cluster (as a "
-        "redis+cluster:// URL does); every key of the TaskQueue must share one {hash tag}.",
-    )
-
-    sentinel: SentinelSpec | None = Field(
-        default=None,
-        description="Find the master through these sentinels; the URL then gives only the "
-        "credentials, TLS and database (its host is not used), e.g. redis://:pw@master/0.",
-    )
-
-    waitForReplicas: int = Field(
-        default=0, ge=0, le=5,
-        description="Durable mode: after each fetch (the move into a processing list) the "
-        "worker WAITs until this many replicas have it, so a failover cannot lose it; "
-        "producers do the same with taskqueue.client's wait_replicas. Costs a round trip.",
-    )
-    tls: RedisTLSSpec | None = Field(
-        default=None,
-        description="CA and optional client certificate from a Secret, for a rediss:// URL.",
-    )
-
-    @model_validator(mode="after")
-    def _one_topology(self) -> RedisSpec:
-        if self.tls is not None and self.url is not None and not self.url.startswith("rediss"):
-            raise ValueError(f"spec.redis.tls needs a TLS URL: use rediss:// instead of "
-                             f"{self.url.split('://', 1)[0]}://")
-        if self.sentinel is not None and self.mode == "cluster":
-            raise ValueError("set spec.redis.mode cluster or spec.redis.sentinel, not both "
-                             "(Redis Cluster fails over by itself)")
-        return self
-
-    @property
-    def is_cluster(self) -> bool:
-        """True for mode cluster or a redis+cluster:// / rediss+cluster:// URL."""
-        return self.mode == "cluster" or (self.url or "").startswith(
-            ("redis+cluster://", "rediss+cluster://"))
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> RedisSpec:
-        if (self.url is None) == (self.urlSecretRef is None):
-            raise ValueError(
-                "set exactly one of url or urlSecretRef "
-                "(e.g. url: redis://redis:6379/0)"
-            )
-        if self.url is not None:
-            _check_redis_url(self.url)
-        return self
-
-
-def _check_redis_url(url: str) -> None:
-    if not url.startswith(_URL_SCHEMES):
-        raise ValueError(
-            f"url {url!r} is not a Redis URL; use redis://host:6379/0, rediss:// for TLS, "
-            "redis+cluster://host:7000 or redis+sentinel://host:26379/mymaster"
-        )
+# spec.redis (taskqueue.redisspec), re-exported: the API is one module for its users
+PASSWORD_IN_URL = redisspec.PASSWORD_IN_URL
+REDIS_TLS_DIR = redisspec.REDIS_TLS_DIR
+RedisMode = redisspec.RedisMode
+RedisSpec = redisspec.RedisSpec
+RedisTLSSpec = redisspec.RedisTLSSpec
+SecretKeyRef = redisspec.SecretKeyRef
+SentinelSpec = redisspec.SentinelSpec
+_Model = redisspec.SpecModel
 
 
 class QueueSpec(_Model):
@@ -231,12 +110,28 @@ class WorkerSpec(_Model):
     metricsPort: int | None = Field(
         default=None, ge=1, le=65535, description="Serve Prometheus metrics on this port."
     )
+    metricsAddress: str | None = Field(
+        default=None, pattern=r"^[0-9A-Fa-f.:]{2,45}$",
+        description="IP address the metrics listen on (default 0.0.0.0; 127.0.0.1 keeps them "
+                    "to the pod, e.g. for a scraping sidecar).",
+    )
     env: list[KubeObject] = Field(default_factory=list, description="Extra container env vars.")
     envFrom: list[KubeObject] = Field(default_factory=list, description="Container envFrom.")
     resources: KubeObject | None = Field(default=None, description="Container resources.")
     nodeSelector: dict[str, str] | None = Field(default=None, description="Pod nodeSelector.")
     tolerations: list[KubeObject] = Field(default_factory=list, description="Pod tolerations.")
     serviceAccountName: str | None = Field(default=None, description="Pod service account.")
+    securityContext: KubeObject | None = Field(
+        default=None,
+        description="Container securityContext, merged key by key over the restricted default "
+                    "(runAsNonRoot, allowPrivilegeEscalation false, capabilities drop ALL, "
+                    "seccompProfile RuntimeDefault, readOnlyRootFilesystem).",
+    )
+    podSecurityContext: KubeObject | None = Field(
+        default=None,
+        description="Pod securityContext, merged key by key over the default "
+                    "(runAsNonRoot, seccompProfile RuntimeDefault).",
+    )
     terminationGracePeriodSeconds: int = Field(
         default=30, ge=0, description="Time a worker has to finish tasks in hand on SIGTERM."
     )
@@ -267,7 +162,8 @@ class ScalingSpec(_Model):
     )
     pollIntervalSeconds: float = Field(default=5.0, ge=1, description="Seconds between polls.")
     scaleDownStabilizationSeconds: float = Field(
-        default=60.0, ge=0, description="Scale down to the highest recommendation in this window."
+        default=15.0, ge=0, description="Scale down to the highest recommendation in this window "
+        "(pods leave only once quiesced and drained, so the window can be short)."
     )
     maxScaleUpStep: int | None = Field(
         default=None, ge=1, description="Most replicas added per poll."
@@ -276,17 +172,32 @@ class ScalingSpec(_Model):
         default=None, ge=1, description="Most replicas removed per poll."
     )
     idleCooldownSeconds: float = Field(
-        default=60.0, ge=0, description="Idle time (nothing queued or in flight) before zero."
+        default=30.0, ge=0, description="Idle time (nothing queued or in flight) before zero."
     )
     targetDrainSeconds: float | None = Field(
         default=None,
         gt=0,
         description="Scale so the backlog drains in this time at the measured per-replica rate.",
     )
+    targetWaitSeconds: dict[str, float] | None = Field(
+        default=None,
+        description="Queue key -> seconds: scale so the p95 wait of that queue stays under it "
+        "(Erlang C with the measured arrival rate and service time; highest priority first).",
+    )
     fallbackReplicas: int | None = Field(
         default=None, ge=0, description="Replicas while Redis cannot be read (default: hold)."
     )
     paused: bool = Field(default=False, description="Hold the replica count; status still updates.")
+
+    @field_validator("targetWaitSeconds")
+    @classmethod
+    def _positive_waits(cls, waits: dict[str, float] | None) -> dict[str, float] | None:
+        for key, seconds in (waits or {}).items():
+            if not seconds > 0:
+                raise ValueError(
+                    f"targetWaitSeconds[{key!r}] is {seconds}; use a number of seconds > 0"
+                )
+        return waits
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalingSpec:
@@ -342,6 +253,17 @@ class TaskQueueSpec(_Model):
                 raise ValueError(problem)
         return self
 
+    @model_validator(mode="after")
+    def _wait_targets_name_queues(self) -> TaskQueueSpec:
+        keys = {q.key for q in self.queues}
+        unknown = sorted(set(self.scaling.targetWaitSeconds or {}) - keys)
+        if unknown:
+            raise ValueError(
+                f"scaling.targetWaitSeconds names {unknown}, not in spec.queues; use the key "
+                f"of one of {sorted(keys)}"
+            )
+        return self
+
     @property
     def dead_letter_key(self) -> str:
         return self.retry.deadLetterKey or f"{self.queues[0].key}:dead"
@@ -349,36 +271,6 @@ class TaskQueueSpec(_Model):
     @property
     def key_prefix(self) -> str:
         return self.keyPrefix or self.queues[0].key
-
-
-class Condition(_Model):
-    """A status condition, as Kubernetes conventions define it."""
-
-    type: str
-    status: Literal["True", "False", "Unknown"]
-    reason: str = ""
-    message: str = ""
-    lastTransitionTime: str | None = None
-
-
-class TaskQueueStatus(_Model):
-    """status of a TaskQueue, written by the operator."""
-
-    backlog: dict[str, int] = Field(default_factory=dict, description="Queued tasks per queue.")
-    totalBacklog: int = Field(default=0, description="Queued tasks in all queues.")
-    inFlight: int = Field(default=0, description="Tasks held in processing lists.")
-    delayed: int = Field(default=0, description="Tasks waiting for a retry.")
-    deadLetter: int = Field(default=0, description="Tasks in the dead-letter list.")
-    oldestTaskAgeSeconds: float | None = Field(default=None, description="Oldest task's age.")
-    throughputPerReplica: float | None = Field(default=None, description="Tasks/s per replica.")
-    workers: int = Field(default=0, description="Workers with a live heartbeat.")
-    desiredReplicas: int | None = Field(default=None, description="Last decided replica count.")
-    replicas: int | None = Field(default=None, description="Replicas of the worker Deployment.")
-    lastScaleTime: str | None = Field(default=None, description="Time of the last scale change.")
-    lastActiveTime: str | None = Field(default=None, description="Last time work was seen.")
-    reason: str | None = Field(default=None, description="Why the last decision was taken.")
-    observedGeneration: int | None = Field(default=None, description="Generation last acted on.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready etc.")
 
 
 class ObjectMeta(BaseModel):

@@ -29,6 +29,15 @@ class QueueObservation:
     failed_total: int = 0
     workers: tuple[WorkerObservation, ...] = ()
     oldest_enqueued_at: dict[str, float] = field(default_factory=dict)
+    taken: dict[str, int] = field(default_factory=dict)
+    """Tasks ever taken from each queue by fetch.lua (empty when the counters are unknown)."""
+    quiesced: frozenset[str] = frozenset()
+    """Worker ids the operator has quiesced (they take no task)."""
+
+    def oldest_age(self, queue: str) -> float | None:
+        """Seconds the oldest task of `queue` has waited (None: empty or unknown)."""
+        t = self.oldest_enqueued_at.get(queue)
+        return None if t is None else max(0.0, self.at - t)
 
     @property
     def queued(self) -> int:

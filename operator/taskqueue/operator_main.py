@@ -1,7 +1,8 @@
 """`taskqueue-operator`: a thin wrapper over kopf's runner, with Lease leader election.
 
     taskqueue-operator [--namespace NS ... | --all-namespaces] [--metrics-port 9090]
-        [--health-port 8080] [--leader-election-namespace NS] [--leader-election-id ID]
+        [--metrics-address 0.0.0.0] [--health-port 8080] [--health-address 0.0.0.0]
+        [--leader-election-namespace NS] [--leader-election-id ID]
         [--no-leader-election] [--kubeconfig PATH] [--log-format json|text]
 
 Runs the same on a laptop (kubeconfig) and in a pod (service account; POD_NAME/POD_NAMESPACE).
@@ -15,23 +16,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
 import socket
-import sys
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 import kopf
 from aiohttp import web
 
-from taskqueue import handlers, kube, metrics
+from taskqueue import admission, handlers, kube, logfmt, metrics
+from taskqueue.connections import RedisPools
 from taskqueue.leader import LeaderElector
-from taskqueue.poller import Poller, RedisPools
+from taskqueue.poller import Poller
 
 assert handlers  # registers the kopf handlers
 log = logging.getLogger("taskqueue.operator")
@@ -47,48 +46,42 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     scope.add_argument("--all-namespaces", "-A", action="store_true",
                        help="watch all namespaces (the default when no --namespace is given)")
     p.add_argument("--metrics-port", type=int, default=9090, help="/metrics port (0: off)")
+    p.add_argument("--metrics-address", default="0.0.0.0",
+                   help="address /metrics listens on (default 0.0.0.0: every interface; "
+                        "127.0.0.1 for a scraping sidecar only)")
     p.add_argument("--health-port", type=int, default=8080, help="/healthz port (0: off)")
+    p.add_argument("--health-address", default="0.0.0.0",
+                   help="address /healthz listens on (the kubelet's probes need the pod IP)")
     p.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE"),
                    help="namespace of the Lease (default: $POD_NAMESPACE, else 'default')")
     p.add_argument("--leader-election-id", default="taskqueue-operator", help="Lease name")
     p.add_argument("--no-leader-election", action="store_true",
                    help="act without a Lease (one replica only)")
+    p.add_argument("--allowed-image-prefix", action="append", default=[], metavar="PREFIX",
+                   help="worker images must start with one of these (repeatable; default: any)")
+    p.add_argument("--scale-target-label", default=None, metavar="KEY=VALUE",
+                   help="a Deployment named by spec.scaleTargetRef must carry this label "
+                        "(default: any Deployment of the namespace)")
     p.add_argument("--kubeconfig", default=None,
                    help="kubeconfig path (default: in-cluster, then $KUBECONFIG/~/.kube/config)")
     p.add_argument("--log-format", choices=("json", "text"), default="json")
     p.add_argument("--log-level", default="INFO")
-    return p.parse_args(argv)
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message (+ kopf's object, if any)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname,
-            "logger": record.name, "msg": record.getMessage(),
-        }
-        k8s_obj = getattr(record, "k8s_ref", None)
-        if k8s_obj:
-            entry["object"] = k8s_obj
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+    args = p.parse_args(argv)
+    try:
+        args.worker_rules = admission.WorkerRules(
+            image_prefixes=tuple(args.allowed_image_prefix),
+            scale_target_label=(admission.parse_label(args.scale_target_label)
+                                if args.scale_target_label else None))
+    except ValueError as e:
+        p.error(str(e))
+    return args
 
 
 def setup_logging(fmt: str, level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    logfmt.setup(json_lines=fmt == "json", level=level, quiet=("kubernetes",))
 
 
-async def _standby_health(port: int) -> web.AppRunner | None:
+async def _standby_health(port: int, address: str) -> web.AppRunner | None:
     """/healthz while waiting for the Lease (kopf's own endpoint takes over once leader)."""
     if not port:
         return None
@@ -99,7 +92,7 @@ async def _standby_health(port: int) -> web.AppRunner | None:
     app.router.add_get("/healthz", healthz)
     runner = web.AppRunner(app)
     await runner.setup()
-    await web.TCPSite(runner, "0.0.0.0", port, reuse_address=True).start()
+    await web.TCPSite(runner, address, port, reuse_address=True).start()
     return runner
 
 
@@ -121,11 +114,11 @@ async def run(args: argparse.Namespace, *, stop_flag: Flag | None = None,
               ready_flag: threading.Event | None = None) -> int:
     """Run until `stop_flag` is set (0) or leadership is lost (1)."""
     client = kube.KubeClient(args.kubeconfig)
-    poller = Poller(kube=client, pools=RedisPools())
+    poller = Poller(kube=client, pools=RedisPools(), rules=args.worker_rules)
     elector = None if args.no_leader_election else LeaderElector(
         client.api, args.leader_election_namespace or "default", args.leader_election_id,
         _identity())
-    standby = await _standby_health(args.health_port)
+    standby = await _standby_health(args.health_port, args.health_address)
     stopping = asyncio.create_task(_wait(stop_flag))
     try:
         if elector is not None:
@@ -151,11 +144,12 @@ async def run(args: argparse.Namespace, *, stop_flag: Flag | None = None,
 async def _lead(args: argparse.Namespace, poller: Poller, elector: LeaderElector | None,
                 stopping: asyncio.Task[None], ready_flag: threading.Event | None) -> int:
     kopf_stop: asyncio.Event = asyncio.Event()
-    health = f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
+    host = f"[{args.health_address}]" if ":" in args.health_address else args.health_address
+    health = f"http://{host}:{args.health_port}/healthz" if args.health_port else None
     operator = asyncio.create_task(kopf.operator(
         standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,
         liveness_endpoint=health, stop_flag=kopf_stop, ready_flag=ready_flag,
-        memo=kopf.Memo(poller=poller, memories={}, kubeconfig=args.kubeconfig),
+        memo=kopf.Memo(poller=poller, kubeconfig=args.kubeconfig),
     ))
     holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(
         asyncio.Event().wait())
@@ -182,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(args.log_format, args.log_level)
     if args.metrics_port:
-        metrics.serve(port=args.metrics_port)
+        metrics.serve(metrics.OPERATOR, port=args.metrics_port, addr=args.metrics_address)
     log.info("taskqueue-operator starting: %s", "all namespaces" if not args.namespace
              else ", ".join(args.namespace))
     return asyncio.run(_main(args))

@@ -13,13 +13,20 @@ The rules, in the order they are applied:
    recommendation = ceil(demand / targetBacklogPerReplica).
 4. ``targetDrainSeconds``: also ceil(queued / (per-replica rate x targetDrainSeconds)) when the
    per-replica completion rate has been measured; the larger of the two wins.
-5. Never below the number of live workers holding in-flight tasks.
+5. ``targetWaitSeconds`` (per queue): once the service time is measured, the slots that keep the
+   p95 wait of each such queue under its target, highest priority first (`taskqueue.waitmodel`,
+   Erlang C with the measured rates, `taskqueue.rates`), divided by the worker concurrency; the
+   length target then only counts the queues without a wait target.
 6. Idle (nothing queued or in flight): zero only once ``idleCooldownSeconds`` have passed since
    work was last seen; until then at least one replica stays.
 7. Clamp to [minReplicas, maxReplicas].
 8. Up: immediate, at most ``maxScaleUpStep`` added (0 -> n on the first poll that sees a task).
    Down: to the highest recommendation of the last ``scaleDownStabilizationSeconds`` (as the HPA
-   does), at most ``maxScaleDownStep`` removed.
+   does), at most ``maxScaleDownStep`` removed; an idle TaskQueue past its cooldown goes to zero
+   without waiting for the window (the cooldown is its stabilisation).
+
+The policy may ask for fewer replicas than pods holding tasks: the operator then quiesces the
+pods it removes and removes them once they hold nothing (`taskqueue.quiesce`).
 """
 
 from __future__ import annotations
@@ -27,9 +34,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from taskqueue import rates as rates_
+from taskqueue import waitmodel
 from taskqueue.models import ScalingSpec
 from taskqueue.observation import QueueObservation
 
+NO_RATES = rates_.Rates()
+"""Nothing measured yet."""
 #: Weight of the newest sample in the smoothed per-replica throughput (exponential average).
 THROUGHPUT_SMOOTHING = 0.5
 
@@ -51,6 +62,8 @@ class PolicyState:
     completed_at: float | None = None
     throughput_per_replica: float | None = None
     """Smoothed completed tasks per second per replica, once measured."""
+    rates: rates_.Rates = NO_RATES
+    """Arrival rate per queue and service time (for targetWaitSeconds)."""
 
 
 @dataclass(frozen=True)
@@ -76,18 +89,25 @@ def decide(
     observation: QueueObservation | None,
     state: PolicyState,
     now: float,
+    concurrency: int = 1,
+    queue_order: tuple[str, ...] = (),
 ) -> Decision:
-    """The replica count for one poll. Pure: the same arguments always give the same Decision."""
+    """The replica count for one poll. Pure: the same arguments always give the same Decision.
+
+    `concurrency` is the worker's slots per replica and `queue_order` the queue keys in
+    priority order (both from the TaskQueue spec; needed by targetWaitSeconds only)."""
     current = state.replicas
     if observation is None:
         return _on_redis_error(spec, state)
     state = _measure(state, observation, now)
     if spec.paused:
         return Decision(current, current, f"paused: holding {current}", current, state)
-    recommendation, why = _recommend(spec, observation, state, now)
+    recommendation, why = _recommend(spec, observation, state, now,
+                                     _Fleet(concurrency, queue_order or tuple(observation.backlog)))
     history = _window(state.recommendations, now, spec.scaleDownStabilizationSeconds, current)
     history = (*history, (now, recommendation))
-    replicas, how = _bounded(spec, current, recommendation, history)
+    to_zero = recommendation == 0 and observation.queued + observation.in_flight == 0
+    replicas, how = _bounded(spec, current, recommendation, history, to_zero=to_zero)
     new_state = replace(
         state,
         recommendations=history,
@@ -130,26 +150,27 @@ def _measure(state: PolicyState, obs: QueueObservation, now: float) -> PolicySta
         completed_total=obs.completed_total,
         completed_at=obs.at,
         throughput_per_replica=rate,
+        rates=rates_.update(state.rates, obs),
     )
 
 
+@dataclass(frozen=True)
+class _Fleet:
+    concurrency: int
+    queue_order: tuple[str, ...]
+
+
 def _recommend(
-    spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float
+    spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float, fleet: _Fleet
 ) -> tuple[int, str]:
-    demand = obs.queued + obs.in_flight
-    rec = math.ceil(demand / spec.targetBacklogPerReplica)
-    why = f"demand {demand} ({obs.queued} queued + {obs.in_flight} in flight)"
-    why += f" / target {spec.targetBacklogPerReplica} = {rec}"
-    rate = state.throughput_per_replica
-    if spec.targetDrainSeconds is not None and rate and obs.queued:
-        drain = math.ceil(obs.queued / (rate * spec.targetDrainSeconds))
-        if drain > rec:
-            rec = drain
-            why += f"; drain {obs.queued} in {spec.targetDrainSeconds:g}s at {rate:.3g}/s/replica"
-            why += f" = {drain}"
-    if obs.busy_workers > rec:
-        rec = obs.busy_workers
-        why += f"; {rec} workers hold in-flight tasks"
+    rec, why = _by_length(spec, obs, state)
+    wait_rec, wait_why = _by_wait(spec, obs, state, fleet)
+    if wait_rec is not None:
+        rec, why = _by_length(spec, obs, state, exclude=frozenset(spec.targetWaitSeconds or {}))
+        if wait_rec >= rec:
+            rec, why = wait_rec, wait_why
+    if obs.queued + obs.in_flight == 0:
+        rec = 0
     if rec == 0 and state.replicas > 0:
         idle_for = now - (state.last_active if state.last_active is not None else now)
         if idle_for < spec.idleCooldownSeconds:
@@ -164,6 +185,45 @@ def _recommend(
     return clamped, why
 
 
+def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
+               exclude: frozenset[str] = frozenset()) -> tuple[int, str]:
+    """The backlog target (and the drain target), over the queues not in `exclude`."""
+    queued = sum(n for q, n in obs.backlog.items() if q not in exclude)
+    in_flight = obs.in_flight if not exclude else 0
+    demand = queued + in_flight
+    rec = math.ceil(demand / spec.targetBacklogPerReplica)
+    why = f"demand {demand} ({queued} queued + {in_flight} in flight)"
+    why += f" / target {spec.targetBacklogPerReplica} = {rec}"
+    rate = state.throughput_per_replica
+    if spec.targetDrainSeconds is not None and rate and queued:
+        drain = math.ceil(queued / (rate * spec.targetDrainSeconds))
+        if drain > rec:
+            rec = drain
+            why += f"; drain {queued} in {spec.targetDrainSeconds:g}s at {rate:.3g}/s/replica"
+            why += f" = {drain}"
+    return rec, why
+
+
+def _by_wait(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
+             fleet: _Fleet) -> tuple[int | None, str]:
+    """Replicas for the wait targets; None until the service time is measured."""
+    targets = spec.targetWaitSeconds
+    service = state.rates.service_seconds
+    if not targets or service is None:
+        return None, ""
+    services = state.rates.service_by_queue(list(fleet.queue_order)) or {}
+    loads = [
+        waitmodel.QueueLoad(key=q, arrival_rate=state.rates.arrival_rate(q),
+                            queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
+                            service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0)
+        for q in fleet.queue_order
+    ]
+    slots, why = waitmodel.slots_for_wait(loads, service=service,
+                                           horizon=spec.pollIntervalSeconds)
+    rec = math.ceil(slots / fleet.concurrency)
+    return rec, f"{why} / concurrency {fleet.concurrency} = {rec}"
+
+
 def _window(
     history: tuple[tuple[float, int], ...], now: float, seconds: float, current: int
 ) -> tuple[tuple[float, int], ...]:
@@ -174,7 +234,8 @@ def _window(
 
 
 def _bounded(
-    spec: ScalingSpec, current: int, rec: int, history: tuple[tuple[float, int], ...]
+    spec: ScalingSpec, current: int, rec: int, history: tuple[tuple[float, int], ...], *,
+    to_zero: bool = False,
 ) -> tuple[int, str]:
     if rec > current:
         step = spec.maxScaleUpStep
@@ -183,7 +244,7 @@ def _bounded(
         if target < rec:
             how += f" (maxScaleUpStep {step})"
         return target, how
-    stabilised = _clamp(max(r for _, r in history), spec)
+    stabilised = rec if to_zero else _clamp(max(r for _, r in history), spec)
     target = min(current, stabilised)
     step = spec.maxScaleDownStep
     if step is not None and current - target > step:

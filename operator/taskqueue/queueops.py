@@ -103,9 +103,10 @@ def observe_call(schema: keys.KeySchema, worker_ids: Sequence[str]
                  ) -> tuple[list[str], list[str | int]]:
     """KEYS and ARGV of observe.lua, declaring the processing lists of `worker_ids`."""
     return (
-        [schema.workers, schema.delayed, schema.dead_letter, schema.stats, *schema.queue_keys,
-         *(schema.processing(w) for w in worker_ids)],
-        [len(schema.queues), *(q.type for q in schema.queues), *worker_ids],
+        [schema.workers, schema.delayed, schema.dead_letter, schema.stats, schema.quiesced,
+         *schema.queue_keys, *(schema.processing(w) for w in worker_ids)],
+        [len(schema.queues), *(q.type for q in schema.queues), *schema.taken_fields,
+         *worker_ids],
     )
 
 
@@ -143,7 +144,7 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObserv
 
 def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueObservation:
     """The observe.lua reply as a `QueueObservation` (a worker not declared counts 0)."""
-    lengths, oldest, counters, flat_workers = raw
+    lengths, oldest, counters, flat_workers, raw_taken, quiesced = raw
     backlog = {q.key: int(n) for q, n in zip(schema.queues, lengths, strict=True)}
     # "" (no envelope time) and 0 (raw payloads recover.lua wrapped) mean unknown
     oldest_at: dict[str, float] = {}
@@ -159,8 +160,12 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
         )
         for i in range(0, len(flat_workers), 3)
     )
+    taken = {q.key: int(_text(n)) for q, n in zip(schema.queues, raw_taken, strict=False)
+             if _text(n).isdigit()}
     return QueueObservation(
         at=at,
+        taken=taken if len(taken) == len(schema.queues) else {},
+        quiesced=frozenset(schema.worker_of(_text(k)) for k in quiesced),
         backlog=backlog,
         delayed=int(counters[0]),
         dead_letter=int(counters[1]),
@@ -169,6 +174,22 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
         workers=workers,
         oldest_enqueued_at=oldest_at,
     )
+
+
+async def quiesce(client: aioredis.Redis, schema: keys.KeySchema, *, add: Sequence[str],
+                  remove: Sequence[str]) -> dict[str, int]:
+    """Quiesce workers `add`, release `remove`, then read the processing-list length of each
+    of `add`, in one MULTI/EXEC: a length read here is final, a quiesced worker takes nothing."""
+    async with client.pipeline(transaction=True) as pipe:
+        if add:
+            pipe.sadd(schema.quiesced, *(schema.processing(w) for w in add))
+        if remove:
+            pipe.srem(schema.quiesced, *(schema.processing(w) for w in remove))
+        for w in add:
+            pipe.llen(schema.processing(w))
+        replies = await pipe.execute()
+    lengths = replies[len(replies) - len(add):] if add else []
+    return {w: int(n) for w, n in zip(add, lengths, strict=True)}
 
 
 def recover_call(
@@ -187,10 +208,12 @@ def release_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
     return [schema.processing(worker_id), schema.dead_letter, *schema.queue_keys]
 
 
-def fetch_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
-    """KEYS of fetch.lua for `worker_id`."""
+def fetch_keys(schema: keys.KeySchema, worker_id: str, *,
+               queue_keys: Sequence[str] | None = None) -> list[str]:
+    """KEYS of fetch.lua for `worker_id`, taking from `queue_keys` (default: every queue)."""
+    queues = schema.queue_keys if queue_keys is None else queue_keys
     return [schema.processing(worker_id), schema.delayed, schema.starvation, schema.stats,
-            schema.dead_letter, *schema.queue_keys]
+            schema.dead_letter, schema.quiesced, *queues]
 
 
 async def recover_worker(

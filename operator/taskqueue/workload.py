@@ -20,6 +20,23 @@ TASKQUEUE_LABEL = "taskqueue.dev/taskqueue"
 COMPONENT = "taskqueue-worker"
 CONTAINER = "worker"
 TLS_VOLUME = "redis-tls"
+TMP_VOLUME = "tmp"
+
+CONTAINER_SECURITY: dict[str, Any] = {
+    "runAsNonRoot": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+    "readOnlyRootFilesystem": True,
+}
+"""The container securityContext by default: what the `restricted` Pod Security Standard asks,
+plus a read-only root filesystem (an emptyDir is mounted at /tmp). The worker image runs as
+uid 10001; spec.worker.securityContext keys replace these one by one."""
+POD_SECURITY: dict[str, Any] = {
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""The pod securityContext by default; spec.worker.podSecurityContext keys replace these."""
 
 
 def deployment_name(tq: models.TaskQueue) -> str:
@@ -67,6 +84,8 @@ def _env(tq: models.TaskQueue) -> list[dict[str, Any]]:
         {"name": "TASKQUEUE_WORKER_ID",
          "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
+    if tq.spec.worker.metricsAddress is not None:
+        env.append({"name": "TASKQUEUE_METRICS_ADDRESS", "value": tq.spec.worker.metricsAddress})
     ref = tq.spec.redis.urlSecretRef
     if ref is not None:
         env.append({"name": "TASKQUEUE_REDIS_URL",
@@ -93,6 +112,8 @@ def _container(tq: models.TaskQueue) -> dict[str, Any]:
         container["resources"] = dict(worker.resources)
     if worker.metricsPort is not None:
         container["ports"] = [{"name": "metrics", "containerPort": worker.metricsPort}]
+    container["securityContext"] = {**CONTAINER_SECURITY, **dict(worker.securityContext or {})}
+    container["volumeMounts"] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
     return container
 
 
@@ -101,6 +122,8 @@ def _pod_spec(tq: models.TaskQueue) -> dict[str, Any]:
     pod: dict[str, Any] = {
         "containers": [_container(tq)],
         "terminationGracePeriodSeconds": worker.terminationGracePeriodSeconds,
+        "securityContext": {**POD_SECURITY, **dict(worker.podSecurityContext or {})},
+        "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}],
     }
     if worker.nodeSelector:
         pod["nodeSelector"] = dict(worker.nodeSelector)
@@ -110,10 +133,12 @@ def _pod_spec(tq: models.TaskQueue) -> dict[str, Any]:
         pod["serviceAccountName"] = worker.serviceAccountName
     tls = tq.spec.redis.tls
     if tls is not None:  # the Secret as read-only files, never as environment variables
-        pod["volumes"] = [{"name": TLS_VOLUME, "secret": {
-            "secretName": tls.secretName, "defaultMode": 0o440}}]
-        pod["containers"][0]["volumeMounts"] = [
-            {"name": TLS_VOLUME, "mountPath": models.REDIS_TLS_DIR, "readOnly": True}]
+        # 0444: the worker runs as a non-root uid (POD_SECURITY) and must read the root-owned
+        # files; the container has no other user
+        pod["volumes"].append({"name": TLS_VOLUME, "secret": {
+            "secretName": tls.secretName, "defaultMode": 0o444}})
+        pod["containers"][0]["volumeMounts"].append(
+            {"name": TLS_VOLUME, "mountPath": models.REDIS_TLS_DIR, "readOnly": True})
     return pod
 
 
@@ -158,8 +183,3 @@ def spec_hash(body: dict[str, Any]) -> str:
     }
     text = json.dumps(rendered, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def deletion_costs(pods: list[str], in_flight: dict[str, int]) -> dict[str, str]:
-    """pod-deletion-cost per pod: the tasks it holds, so the ReplicaSet removes idle pods first."""
-    return {pod: str(in_flight.get(pod, 0)) for pod in pods}

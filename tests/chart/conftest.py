@@ -1,24 +1,16 @@
-"""Helpers for the chart tests: the helm binary of the control-plane cache and `helm template`."""
+"""Fixtures of the chart tests: the helm binary of the control-plane cache and `render`."""
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from taskqueue.devcluster import BinariesNotBuiltError, find_bin_dir
-
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "taskqueue-operator"
-CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
-RELEASE = "tq"
-NAMESPACE = "tq-system"
-
-Render = Callable[..., list[dict[str, Any]]]
+from taskqueue_devcluster import BinariesNotBuiltError, find_bin_dir
+from tests.helpers.chart import NAMESPACE, Render, run_helm, template_args
 
 
 @pytest.fixture(scope="session")
@@ -28,24 +20,6 @@ def helm() -> Path:
         return find_bin_dir() / "helm"
     except BinariesNotBuiltError as e:
         pytest.fail(f"helm is not available: {e}", pytrace=False)
-
-
-def run_helm(helm: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(helm), *args], capture_output=True, text=True, check=False)
-    if check and proc.returncode != 0:
-        pytest.fail(f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
-    return proc
-
-
-def template_args(
-    values: Sequence[Path] = (), sets: Sequence[str] = (), namespace: str = NAMESPACE
-) -> list[str]:
-    args = ["template", RELEASE, str(CHART), "--namespace", namespace]
-    for f in values:
-        args += ["-f", str(f)]
-    for s in sets:
-        args += ["--set", s]
-    return args
 
 
 @pytest.fixture
@@ -66,13 +40,3 @@ def render(helm: Path) -> Render:
         return [d for d in yaml.safe_load_all(out) if d]
 
     return _render
-
-
-def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [o for o in objects if o["kind"] == kind]
-
-
-def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    found = by_kind(objects, kind)
-    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
-    return found[0]

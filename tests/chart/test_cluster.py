@@ -13,15 +13,15 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from taskqueue.devcluster import ControlPlane
-from taskqueue.devcluster.controlplane import free_port
-from tests.chart.conftest import CHART, REPO
+from taskqueue_devcluster import ControlPlane
+from taskqueue_devcluster.controlplane import free_port
+from tests.helpers.chart import CHART, REPO
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -95,14 +95,15 @@ def get_json(cp: ControlPlane, *args: str) -> dict[str, object]:
 
 def wait_for_pods(cp: ControlPlane, namespace: str, selector: str, count: int) -> None:
     """The ReplicaSet controller created at least `count` pods (none rejected by admission)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def created() -> bool:
         names = cp.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "name").stdout
-        if len(names.split()) >= count:
-            return
-        time.sleep(0.5)
-    events = cp.kubectl("get", "events", "-n", namespace, check=False).stdout
-    pytest.fail(f"expected {count} operator pod(s) in {namespace}; events:\n{events}")
+        return len(names.split()) >= count
+
+    try:
+        wait_for(f"{count} operator pod(s) in {namespace}", created, timeout=60, every=0.5)
+    except AssertionError as e:
+        events = cp.kubectl("get", "events", "-n", namespace, check=False).stdout
+        pytest.fail(f"{e}; events:\n{events}")
 
 
 def test_install_upgrade_uninstall(control_plane: ControlPlane, namespace: str) -> None:
@@ -205,18 +206,18 @@ def test_operator_runs_with_the_chart_service_account(
         )
     try:
         cp.kubectl("apply", "-n", namespace, "-f", "-", input=TASKQUEUE_WITH_SECRET)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+        def reconciled() -> bool:
+            assert operator.poll() is None, log_path.read_text()[-3000:]
             status = cp.kubectl("get", "taskqueue", "emails", "-n", namespace, "-o",
                                 "jsonpath={.status.desiredReplicas}", check=False).stdout
             made = cp.kubectl("get", "deployment", "emails-worker", "-n", namespace,
                               check=False).returncode == 0
-            if status and made:
-                break
-            assert operator.poll() is None, log_path.read_text()[-3000:]
-            time.sleep(1)
-        else:
-            pytest.fail(f"no reconcile within 90s; operator log:\n{log_path.read_text()[-3000:]}")
+            return bool(status and made)
+
+        try:
+            wait_for("a reconcile", reconciled, timeout=90, every=1)
+        except AssertionError as e:
+            pytest.fail(f"{e}; operator log:\n{log_path.read_text()[-3000:]}")
         holder = cp.kubectl("get", "lease", "taskqueue-operator", "-n", namespace, "-o",
                             "jsonpath={.spec.holderIdentity}").stdout
         assert holder.startswith("op-0")

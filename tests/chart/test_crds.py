@@ -6,7 +6,7 @@ import subprocess
 
 import yaml
 
-from tests.chart.conftest import CHART, REPO, Render, by_kind
+from tests.helpers.chart import CHART, REPO, Render, by_kind
 
 REPO_CRDS = REPO / "crds"
 CHART_CRDS = CHART / "files" / "crds"

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.chart.conftest import REPO
+from tests.helpers.chart import REPO
 
 DOCKERFILES = {
     "worker": (REPO / "worker_image" / "Dockerfile", "taskqueue-worker"),

@@ -13,7 +13,7 @@ import yaml
 import redis
 from taskqueue import keys, manifest
 from taskqueue.worker import main as worker_main
-from tests.chart.conftest import REPO
+from tests.helpers.chart import REPO
 
 EXAMPLES = REPO / "examples"
 MANIFESTS = sorted(EXAMPLES.glob("*.yaml"))
@@ -33,7 +33,8 @@ def test_the_examples_are_there() -> None:
 @pytest.mark.parametrize("path", MANIFESTS, ids=[p.name for p in MANIFESTS])
 def test_example_is_a_valid_taskqueue_and_valid_kubernetes(path: Path) -> None:
     tq = manifest.load(path)
-    assert tq.metadata.name
+    (raw,) = [d for d in _docs(path) if d["kind"] == "TaskQueue"]
+    assert raw["metadata"]["name"] == tq.metadata.name  # named, not the model's default
     for doc in _docs(path):
         if doc["kind"] != "TaskQueue":
             kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)

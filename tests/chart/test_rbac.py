@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.chart.conftest import CHART, NAMESPACE, RELEASE, Render, by_kind
+from tests.helpers.chart import CHART, NAMESPACE, RELEASE, Render, by_kind
 
 SA = f"{RELEASE}-taskqueue-operator"
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from taskqueue import manifest, workload
-from tests.chart.conftest import (
+from tests.helpers.chart import (
     CHART,
     CI_VALUES,
     NAMESPACE,
@@ -110,6 +110,41 @@ def test_probes_and_ports_follow_the_operator_contract(render: Render) -> None:
     env = {e["name"]: e.get("valueFrom") for e in c["env"]}
     assert env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
+def test_metrics_and_health_addresses_reach_the_operator(render: Render) -> None:
+    from taskqueue.operator_main import parse_args
+
+    default = parse_args(_container(render())["args"])
+    assert (default.metrics_address, default.health_address) == ("0.0.0.0", "0.0.0.0")
+    args = parse_args(_container(render(sets=["ports.metricsAddress=127.0.0.1"]))["args"])
+    assert (args.metrics_address, args.health_address) == ("127.0.0.1", "0.0.0.0")
+
+
+def test_worker_policy_renders_the_admission_policy_and_the_operator_flags(
+    render: Render,
+) -> None:
+    from taskqueue.operator_main import parse_args
+
+    plain = render()
+    assert not [o for o in plain if o["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert parse_args(_container(plain)["args"]).worker_rules.image_prefixes == ()
+    objs = render(sets=["workerPolicy.allowedImagePrefixes={r.example/a/,r.example/b/}",
+                        "workerPolicy.scaleTargetLabel=taskqueue.dev/scalable=true",
+                        "watchNamespaces={x,y}"])
+    policy = one(objs, "ValidatingAdmissionPolicy")
+    rule = policy["spec"]["validations"][0]["expression"]
+    assert '["r.example/a/","r.example/b/"].exists(p, variables.image.startsWith(p))' in rule
+    binding = one(objs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    [selector] = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert selector["values"] == ["x", "y"]
+    rules = parse_args(_container(objs)["args"]).worker_rules
+    assert rules.image_prefixes == ("r.example/a/", "r.example/b/")
+    assert rules.scale_target_label == ("taskqueue.dev/scalable", "true")
+    wide = render(sets=["workerPolicy.allowedImagePrefixes={r.example/a/}", "clusterWide=true"])
+    assert "matchResources" not in one(wide, "ValidatingAdmissionPolicyBinding")["spec"]
 
 
 def test_args_watch_the_release_namespace_by_default(render: Render) -> None:
@@ -223,6 +258,7 @@ def test_notes_tell_the_next_step(helm: Path) -> None:
     notes = proc.stdout.split("NOTES:", 1)[1]
     assert "kubectl apply -n taskqueue -f examples/vip-normal.yaml" in notes
     assert "kubectl get taskqueues" in notes
+    assert "kubectl describe taskqueue emails -n taskqueue " in notes
     assert "svc/taskqueue-operator-metrics" in notes
     assert "redis-url" in notes
 

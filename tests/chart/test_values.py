@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chart.conftest import CHART, run_helm, template_args
+from tests.helpers.chart import CHART, run_helm, template_args
 
 VALUES = CHART / "values.yaml"
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.\-/\"]+):(?P<value>.*)$")

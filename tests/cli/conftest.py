@@ -1,29 +1,16 @@
-"""Helpers for the CLI tests: run `main(argv)` in-process and write TaskQueue manifests."""
+"""Fixtures of the CLI tests: run `main(argv)` in-process and write TaskQueue manifests."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from taskqueue.cli.main import main
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-Run = Callable[..., Result]
+from tests.helpers.cli import Result, Run
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import redis
-from taskqueue.devcluster import ControlPlane
-from tests.cli.conftest import Run
+from taskqueue_devcluster import ControlPlane
+from tests.helpers.cli import Run
 
 pytestmark = pytest.mark.cluster
 

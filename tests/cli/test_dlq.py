@@ -10,7 +10,7 @@ import pytest
 
 import redis
 from taskqueue import keys
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 
 def _dead(r: redis.Redis, n: int, *, queue: str = "vip", start: int = 0) -> list[str]:
@@ -96,7 +96,9 @@ def test_records_without_a_queue_stay_and_fail_the_command(
     _dead(redis_sync, 1, start=1)
     result = cli("dlq", "requeue", "-f", manifest_file(), "--all")
     assert result.code == 1
-    assert result.out == "requeued 2 task(s) from vip:dead; 1 record(s) without a queue kept\n"
+    assert result.out == "requeued 2 task(s) from vip:dead; 1 record(s) kept\n"
+    assert "kept record '{\"queue\": \"\", \"payload\"" in result.err
+    assert "names no queue; pass --to KEY" in result.err
     assert redis_sync.llen("vip:dead") == 1
 
 

@@ -6,7 +6,7 @@ import pytest
 
 import redis
 from taskqueue.cli import drain
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 BIG = 200_000
 

@@ -10,7 +10,7 @@ import pytest
 
 import redis
 from taskqueue import keys
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 
 def test_payloads_are_enveloped_and_pushed_oldest_right(

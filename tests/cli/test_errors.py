@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from taskqueue.cli import ui
-from taskqueue.cli.errors import CliError, redact
-from tests.cli.conftest import Run
+from taskqueue.cli.errors import CliError
 from tests.fixtures.redis_server import free_port
+from tests.helpers.cli import Run
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,7 @@ def test_the_password_is_not_printed(cli: Run) -> None:
     result = cli("stats", "--queue", "jobs", "--redis-url", url)
     assert result.code == 4
     assert "s3cret" not in result.err
-    assert "redis://***@127.0.0.1" in result.err
+    assert "redis://user:***@127.0.0.1" in result.err
 
 
 @pytest.mark.parametrize(
@@ -156,6 +156,10 @@ def test_confirm_on_a_terminal(answer: str, confirmed: bool) -> None:
         assert exc.value.code == 6
 
 
-def test_redact() -> None:
-    assert redact("rediss://:pw@host:6380/1") == "rediss://***@host:6380/1"
-    assert redact("redis://host/0") == "redis://host/0"
+def test_an_unparsable_url_is_named_not_quoted(cli: Run) -> None:
+    # a base64 password with '/' unencoded: the parser reads 'Zm9v' as the port
+    result = cli("stats", "--queue", "jobs", "--redis-url", "redis://:Zm9v/YmFy@127.0.0.1:1/0")
+    assert result.code == 2
+    assert result.err.startswith("taskqueue: --redis-url: the URL cannot be parsed")
+    assert "Zm9v" not in result.err and "YmFy" not in result.err
+    assert result.err.count("\n") == 1

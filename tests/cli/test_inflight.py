@@ -9,7 +9,7 @@ import pytest
 
 import redis
 from taskqueue import keys
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 
 
 def _hold(r: redis.Redis, worker: str, *elements: str, queue: str = "vip") -> None:

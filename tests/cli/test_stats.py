@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 import redis
 from taskqueue import keys
 from taskqueue.cli import stats
-from tests.cli.conftest import Run
+from tests.fixtures.redis_server import RedisServer
+from tests.helpers.cli import Run
 
 
 def _fill(r: redis.Redis, *, now: float) -> None:
@@ -115,3 +120,60 @@ def test_throughput_of_samples(
     samples: list[stats.Sample], expected: tuple[float | None, float]
 ) -> None:
     assert stats.throughput(samples) == expected
+
+
+@pytest.mark.parametrize(
+    ("key", "setup", "message"),
+    [
+        pytest.param("normal", lambda r: r.set("normal", "x"),
+                     "key 'normal' holds a string, not a list", id="queue"),
+        pytest.param("vip:workers", lambda r: r.lpush("vip:workers", "w"),
+                     "key 'vip:workers' holds a list, not a zset", id="workers"),
+        pytest.param("vip:stats", lambda r: r.set("vip:stats", "1"),
+                     "key 'vip:stats' holds a string, not a hash", id="stats"),
+        pytest.param("vip:processing:w1", lambda r: (
+            r.zadd("vip:workers", {"w1": 1}), r.set("vip:processing:w1", "x")),
+            "key 'vip:processing:w1' holds a string, not a list", id="processing"),
+    ],
+)
+def test_a_wrong_type_key_is_named_not_a_lua_error(
+    cli: Run, manifest_file: Callable[..., str], redis_sync: redis.Redis, key: str,
+    setup: Callable[[redis.Redis], object], message: str,
+) -> None:
+    setup(redis_sync)
+    result = cli("stats", "-f", manifest_file(), "--interval", "0")
+    assert result.code == 5
+    assert result.err == f"taskqueue: WRONGTYPE: {message}; check the key name\n"
+    assert "script" not in result.err and "@user_script" not in result.err
+
+
+def test_watch_rides_out_a_redis_restart(tmp_path: Path) -> None:
+    server = RedisServer(data_dir=tmp_path / "redis")
+    server.start()
+    try:
+        redis.Redis.from_url(server.url).lpush("jobs", "a")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "taskqueue.cli.main", "stats", "--redis-url", server.url,
+             "--queue", "jobs", "--watch", "--json", "--interval", "0.2", "--iterations", "30"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # it has read Redis once (startup is slow under load)
+        server.restart(down_seconds=1.5)  # killed: a blip of 1.5 s, then back, empty
+        out, err = proc.communicate(timeout=60)
+        out = first + out
+    finally:
+        server.stop()
+    assert (proc.returncode, err) == (0, "")
+    docs = [json.loads(line) for line in out.splitlines()]
+    kinds = "".join("e" if "error" in d else "s" for d in docs)
+    assert len(docs) == 30
+    assert re.fullmatch(r"s+e+s+", kinds), kinds  # read, errors while down, read again
+    assert "Connection" in next(d["error"] for d in docs if "error" in d)
+    assert docs[-1]["backlog"] == 0 and docs[0]["backlog"] == 1
+
+
+def test_watch_of_an_unreachable_redis_still_fails_at_once(cli: Run) -> None:
+    result = cli("stats", "--redis-url", "redis://127.0.0.1:1/0", "--queue", "jobs",
+                 "--watch", "--iterations", "3")
+    assert result.code == 4
+    assert result.err.startswith("taskqueue: cannot reach Redis at redis://127.0.0.1:1/0")

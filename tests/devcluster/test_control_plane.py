@@ -11,15 +11,15 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from tests.fixtures.cluster import ProcessKubeletFactory
+from tests.helpers.wait import wait_for
 
-from taskqueue.devcluster import DEFAULT_LABEL_SELECTOR, CommandError, ControlPlane
-from taskqueue.devcluster.controlplane import _control_plane_script
+from taskqueue_devcluster import DEFAULT_LABEL_SELECTOR, CommandError, ControlPlane
+from taskqueue_devcluster.controlplane import _control_plane_script
 
 pytestmark = pytest.mark.cluster
 
@@ -37,18 +37,6 @@ open(os.path.join(d, name + ".started"), "w").write(str(os.getpid()))
 while True:
     time.sleep(0.2)
 """
-
-
-def wait_for(what: str, probe: Callable[[], T | None], *, timeout: float = 60.0) -> T:
-    """Poll `probe` until it returns something truthy; fail with `what` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.25)
 
 
 def get_json(cp: ControlPlane, *args: str) -> Any:
@@ -108,7 +96,7 @@ def test_rbac_is_enforced_for_service_account_tokens(
         "-n",
         namespace,
     )
-    allowed = wait_for(
+    wait_for(
         "the RoleBinding to take effect",
         lambda: (
             subprocess.run(
@@ -121,7 +109,6 @@ def test_rbac_is_enforced_for_service_account_tokens(
         ),
         timeout=20,
     )
-    assert allowed
 
 
 def test_admin_commands_raise_with_stderr(control_plane: ControlPlane) -> None:
@@ -192,8 +179,7 @@ def test_deployment_pods_run_scale_in_by_deletion_cost_and_are_garbage_collected
     # The real deployment controller makes a ReplicaSet owned by the Deployment, which makes 2 pods.
     rs = wait_for(
         "a ReplicaSet",
-        lambda: get_json(cp, "replicasets", "-n", namespace)["items"],
-    )[0]
+        lambda: get_json(cp, "replicasets", "-n", namespace)["items"], timeout=60)[0]
     owner = rs["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"], owner["controller"]) == ("Deployment", "workers", True)
 
@@ -203,15 +189,14 @@ def test_deployment_pods_run_scale_in_by_deletion_cost_and_are_garbage_collected
         lambda: (
             get_json(cp, "deployment", "workers", "-n", namespace)["status"].get("readyReplicas")
             == 2
-        ),
-    )
+        ), timeout=60)
     pods = pod_names(cp, namespace)
     assert len(pods) == 2
     for name in pods:
         pod = get_json(cp, "pod", name, "-n", namespace)
         assert pod["spec"]["nodeName"] == "process-kubelet"
         assert pod["status"]["podIP"] == "127.0.0.1"
-        wait_for(f"{name} to start", (tmp_path / f"{name}.started").exists)
+        wait_for(f"{name} to start", (tmp_path / f"{name}.started").exists, timeout=60)
         assert kubelet.pid(namespace, name) == int((tmp_path / f"{name}.started").read_text())
 
     # Scale-in: the ReplicaSet controller deletes the pod with the LOWER pod-deletion-cost.
@@ -223,7 +208,7 @@ def test_deployment_pods_run_scale_in_by_deletion_cost_and_are_garbage_collected
         "annotate", "pod", drop, "-n", namespace, "controller.kubernetes.io/pod-deletion-cost=-100"
     )
     cp.kubectl("scale", "deployment", "workers", "-n", namespace, "--replicas=1")
-    wait_for(f"{drop} to be deleted", lambda: pod_names(cp, namespace) == [keep])
+    wait_for(f"{drop} to be deleted", lambda: pod_names(cp, namespace) == [keep], timeout=60)
     assert (tmp_path / f"{drop}.term").exists(), "the deleted pod's process got no SIGTERM"
     assert not (tmp_path / f"{keep}.term").exists()
     assert kubelet.pid(namespace, drop) is None
@@ -233,9 +218,8 @@ def test_deployment_pods_run_scale_in_by_deletion_cost_and_are_garbage_collected
     cp.kubectl("delete", "deployment", "workers", "-n", namespace, "--wait=false")
     wait_for(
         "the ReplicaSet to be garbage-collected",
-        lambda: not get_json(cp, "replicasets", "-n", namespace)["items"],
-    )
-    wait_for("the pods to be garbage-collected", lambda: not pod_names(cp, namespace))
+        lambda: not get_json(cp, "replicasets", "-n", namespace)["items"], timeout=60)
+    wait_for("the pods to be garbage-collected", lambda: not pod_names(cp, namespace), timeout=60)
     assert (tmp_path / f"{keep}.term").exists()
 
 
@@ -289,8 +273,7 @@ def test_process_kubelet_resolves_pod_environment(
         "the pod to succeed",
         lambda: (
             get_json(cp, "pod", "env-check", "-n", namespace)["status"].get("phase") == "Succeeded"
-        ),
-    )
+        ), timeout=60)
     env = json.loads(out.read_text())
     assert env["NS"] == namespace
     assert env["IP"] == "127.0.0.1"
@@ -325,7 +308,7 @@ def test_process_kubelet_reports_exits_and_restarts(
     def status(name: str) -> Any:
         return get_json(cp, "pod", name, "-n", namespace)["status"]
 
-    wait_for("pod `once` to fail", lambda: status("once").get("phase") == "Failed")
+    wait_for("pod `once` to fail", lambda: status("once").get("phase") == "Failed", timeout=60)
     terminated = status("once")["containerStatuses"][0]["state"]["terminated"]
     assert terminated["exitCode"] == 3
     wait_for(
@@ -351,10 +334,11 @@ def test_process_kubelet_kills_after_the_grace_period(
     pod = bare_pod("stubborn", stubborn, "Always")
     pod["spec"]["terminationGracePeriodSeconds"] = 2
     cp.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pod))
-    pid = wait_for("the process to run", lambda: kubelet.pid(namespace, "stubborn"))
+    pid = wait_for("the process to run", lambda: kubelet.pid(namespace, "stubborn"), timeout=60)
     started = time.monotonic()
     cp.kubectl("delete", "pod", "stubborn", "-n", namespace, "--wait=false")
-    wait_for("the pod to be gone", lambda: not get_json(cp, "pods", "-n", namespace)["items"])
+    wait_for("the pod to be gone",
+             lambda: not get_json(cp, "pods", "-n", namespace)["items"], timeout=60)
     elapsed = time.monotonic() - started
     assert 1.5 <= elapsed < 15, elapsed  # waited the grace period, then SIGKILL
     with pytest.raises(ProcessLookupError):

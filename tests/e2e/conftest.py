@@ -14,10 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from taskqueue.devcluster import ControlPlane
-from tests.operator.conftest import OperatorThread, crd, run_operator
-
-__all__ = ["chart_operator", "crd", "run_operator"]
+from taskqueue_devcluster import ControlPlane
+from tests.helpers.kube import OperatorThread
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "taskqueue-operator"
 RELEASE = "e2e"

@@ -14,26 +14,23 @@ import pytest
 
 import redis
 from taskqueue import keys, manifest
-from taskqueue.devcluster import ControlPlane
 from taskqueue.kube import KubeClient
 from taskqueue.leader import LeaderElector
-from tests.operator.conftest import OperatorThread, apply, get, replicas, taskqueue, wait_for
+from taskqueue_devcluster import ControlPlane
+from tests.fixtures.redis_server import RedisServer
+from tests.helpers.kube import (
+    OperatorThread,
+    apply,
+    condition,
+    events,
+    get,
+    replicas,
+    taskqueue,
+)
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 Start = Callable[..., OperatorThread]
-
-
-def condition(cp: ControlPlane, ns: str, name: str, kind: str) -> dict[str, Any] | None:
-    tq = get(cp, "taskqueue", name, "-n", ns) or {}
-    for c in (tq.get("status") or {}).get("conditions", []):
-        if c["type"] == kind:
-            return dict(c)
-    return None
-
-
-def events(cp: ControlPlane, ns: str, reason: str) -> list[str]:
-    found = get(cp, "events", "-n", ns) or {"items": []}
-    return [e["message"] for e in found["items"] if e["reason"] == reason]
 
 
 # -- the API server rejects what the schema can say ------------------------------------------------
@@ -116,12 +113,12 @@ def test_deployment_created_owned_and_activated_within_a_poll(
     pushed = time.monotonic()
     wait_for("0 -> 1", lambda: replicas(control_plane, namespace, "act-worker") == 1, every=0.05)
     assert time.monotonic() - pushed <= 1 + 1.0  # pollIntervalSeconds + 1 s
-    status = wait_for("status", lambda: (get(control_plane, "tq", "act", "-n", namespace)
-                                         or {}).get("status", {}).get("desiredReplicas") == 1)
-    assert status
+    wait_for("status", lambda: (get(control_plane, "tq", "act", "-n", namespace)
+                                or {}).get("status", {}).get("desiredReplicas") == 1)
     body = get(control_plane, "tq", "act", "-n", namespace)
     assert body["status"]["totalBacklog"] == 1 and body["status"]["backlog"] == {"act:jobs": 1}
-    assert "scale up 0 -> 1" in body["status"]["reason"]
+    # the reason is the latest poll's: "scale up 0 -> 1", or "hold 1" once the next poll ran
+    assert "demand 1 (1 queued + 0 in flight)" in body["status"]["reason"]
     assert any("0 -> 1" in m for m in events(control_plane, namespace, "ScaledUp"))
     columns = control_plane.kubectl("get", "tq", "act", "-n", namespace).stdout
     assert "BACKLOG" in columns and "IN-FLIGHT" in columns and "DESIRED" in columns
@@ -150,6 +147,50 @@ def test_deployment_scaled_by_hand_is_noticed_and_a_deleted_one_recreated(
 
     redis.Redis.from_url(redis_url).lpush("hand:jobs", "0.1")
     wait_for("0 -> 1 on the new one", lambda: replicas(cp, ns, "hand-worker") == 1, timeout=5)
+
+
+def test_unreadable_redis_shows_an_unknown_backlog_not_zero(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, tmp_path: Path
+) -> None:
+    """While Redis cannot be read the counts are removed (BACKLOG empty, not 0)."""
+    cp, ns = control_plane, namespace
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        run_operator(ns)
+        apply(cp, ns, taskqueue("gone", server.url))
+        redis.Redis.from_url(server.url).lpush("gone:jobs", "x", "y")
+        wait_for("backlog 2", lambda: ((get(cp, "tq", "gone", "-n", ns) or {})
+                                       .get("status") or {}).get("totalBacklog") == 2)
+    finally:
+        server.stop()
+    down = wait_for("RedisReachable=False", lambda: (
+        c := condition(cp, ns, "gone", "RedisReachable")) and c["status"] == "False" and c)
+    assert f"127.0.0.1:{server.port}" in down["message"]
+    status = wait_for("the counts removed", lambda: (
+        s := (get(cp, "tq", "gone", "-n", ns) or {}).get("status") or {}) and
+        "totalBacklog" not in s and s)
+    assert not {"backlog", "inFlight", "workers"} & status.keys()
+    header, row = cp.kubectl("get", "tq", "gone", "-n", ns).stdout.splitlines()[:2]
+    backlog = row[header.index("BACKLOG"):header.index("IN-FLIGHT")].strip()
+    assert backlog in ("", "<none>"), (header, row)  # unknown, not 0
+
+
+def test_a_spec_change_is_acted_on_before_the_next_poll(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
+) -> None:
+    """The update handler wakes the daemon: the Deployment follows a new spec at once."""
+    cp, ns = control_plane, namespace
+    run_operator(ns)
+    apply(cp, ns, taskqueue("slow", redis_url, scaling={"pollIntervalSeconds": 60}))
+    first = wait_for("the Deployment", lambda: get(cp, "deployment", "slow-worker", "-n", ns))
+    apply(cp, ns, taskqueue("slow", redis_url, scaling={"pollIntervalSeconds": 60},
+                            worker={"handler": "taskqueue.worker.builtin:noop"}))
+    changed = wait_for("the new spec in the Deployment", lambda: (
+        d := get(cp, "deployment", "slow-worker", "-n", ns)) and d["metadata"]["annotations"][
+        "taskqueue.dev/spec-hash"] != first["metadata"]["annotations"][
+        "taskqueue.dev/spec-hash"] and d, timeout=15)
+    assert "taskqueue.worker.builtin:noop" in str(changed["spec"]["template"])
 
 
 def test_redis_url_from_a_secret_and_a_missing_secret_reported(

@@ -19,6 +19,7 @@ import redis
 from taskqueue import acl, client, keys, manifest, models
 from taskqueue.poller import Poller
 from tests.fixtures.redis_server import RedisServer
+from tests.helpers.poll import observe_taskqueue
 from tests.topologies import handlers
 from tests.topologies.conftest import Run, StartWorker, taskqueue
 
@@ -76,7 +77,7 @@ def _operator_round(url: str) -> tuple[Any, str | None]:
         try:
             client_ = poller.pools.get(url)
             await client_.ping()  # the pool's health check
-            obs, error = await poller.observe(tq)
+            obs, error = await observe_taskqueue(poller, tq)
             if error is None:
                 from taskqueue import queueops
                 await queueops.recover_worker(client_, SCHEMA, worker_id="dead", max_attempts=3,

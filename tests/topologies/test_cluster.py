@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from taskqueue import acl, client, connection, keys, manifest, queueops
-from taskqueue.poller import RedisPools
+from taskqueue.connections import RedisPools
 from tests.cli.conftest import Run
 from tests.fixtures.redis_cluster import RedisCluster, wait_until
 from tests.topologies import handlers

@@ -14,8 +14,10 @@ import pytest
 
 import redis
 from taskqueue import client, connection, keys, manifest, models, queueops, workload
-from taskqueue.poller import Poller, RedisPools
+from taskqueue.connections import RedisPools
+from taskqueue.poller import Poller
 from tests.fixtures.redis_cluster import SentinelGroup, wait_until
+from tests.helpers.poll import observe_taskqueue
 from tests.topologies import handlers
 from tests.topologies.conftest import Run, StartWorker, taskqueue
 
@@ -112,7 +114,7 @@ def test_sentinels_with_their_own_password_from_a_secret(
 
     async def observe() -> Any:
         try:
-            return await poller.observe(tq)
+            return await observe_taskqueue(poller, tq)
         finally:
             await poller.pools.close()
 

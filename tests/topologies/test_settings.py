@@ -173,23 +173,3 @@ def test_admission_rejects_keys_in_several_slots_and_shows_the_fix(
 def test_admission_accepts_one_slot_or_one_server(redis: dict[str, object],
                                                   queues: list[str]) -> None:
     assert _spec(redis, queues).queues[0].key == queues[0]
-
-
-@pytest.mark.parametrize(
-    ("dsn", "shown"),
-    [
-        pytest.param("redis://u:secret@h:6379/0", "redis://u:***@h:6379/0", id="password"),
-        pytest.param("redis+cluster://u:secret@a:1,b:2", "redis+cluster://u:***@a:1,b:2",
-                     id="several-hosts"),
-        pytest.param("redis+sentinel://s1,s2/m/0?sentinel_password=sp&socket_timeout=1",
-                     "redis+sentinel://s1,s2/m/0?sentinel_password=***&socket_timeout=1",
-                     id="sentinel-password-option"),
-        pytest.param("rediss://h?password=pw", "rediss://h?password=***", id="password-option"),
-        pytest.param("redis://h:6379/0", "redis://h:6379/0", id="nothing-secret"),
-        pytest.param("redis://:p%40ss@h/0", "redis://:***@h/0", id="no-user"),
-    ],
-)
-def test_redact_masks_every_secret_of_a_dsn(dsn: str, shown: str) -> None:
-    assert connection.redact(dsn) == shown
-    from taskqueue.poller import redact
-    assert redact(dsn) == shown  # the operator's messages

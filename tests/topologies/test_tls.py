@@ -19,9 +19,11 @@ from redis.retry import Retry
 import redis
 from taskqueue import client, connection, keys, manifest, models, queueops, tlsfiles, workload
 from taskqueue.kube import NotFoundError
-from taskqueue.poller import Poller, SpecError
+from taskqueue.poller import Poller
+from taskqueue.record import SpecError
 from tests.fixtures.redis_cluster import wait_until
 from tests.fixtures.redis_tls import TlsRedis
+from tests.helpers.poll import observe_taskqueue
 from tests.topologies import handlers
 from tests.topologies.conftest import Run, StartWorker, taskqueue
 
@@ -108,8 +110,8 @@ def test_the_operator_reads_the_tls_secret_and_observes_over_tls(tls_redis: TlsR
 
     async def run() -> Any:
         try:
-            url = await poller.redis_url(tq)
-            obs, error = await poller.observe(tq)
+            url = await poller.urls.url(tq)
+            obs, error = await observe_taskqueue(poller, tq)
             return url, obs, error
         finally:
             await poller.pools.close()
@@ -120,18 +122,19 @@ def test_the_operator_reads_the_tls_secret_and_observes_over_tls(tls_redis: TlsR
     assert (folder / "tls.key").stat().st_mode & 0o077 == 0, "the key is private to the operator"
     missing: Any = _SecretKube({"ca.crt": files.ca.read_text()})
     with pytest.raises(SpecError, match=r"key 'tls\.crt' not found"):
-        asyncio.run(Poller(kube=missing).redis_url(tq))
+        asyncio.run(Poller(kube=missing).urls.url(tq))
 
 
 def test_the_worker_pod_mounts_the_secret_and_carries_no_secret_in_env() -> None:
     tq = models.TaskQueue.model_validate(taskqueue("rediss://r:6380/0", redis={
         "urlSecretRef": {"name": "redis-url", "key": "url"}, "tls": TLS}))
     pod = workload.build_deployment(tq, uid="u", replicas=1)["spec"]["template"]["spec"]
-    assert pod["volumes"] == [{"name": "redis-tls", "secret": {"secretName": "redis-tls",
-                                                               "defaultMode": 0o440}}]
+    assert {"name": "redis-tls", "secret": {"secretName": "redis-tls", "defaultMode": 0o444}
+            } in pod["volumes"]
     container = pod["containers"][0]
-    assert container["volumeMounts"] == [{"name": "redis-tls", "readOnly": True,
-                                          "mountPath": models.REDIS_TLS_DIR}]
+    assert {"name": "redis-tls", "readOnly": True, "mountPath": models.REDIS_TLS_DIR
+            } in container["volumeMounts"]
+    assert container["securityContext"]["runAsNonRoot"] is True  # with the securityContext
     for env in container["env"]:  # values are references to Secrets, or no secret at all
         assert "valueFrom" in env or env["name"] in ("TASKQUEUE_MANIFEST",)
     assert "BEGIN" not in json.dumps(pod)

@@ -70,6 +70,7 @@ def test_names_and_subresources() -> None:
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns == {
         "Backlog": ".status.totalBacklog", "In-flight": ".status.inFlight",
+        "Oldest": ".status.oldestTaskAgeSeconds",
         "Desired": ".status.desiredReplicas", "Replicas": ".status.replicas",
         "Reason": ".status.reason", "Age": ".metadata.creationTimestamp",
     }

@@ -9,6 +9,7 @@ import pytest
 from taskqueue.models import ScalingSpec
 from taskqueue.observation import QueueObservation, WorkerObservation
 from taskqueue.policy import Decision, PolicyState, decide
+from taskqueue.rates import Rates
 
 NOW = 1_000_000.0
 
@@ -111,18 +112,20 @@ def test_scale_down_bounded_by_step(step: int | None, expected: int) -> None:
 
 
 @pytest.mark.parametrize("held, current, expected", [
-    pytest.param((1, 1, 1), 5, 3, id="three-busy-workers-keep-three"),
+    pytest.param((1, 1, 1), 5, 1, id="three-busy-workers-do-not-pin-three"),
     pytest.param((1, 0, 0), 5, 1, id="idle-workers-do-not-count"),
-    pytest.param((2, 2, 2, 2), 4, 4, id="demand-small-but-all-busy"),
+    pytest.param((2, 2, 2, 2), 4, 1, id="demand-small-all-busy-still-one"),
 ])
-def test_never_below_workers_holding_in_flight_tasks(
+def test_busy_workers_do_not_hold_the_fleet(
     held: tuple[int, ...], current: int, expected: int
 ) -> None:
+    # the operator quiesces the pods it removes and deletes them once drained
+    # (taskqueue.quiesce), so the policy asks for what the demand needs
     decision = run(scaling(targetBacklogPerReplica=100), obs(0, *held), current, last_active=NOW)
     assert decision.replicas == expected
 
 
-def test_dead_workers_in_flight_counts_as_demand_but_not_as_busy() -> None:
+def test_dead_workers_in_flight_counts_as_demand() -> None:
     # a crashed worker's list still holds tasks: they are demand, but no live pod holds them
     decision = run(scaling(targetBacklogPerReplica=100), obs(0, 3, 3, dead=True), 2,
                    last_active=NOW)
@@ -158,12 +161,22 @@ def test_min_replicas_floor_when_idle() -> None:
     assert "minReplicas" in decision.reason
 
 
-def test_scale_to_zero_waits_for_the_stabilisation_window_too() -> None:
-    spec = scaling(idleCooldownSeconds=10, scaleDownStabilizationSeconds=30)
-    decision = run(spec, obs(0), 1, last_active=NOW - 20, recommendations=((NOW - 25, 1),))
-    assert decision.replicas == 1
-    decision = run(spec, obs(0), 1, last_active=NOW - 40, recommendations=((NOW - 35, 1),))
-    assert decision.replicas == 0
+@pytest.mark.parametrize("idle_for, expected", [
+    pytest.param(9, 3, id="inside-cooldown-window-holds"),
+    pytest.param(10, 0, id="cooldown-over-ignores-window"),
+])
+def test_scale_to_zero_after_the_cooldown_does_not_wait_for_the_window(
+    idle_for: float, expected: int
+) -> None:
+    spec = scaling(idleCooldownSeconds=10, scaleDownStabilizationSeconds=300)
+    decision = run(spec, obs(0), 3, last_active=NOW - idle_for, recommendations=((NOW - 25, 3),))
+    assert decision.replicas == expected
+
+
+def test_the_window_still_holds_a_busy_fleet() -> None:
+    spec = scaling(idleCooldownSeconds=10, scaleDownStabilizationSeconds=300)
+    decision = run(spec, obs(1), 3, last_active=NOW, recommendations=((NOW - 25, 3),))
+    assert decision.replicas == 3
 
 
 # -- throughput target -----------------------------------------------------------------------------
@@ -262,6 +275,61 @@ def test_a_poll_sequence_burst_then_drain_then_zero() -> None:
         d = decide(spec=spec, observation=obs(queued, *held, at=t), state=state, now=t)
         state, t = d.state, t + 2
         seen.append(d.replicas)
-    # t=6: 2 busy but the window (5 s) still holds 5; t=10: idle 4 s < 10 s keeps one;
-    # t=16: cooldown over (0) but the window still holds a 1; t=20: zero.
-    assert seen == [1, 5, 5, 5, 5, 2, 1, 1, 1, 1, 0]
+    # t=4: 35/10 = 4 but the window (5 s) holds the 5 of t=2 until t=6; t=8: the window holds
+    # 4 (t=4); t=10: idle 4 s < 10 s keeps one; t=16: idle 10 s: zero at once, not waiting for
+    # the window (the cooldown is the idle fleet's stabilisation).
+    assert seen == [1, 5, 5, 5, 4, 1, 1, 1, 0, 0, 0]
+
+
+# -- targetWaitSeconds -----------------------------------------------------------------------------
+def measured(rate: dict[str, float], service: float) -> Rates:
+    """Rates as if measured over a long busy spell: `rate` tasks/s per queue, `service` s each."""
+    return Rates(at=NOW, elapsed=100.0, elapsed_short=100.0,
+                 arrivals=tuple((q, r * 100) for q, r in rate.items()),
+                 arrivals_short=tuple((q, r * 100) for q, r in rate.items()),
+                 busy_seconds=service * 1000, completions=1000.0, completed=0)
+
+
+def wait_obs(backlog: dict[str, int], *held: int) -> QueueObservation:
+    workers = tuple(WorkerObservation(f"w{i}", int((NOW + 15) * 1000), n)
+                    for i, n in enumerate(held))
+    return QueueObservation(at=NOW, backlog=backlog, workers=workers)
+
+
+@pytest.mark.parametrize("targets, backlog, rate, concurrency, expected", [
+    # 9.8/s x 2 s = 19.6 slots busy; p95 <= 2 s needs 22 slots
+    pytest.param({"q": 2.0}, {"q": 0}, {"q": 9.8}, 4, 6, id="steady-c4"),
+    pytest.param({"q": 2.0}, {"q": 0}, {"q": 9.8}, 1, 22, id="steady-c1"),
+    pytest.param({"q": 60.0}, {"q": 0}, {"q": 9.8}, 4, 5, id="loose-target-fewer"),
+    # 100 queued beyond the normal 19: 19.6 + 81 x 2 s / max(2 s, poll 5 s) slots
+    pytest.param({"q": 2.0}, {"q": 100}, {"q": 9.8}, 4, 13, id="burst-within-a-poll"),
+    pytest.param({"high": 1.0}, {"high": 0, "low": 0}, {"high": 2.0, "low": 2.0}, 1, 10,
+                 id="high-priority-target"),
+    pytest.param({"low": 100.0}, {"high": 0, "low": 0}, {"high": 2.0, "low": 2.0}, 1, 9,
+                 id="low-priority-target"),
+])
+def test_wait_target_sizes_the_fleet(targets: dict[str, float], backlog: dict[str, int],
+                                     rate: dict[str, float], concurrency: int,
+                                     expected: int) -> None:
+    spec = scaling(maxReplicas=100, targetWaitSeconds=targets)
+    state = PolicyState(replicas=3, rates=measured(rate, 2.0), last_active=NOW)
+    decision = decide(spec=spec, observation=wait_obs(backlog, 1), state=state, now=NOW,
+                      concurrency=concurrency, queue_order=tuple(backlog))
+    assert decision.recommendation == expected
+    assert "p95 wait of" in decision.reason
+
+
+def test_wait_target_falls_back_to_length_until_the_service_time_is_known() -> None:
+    spec = scaling(targetWaitSeconds={"q": 2.0})
+    decision = run(spec, obs(35), 1)
+    assert decision.replicas == 4
+    assert "p95" not in decision.reason
+
+
+def test_length_target_still_applies_to_queues_without_a_wait_target() -> None:
+    spec = scaling(maxReplicas=100, targetWaitSeconds={"high": 60.0})
+    state = PolicyState(replicas=1, rates=measured({"high": 0.1, "low": 0.0}, 1.0),
+                        last_active=NOW)
+    decision = decide(spec=spec, observation=wait_obs({"high": 0, "low": 95}, 1), state=state,
+                      now=NOW, concurrency=1, queue_order=("high", "low"))
+    assert decision.recommendation == 10  # 95 queued on low / 10 per replica

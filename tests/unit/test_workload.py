@@ -118,14 +118,65 @@ def test_scale_target_ref_names_the_users_deployment() -> None:
     assert workload.deployment_name(taskqueue(scaleTargetRef={"name": "mine"})) == "mine"
 
 
-def test_deletion_costs_idle_pods_lowest() -> None:
-    costs = workload.deletion_costs(["a", "b", "c"], {"a": 3, "c": 1, "gone": 9})
-    assert costs == {"a": "3", "b": "0", "c": "1"}
-
-
 def test_deployment_is_a_valid_kubernetes_object() -> None:
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     tq = taskqueue(redis={"urlSecretRef": {"name": "s", "key": "k"}},
                    worker={"resources": {"limits": {"cpu": "1"}}})
     body = workload.build_deployment(tq, uid="u", replicas=2)
     kubernetes_validate.validate(body, kubernetes_validate.latest_version(), strict=True)
+
+
+RESTRICTED = {
+    "runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"}, "readOnlyRootFilesystem": True,
+}
+
+
+@pytest.mark.parametrize(
+    ("worker", "container_ctx", "pod_ctx"),
+    [
+        pytest.param({}, RESTRICTED,
+                     {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                     id="default-restricted"),
+        pytest.param({"securityContext": {"readOnlyRootFilesystem": False, "runAsUser": 1000}},
+                     {**RESTRICTED, "readOnlyRootFilesystem": False, "runAsUser": 1000},
+                     {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                     id="container-override"),
+        pytest.param({"podSecurityContext": {"fsGroup": 2000, "runAsNonRoot": False}},
+                     RESTRICTED,
+                     {"runAsNonRoot": False, "seccompProfile": {"type": "RuntimeDefault"},
+                      "fsGroup": 2000},
+                     id="pod-override"),
+    ],
+)
+def test_security_context(worker: dict[str, Any], container_ctx: dict[str, Any],
+                          pod_ctx: dict[str, Any]) -> None:
+    body = workload.build_deployment(taskqueue(worker=worker), uid="u", replicas=1)
+    pod = body["spec"]["template"]["spec"]
+    assert container(body)["securityContext"] == container_ctx
+    assert pod["securityContext"] == pod_ctx
+    # a read-only root filesystem still has a writable /tmp
+    assert container(body)["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert pod["volumes"] == [{"name": "tmp", "emptyDir": {}}]
+
+
+def test_a_security_override_rolls_the_pods() -> None:
+    plain = workload.build_deployment(taskqueue(), uid="u", replicas=1)
+    changed = workload.build_deployment(
+        taskqueue(worker={"securityContext": {"runAsUser": 1}}), uid="u", replicas=1)
+    assert workload.spec_hash(plain) != workload.spec_hash(changed)
+
+
+@pytest.mark.parametrize(
+    ("worker", "address"),
+    [
+        pytest.param({}, None, id="default"),
+        pytest.param({"metricsPort": 9100, "metricsAddress": "127.0.0.1"}, "127.0.0.1",
+                     id="loopback"),
+    ],
+)
+def test_metrics_address_reaches_the_worker_env(worker: dict[str, Any],
+                                                address: str | None) -> None:
+    body = workload.build_deployment(taskqueue(worker=worker), uid="u", replicas=1)
+    found = env(body).get("TASKQUEUE_METRICS_ADDRESS")
+    assert (found or {}).get("value") == address

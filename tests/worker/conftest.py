@@ -2,34 +2,15 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-import redis
-from taskqueue import manifest
-from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers
 from taskqueue.worker.runner import Worker
+from tests.helpers.worker import MakeWorker, make_config
 from tests.worker import handlers as test_handlers
-
-MakeWorker = Callable[..., Worker]
-
-
-def spec_dict(redis_url: str, **spec: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {"redis": {"url": redis_url}, "queues": [{"key": "q"}]}
-    data.update(spec)
-    return {"kind": "TaskQueue", "spec": data}
-
-
-def make_config(redis_url: str, *, worker_id: str = "w1", sweep: float = 1.0,
-                **spec: Any) -> cfg.WorkerConfig:
-    tq = manifest.parse(spec_dict(redis_url, **spec))
-    config = cfg.from_spec(tq.spec, worker_id=worker_id)
-    import dataclasses
-    return dataclasses.replace(config, sweep_seconds=sweep)
 
 
 @pytest.fixture(autouse=True)
@@ -60,23 +41,3 @@ def make_worker(redis_url: str) -> Iterator[MakeWorker]:
     for worker in started:
         if not worker.stopped.is_set():
             worker.join(grace=5)
-
-
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 10.0,
-             interval: float = 0.01) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
-
-
-def done(r: redis.Redis) -> list[str]:
-    return list(r.lrange(test_handlers.DONE, 0, -1))
-
-
-def wait_done(r: redis.Redis, n: int, *, timeout: float = 10.0) -> list[str]:
-    wait_for(lambda: r.llen(test_handlers.DONE) >= n, timeout=timeout)
-    return done(r)

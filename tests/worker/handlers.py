@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import time
@@ -61,3 +62,111 @@ def chaos(payload: str) -> None:
     """A short task for the SIGKILL chaos test: ~2 ms of work, then recorded."""
     time.sleep(0.002)
     client().rpush(DONE, payload)
+
+
+PIDS = "test:pids"
+
+
+def record_pid(payload: str) -> None:
+    """Record the payload and which process ran it."""
+    client().rpush(PIDS, str(os.getpid()))
+    record(payload)
+
+
+def sleep_record_pid(payload: str) -> None:
+    """Sleeps float(payload.split(':')[1]) seconds, then records the payload and the process."""
+    time.sleep(float(payload.split(":")[1]))
+    record_pid(payload)
+
+
+class CustomBaseError(BaseException):
+    """A BaseException that is neither Exception nor SystemExit."""
+
+
+class UnprintableError(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ is broken")
+
+
+_RAISE = {
+    "keyboard-interrupt": lambda: KeyboardInterrupt("ctrl-c in a handler"),
+    "generator-exit": lambda: GeneratorExit("closed"),
+    "custom-base": lambda: CustomBaseError("custom"),
+    "cancelled": lambda: asyncio.CancelledError("cancelled"),
+    "system-exit": lambda: SystemExit(3),
+    "unprintable": lambda: UnprintableError(),
+}
+
+
+def raise_kind(payload: str) -> None:
+    """Raises the exception named by the payload (see `_RAISE`); any other payload records."""
+    make = _RAISE.get(payload)
+    if make is not None:
+        raise make()
+    record(payload)
+
+
+def _plain_decorator(fn):  # type: ignore[no-untyped-def]
+    """A decorator that hides that `fn` is async (functools.wraps keeps no coroutine flag)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+@_plain_decorator
+async def decorated_async(payload: str) -> None:
+    """An async handler behind a plain decorator: the worker sees a sync function."""
+    await asyncio.sleep(0.01)
+    record(payload)
+
+
+@_plain_decorator
+def generator_handler(payload: str):  # type: ignore[no-untyped-def]
+    """A generator by mistake, behind a plain decorator (so it passes the start-up check): its
+    body never runs unless iterated."""
+    record(payload)
+    yield
+
+
+def fail_slowly_or_record(payload: str) -> None:
+    """`boom:<seconds>` sleeps then fails; any other payload records."""
+    if payload.startswith("boom:"):
+        time.sleep(float(payload.split(":")[1]))
+        raise RuntimeError("boom")
+    record(payload)
+
+
+def short_work(payload: str) -> None:
+    """~10 ms of work, then recorded (outage tests count the records per payload)."""
+    time.sleep(0.01)
+    record(payload)
+
+
+RUNS = "test:runs"
+
+
+def record_run(payload: str) -> None:
+    """~10 ms of work, then one field per run in the RUNS hash (run id -> payload), written
+    until it succeeds (a lost reply makes it write the same field again), so every field is
+    one run of the handler and the handler never fails: a second field means a second run."""
+    time.sleep(0.01)
+    run_id = os.urandom(8).hex()
+    while True:  # the same field until it is written: a Redis outage never fails this run
+        try:
+            _patient_client().hset(RUNS, run_id, payload)
+            return
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+            time.sleep(0.05)
+
+
+_patient: list[redis.Redis] = []
+
+
+def _patient_client() -> redis.Redis:
+    """A client that waits out a paused Redis (redis-py's default read timeout is 5 s): a
+    timed-out write that Redis applies later would fail the task and run it again."""
+    if not _patient:
+        _patient.append(redis.Redis.from_url(os.environ[URL_ENV], decode_responses=True,
+                                             socket_timeout=600))
+    return _patient[0]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.worker import handlers as test_handlers
@@ -20,9 +23,31 @@ def worker_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "taskqueue.worker.main", *args]
 
 
-def spawn(redis_url: str, *args: str, log_path: Path | None = None) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), test_handlers.URL_ENV: redis_url}
+def spawn(redis_url: str, *args: str, log_path: Path | None = None,
+          pythonpath: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+    """`taskqueue-worker --redis-url URL ARGS...`; `pythonpath` goes first on the path (e.g. a
+    sitecustomize that fakes the clock)."""
+    path = [*pythonpath, str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), test_handlers.URL_ENV: redis_url}
     env.pop("TASKQUEUE_MANIFEST", None)
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     return subprocess.Popen(worker_argv("--redis-url", redis_url, *args), env=env, cwd=ROOT,
                             stdout=out, stderr=subprocess.STDOUT if log_path else subprocess.PIPE)
+
+
+@contextlib.contextmanager
+def running(redis_url: str, *args: str, log_path: Path,
+            pythonpath: tuple[str, ...] = ()) -> Iterator[subprocess.Popen[bytes]]:
+    """A worker process for the duration of the block, stopped with SIGTERM after it (killed
+    if it does not exit within 20 s)."""
+    proc = spawn(redis_url, *args, log_path=log_path, pythonpath=pythonpath)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

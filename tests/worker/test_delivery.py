@@ -11,7 +11,8 @@ import pytest
 
 import redis
 from taskqueue import client, keys
-from tests.worker.conftest import MakeWorker, wait_done, wait_for
+from tests.helpers.wait import wait_for
+from tests.helpers.worker import MakeWorker, wait_done
 
 
 @pytest.mark.parametrize("delivery", ["AtLeastOnce", "AtMostOnce"])
@@ -27,8 +28,10 @@ def test_each_task_goes_to_exactly_one_worker(redis_sync: redis.Redis, make_work
     got = redis_sync.lrange("test:done", 0, -1)
     assert sorted(map(int, got)) == list(range(2000))
     if delivery == "AtLeastOnce":
-        wait_for(lambda: int(redis_sync.hget("q:stats", "completed") or 0) == 2000)
-        wait_for(lambda: not redis_sync.keys("q:processing:*"))
+        wait_for("2000 completed",
+                 lambda: int(redis_sync.hget("q:stats", "completed") or 0) == 2000, timeout=10)
+        wait_for("empty processing lists",
+                 lambda: not redis_sync.keys("q:processing:*"), timeout=10)
 
 
 def idle_listeners(r: redis.Redis, delivery: str) -> int:
@@ -45,10 +48,10 @@ def test_batch_lpush_is_spread_over_idle_workers(redis_sync: redis.Redis,
     """The seed's `LPUSH task:queue 6 7 8` with idle workers: three workers get one each."""
     workers = [make_worker(worker_id=f"w{i}", handler="tests.worker.handlers:sleep_then_record",
                            delivery=delivery, worker={"prefetch": 10}) for i in range(4)]
-    wait_for(lambda: idle_listeners(redis_sync, delivery) >= 4, timeout=5)
+    wait_for("4 idle listeners", lambda: idle_listeners(redis_sync, delivery) >= 4, timeout=5)
     redis_sync.lpush("q", "6:0.5", "7:0.5", "8:0.5")
     if delivery == "AtLeastOnce":
-        held = wait_for(lambda: [w.config.worker_id for w in workers
+        held = wait_for("a worker holding the task", lambda: [w.config.worker_id for w in workers
                                  if redis_sync.llen(f"q:processing:{w.config.worker_id}")]
                         if sum(redis_sync.llen(f"q:processing:w{i}") for i in range(4)) == 3
                         else None, timeout=2)
@@ -84,9 +87,9 @@ def test_payload_that_is_not_utf8_is_run_and_acked(redis_url: str, redis_sync: r
     raw = redis.Redis.from_url(redis_url)
     raw.lpush("q", b"\xff\xfe binary")
     make_worker()
-    wait_for(lambda: raw.llen("test:done"))
+    wait_for("the task done", lambda: raw.llen("test:done"), timeout=10)
     assert raw.lrange("test:done", 0, -1) == [b"\xff\xfe binary"]
-    wait_for(lambda: raw.hget("q:stats", "completed") == b"1")
+    wait_for("1 completed", lambda: raw.hget("q:stats", "completed") == b"1", timeout=10)
     assert raw.llen("q:processing:w1") == 0
 
 
@@ -120,5 +123,6 @@ def test_command_handler_gets_payload_on_stdin(redis_url: str, redis_sync: redis
                 retry={"maxAttempts": 1})
     wait_done(redis_sync, 2)
     assert sorted(redis_sync.lrange("test:done", 0, -1)) == ["bad|q", "good|q"]
-    record = json.loads(wait_for(lambda: redis_sync.lindex("q:dead", 0)))
+    record = json.loads(wait_for("a dead letter",
+                                 lambda: redis_sync.lindex("q:dead", 0), timeout=10))
     assert record["payload"] == "bad" and "exited with 3" in record["error"]

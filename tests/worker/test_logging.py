@@ -11,7 +11,7 @@ import pytest
 
 import redis
 from taskqueue.worker import logs, main
-from tests.worker.conftest import wait_for
+from tests.helpers.wait import wait_for
 from tests.worker.procs import spawn
 
 
@@ -61,7 +61,8 @@ def test_worker_process_logs_json_with_the_env_alone(
     proc = spawn(redis_url, "--queue", "q", "--handler", "taskqueue.worker.builtin:noop",
                  "--worker-id", "j1")
     try:
-        wait_for(lambda: redis_sync.zscore("q:workers", "j1") is not None, timeout=15)
+        wait_for("worker j1 registered",
+                 lambda: redis_sync.zscore("q:workers", "j1") is not None, timeout=15)
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=15)

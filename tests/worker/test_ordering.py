@@ -9,7 +9,7 @@ import pytest
 
 import redis
 from taskqueue.worker.store import Store
-from tests.worker.conftest import MakeWorker, make_config, wait_done
+from tests.helpers.worker import MakeWorker, make_config, wait_done
 
 
 def _backlog(r: redis.Redis, vip: list[int], normal: list[int]) -> None:

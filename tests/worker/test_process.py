@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -11,8 +13,10 @@ import pytest
 
 import redis
 from taskqueue import client, keys
+from taskqueue.worker.runner import EXIT_THREAD_DIED
 from tests.fixtures.redis_server import RedisServer
-from tests.worker.conftest import MakeWorker, wait_for
+from tests.helpers.wait import wait_for
+from tests.helpers.worker import MakeWorker
 from tests.worker.procs import spawn, worker_argv
 
 HANDLERS = "tests.worker.handlers"
@@ -50,7 +54,7 @@ def test_manifest_file_and_flags(tmp_path: Path, redis_url: str, redis_sync: red
     redis_sync.lpush("vip", "v1")
     proc = spawn(redis_url, "-f", str(manifest), "--worker-id", "m1", "--log-json")
     try:
-        wait_for(lambda: redis_sync.llen("test:done") == 2, timeout=15)
+        wait_for("2 tasks done", lambda: redis_sync.llen("test:done") == 2, timeout=15)
         assert redis_sync.lrange("test:done", 0, -1) == ["v1", "n1"]
         assert "m1" in redis_sync.zrange("vip:workers", 0, -1)
     finally:
@@ -65,7 +69,7 @@ def test_sigterm_drains_finishes_tasks_in_hand_and_gives_back_the_rest(
     redis_sync.lpush("q", *[f"t{i}:0.6" for i in range(12)])
     proc = spawn(redis_url, "--queue", "q", "--handler", f"{HANDLERS}:sleep_then_record",
                  "--concurrency", "2", "--prefetch", "4", "--worker-id", "d1")
-    wait_for(lambda: redis_sync.llen("q:processing:d1") >= 2, timeout=15)
+    wait_for("2 tasks held by d1", lambda: redis_sync.llen("q:processing:d1") >= 2, timeout=15)
     time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=15)
@@ -83,7 +87,7 @@ def test_sigterm_drains_finishes_tasks_in_hand_and_gives_back_the_rest(
 def test_sigterm_idle_worker_exits_at_once(redis_url: str, redis_sync: redis.Redis) -> None:
     proc = spawn(redis_url, "--queue", "q", "--handler", f"{HANDLERS}:record",
                  "--worker-id", "idle")
-    wait_for(lambda: redis_sync.zscore("q:workers", "idle"), timeout=15)
+    wait_for("worker idle registered", lambda: redis_sync.zscore("q:workers", "idle"), timeout=15)
     time.sleep(0.2)
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -97,7 +101,7 @@ def test_sigterm_grace_over_gives_back_unfinished(redis_url: str, redis_sync: re
     client.enqueue_sync(redis_sync, "q", "long:30")
     proc = spawn(redis_url, "--queue", "q", "--handler", f"{HANDLERS}:sleep_then_record",
                  "--grace", "0.5", "--worker-id", "g1")
-    wait_for(lambda: redis_sync.llen("q:processing:g1") == 1, timeout=15)
+    wait_for("1 task held by g1", lambda: redis_sync.llen("q:processing:g1") == 1, timeout=15)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=10)
     assert proc.returncode == 0
@@ -159,12 +163,14 @@ def test_redis_restart_mid_run_loses_nothing(redis_factory: type[RedisServer],
     client.enqueue_many_sync(r, "q", [str(i) for i in range(total)])
     for i in range(2):
         _worker_on(make_worker, server.url, f"r{i}")
-    wait_for(lambda: r.llen("test:done") > 500, timeout=20)
+    wait_for("500 tasks done", lambda: r.llen("test:done") > 500, timeout=20)
     server.restart(down_seconds=0.5)
     r = redis.Redis.from_url(server.url, decode_responses=True)
-    wait_for(lambda: len(set(r.lrange("test:done", 0, -1))) >= total, timeout=60, interval=0.2)
+    wait_for("every task done",
+             lambda: len(set(r.lrange("test:done", 0, -1))) >= total, timeout=60, every=0.2)
     assert set(r.lrange("test:done", 0, -1)) == {str(i) for i in range(total)}
-    wait_for(lambda: not r.keys("q:processing:*") and r.llen("q") == 0, timeout=10)
+    wait_for("queue and processing lists empty",
+             lambda: not r.keys("q:processing:*") and r.llen("q") == 0, timeout=10)
 
 
 def _worker_on(make_worker: MakeWorker, url: str, worker_id: str) -> object:
@@ -174,4 +180,32 @@ def _worker_on(make_worker: MakeWorker, url: str, worker_id: str) -> object:
 
 
 def test_console_script_is_installed() -> None:
-    assert worker_argv()[0]
+    exe = shutil.which("taskqueue-worker")
+    assert exe is not None, "taskqueue-worker is not on PATH: install the package"
+    assert worker_argv()[0] == exe
+    proc = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: taskqueue-worker")
+
+
+def test_a_thread_that_ends_makes_the_worker_exit_non_zero(make_worker: MakeWorker,
+                                                          redis_sync: redis.Redis) -> None:
+    """The heartbeat thread ends while the worker is not stopping (as a bug would end it):
+    the worker drains and returns EXIT_THREAD_DIED instead of idling on."""
+    worker = make_worker(start=False, worker_id="t1")
+
+    def end_heartbeat() -> None:
+        wait_for("the heartbeat thread", lambda: worker.heartbeat.thread.is_alive(), timeout=10)
+        worker.heartbeat._stop.set()
+
+    threading.Thread(target=end_heartbeat, daemon=True).start()
+    started = time.monotonic()
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        assert worker.run_until_signal() == EXIT_THREAD_DIED
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    assert time.monotonic() - started < 10
+    assert worker.stopped.is_set()

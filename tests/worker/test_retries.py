@@ -8,9 +8,9 @@ import time
 import pytest
 
 import redis
-from taskqueue import client, keys
-from taskqueue.worker import backoff
-from tests.worker.conftest import MakeWorker, make_config, wait_done, wait_for
+from taskqueue import backoff, client, keys
+from tests.helpers.wait import wait_for
+from tests.helpers.worker import MakeWorker, make_config, wait_done
 
 
 @pytest.mark.parametrize(
@@ -44,7 +44,7 @@ def test_failed_task_is_retried_after_backoff(redis_sync: redis.Redis, make_work
     ctx = json.loads(redis_sync.lindex("test:contexts", 0))
     assert ctx["attempt"] == 3 and ctx["id"]
     # the ack (and its `completed` count) rides on the slot's next fetch, just after the handler
-    wait_for(lambda: redis_sync.hget("q:stats", "completed") == "1")
+    wait_for("1 completed", lambda: redis_sync.hget("q:stats", "completed") == "1", timeout=10)
     stats = redis_sync.hgetall("q:stats")
     assert (stats["failed"], stats["retried"], stats["completed"]) == ("2", "2", "1")
     assert redis_sync.zcard("q:delayed") == 0
@@ -56,7 +56,8 @@ def test_exhausted_attempts_go_to_dead_letter(redis_sync: redis.Redis, make_work
     tid = client.enqueue_sync(redis_sync, "q", "doomed")
     make_worker(handler="tests.worker.handlers:explode", sweep=0.05, delivery=delivery,
                 retry={"maxAttempts": 2, "backoffSeconds": 0.01, "deadLetterKey": "dlq"})
-    record = json.loads(wait_for(lambda: redis_sync.lindex("dlq", 0)))
+    record = json.loads(wait_for("a dead letter in dlq",
+                                 lambda: redis_sync.lindex("dlq", 0), timeout=10))
     assert (record["payload"], record["attempts"], record["id"], record["queue"]) == (
         "doomed", 2, tid, "q")
     assert "RuntimeError: boom doomed" in record["error"] and record["failed_at"] > 0
@@ -73,11 +74,15 @@ def test_retry_keeps_zset_score(redis_sync: redis.Redis, make_worker: MakeWorker
 
 
 def test_task_timeout_fails_the_attempt(redis_sync: redis.Redis, make_worker: MakeWorker) -> None:
-    redis_sync.lpush("q", "x:5")
+    redis_sync.lpush("q", "x:1")
     make_worker(handler="tests.worker.handlers:sleep_then_record",
                 worker={"taskTimeoutSeconds": 0.2}, retry={"maxAttempts": 1})
-    record = json.loads(wait_for(lambda: redis_sync.lindex("q:dead", 0)))
+    record = json.loads(wait_for("a dead letter",
+                                 lambda: redis_sync.lindex("q:dead", 0), timeout=10))
     assert "timed out" in record["error"]
+    # the timed-out handler's thread runs on (Python cannot stop a thread): let it finish here,
+    # not in a later test, whose test:done it would otherwise write into
+    assert wait_done(redis_sync, 1, timeout=10) == ["x:1"]
 
 
 def test_live_worker_recovers_a_dead_workers_tasks(redis_url: str, redis_sync: redis.Redis,
@@ -91,7 +96,8 @@ def test_live_worker_recovers_a_dead_workers_tasks(redis_url: str, redis_sync: r
                      keys.Entry("q", "", keys.wrap("poison", attempts=2, task_id="p")).encode())
     make_worker(worker={"heartbeatSeconds": 0.1}, retry={"maxAttempts": 3})
     assert wait_done(redis_sync, 1) == ["a"]
-    record = json.loads(wait_for(lambda: redis_sync.lindex("q:dead", 0)))
+    record = json.loads(wait_for("a dead letter",
+                                 lambda: redis_sync.lindex("q:dead", 0), timeout=10))
     assert (record["payload"], record["attempts"]) == ("poison", 3)
     assert "ghost" not in redis_sync.zrange(schema.workers, 0, -1)
 

@@ -10,7 +10,8 @@ import pytest
 import redis
 from taskqueue import client
 from taskqueue.worker import wakeup
-from tests.worker.conftest import MakeWorker, wait_done, wait_for
+from tests.helpers.wait import wait_for
+from tests.helpers.worker import MakeWorker, wait_done
 
 QUEUES = [{"key": "vip"}, {"key": "normal"}, {"key": "z", "type": "zset"}]
 NO_SWEEP = 30.0
@@ -25,7 +26,8 @@ def test_idle_workers_wake_for_every_queue(redis_sync: redis.Redis, make_worker:
                                            delivery: str) -> None:
     workers = [make_worker(worker_id=f"w{i}", sweep=NO_SWEEP, delivery=delivery,
                            queues=QUEUES, worker={"concurrency": 2}) for i in range(2)]
-    wait_for(lambda: all(w.wakeup is not None and w.wakeup.armed for w in workers))
+    wait_for("every wakeup armed",
+             lambda: all(w.wakeup is not None and w.wakeup.armed for w in workers), timeout=10)
     time.sleep(0.1)  # every slot asleep
     for i, q in enumerate(["vip", "normal", "z"] * 3):
         started = time.monotonic()
@@ -40,7 +42,7 @@ def test_tracking_is_disarmed_while_busy_and_rearmed_when_idle(
     worker = make_worker(sweep=NO_SWEEP, queues=QUEUES, worker={"prefetch": 1})
     assert worker.wakeup is not None
     w = worker.wakeup
-    wait_for(lambda: w.armed)
+    wait_for("the wakeup armed", lambda: w.armed, timeout=10)
     done = 0
     for cycle in range(3):
         burst = [f"b{cycle}-{i}" for i in range(wakeup.DISARM_AFTER * 4)]
@@ -48,7 +50,7 @@ def test_tracking_is_disarmed_while_busy_and_rearmed_when_idle(
         done += len(burst)
         wait_done(redis_sync, done, timeout=20)
         # idle again: armed before sleeping, and a single task wakes it at once
-        wait_for(lambda: w.armed)
+        wait_for("the wakeup armed", lambda: w.armed, timeout=10)
         time.sleep(0.05)
         for q in ("vip", "normal", "z"):
             _push(redis_sync, q, f"single-{cycle}-{q}")
@@ -66,7 +68,8 @@ def test_no_task_is_missed_while_tracking_flips(redis_sync: redis.Redis,
     rng = random.Random(7)
     workers = [make_worker(worker_id=f"w{i}", sweep=NO_SWEEP, queues=QUEUES)
                for i in range(3)]
-    wait_for(lambda: all(w.wakeup is not None and w.wakeup.armed for w in workers))
+    wait_for("every wakeup armed",
+             lambda: all(w.wakeup is not None and w.wakeup.armed for w in workers), timeout=10)
     total = 0
     for _ in range(40):
         n = rng.choice([1, 1, 2, 5, 80])

@@ -1,64 +1,41 @@
 """`taskqueue dlq list|requeue|purge`: the dead-letter list of a TaskQueue.
 
 Records are the JSON `{queue, payload, attempts, error, failed_at, id}` the worker and the
-recovery script LPUSH (newest first). `requeue` moves records back to their original queue as a
-fresh envelope (same task id, attempts 0), oldest first, each batch in one MULTI/EXEC watched on
-the dead-letter key so a record is never both requeued and kept, nor requeued twice. `purge`
-drains the list in batches like `drain`.
+recovery script LPUSH (newest first); `taskqueue.cli.records` reads them, malformed or not.
+`requeue` moves records back to their original queue as a fresh envelope (same task id and the
+payload's exact bytes, attempts 0), oldest first, each batch in one MULTI/EXEC watched on the
+dead-letter key so a record is never both requeued and kept, nor requeued twice. Only the
+TaskQueue's own queues are destinations unless `--to KEY` names another. Each record is judged
+alone: one that cannot go back (no payload, no queue, a queue outside the TaskQueue, a queue key
+of another type) is kept, reported on stderr, and the others move on. `purge` drains the list in
+batches like `drain`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import redis
-from taskqueue import keys
+from taskqueue import keys, models
 from taskqueue.cli import drain, ui
 from taskqueue.cli.errors import EXIT_FAILURE, EXIT_USAGE, CliError, wrong_type
+from taskqueue.cli.records import DeadLetter, printable, to_bytes
 from taskqueue.cli.target import Target
 
 BATCH = 500
+SHOWN_KEPT = 20
+"""Kept records reported one per line; past this, a count."""
 
-
-@dataclass(frozen=True)
-class DeadLetter:
-    raw: str
-    queue: str
-    payload: str
-    attempts: int
-    error: str
-    failed_at: float | None
-    id: str
-
-    @classmethod
-    def parse(cls, raw: str) -> DeadLetter:
-        try:
-            data: Any = json.loads(raw)
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            return cls(raw, "", raw, 0, "not a dead-letter record", None, "")
-        payload = data.get("payload", "")
-        return cls(
-            raw=raw,
-            queue=str(data.get("queue") or ""),
-            payload=payload if isinstance(payload, str) else json.dumps(payload),
-            attempts=int(data.get("attempts") or 0),
-            error=str(data.get("error") or ""),
-            failed_at=float(data["failed_at"]) if data.get("failed_at") else None,
-            id=str(data.get("id") or ""),
-        )
-
-    def as_json(self, now: float) -> dict[str, Any]:
-        age = None if self.failed_at is None else round(now - self.failed_at, 3)
-        return {"id": self.id, "queue": self.queue, "attempts": self.attempts,
-                "error": self.error, "failed_at": self.failed_at, "age_seconds": age,
-                "payload": self.payload}
+Destination = tuple[str, str]
+"""(queue key, "list" | "zset") a record goes back to."""
+Resolve = Callable[[DeadLetter], Destination | str]
+"""A record's destination, or why it is kept."""
+Kept = list[tuple[DeadLetter, str]]
 
 
 def _check_list(client: redis.Redis, key: str) -> int:
@@ -83,6 +60,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                     help="requeue the record of this task id (repeatable)")
     rq.add_argument("--count", type=int, default=None, help="requeue the N oldest records")
     rq.add_argument("--all", action="store_true", help="requeue every record")
+    rq.add_argument("--to", metavar="KEY", default=None,
+                    help="push to KEY instead of each record's own queue (default: only the "
+                         "TaskQueue's queues are destinations)")
     rq.add_argument("--priority", type=float, default=0.0,
                     help="score for records whose queue is a zset (default 0)")
     rq.set_defaults(run=run_requeue)
@@ -102,9 +82,12 @@ def run_list(target: Target, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.as_json(now) for r in records], ensure_ascii=False))
         return 0
-    rows = [[r.id or "-", r.queue or "-", str(r.attempts),
+    rows = [[printable(r.id) or "-", printable(r.queue) or "-",
+             "?" if r.attempts is None else str(r.attempts),
              ui.duration(None if r.failed_at is None else now - r.failed_at),
-             ui.preview(r.error, 50), ui.preview(r.payload, 30)] for r in records]
+             ui.preview(printable(_error_text(r)), 50),
+             ui.preview(printable(r.payload if r.payload is not None else r.raw), 30)]
+            for r in records]
     print(f"{schema.dead_letter}: {total} dead letter(s)"
           + (f", showing the newest {len(records)}" if len(records) < total else ""))
     if rows:
@@ -112,48 +95,90 @@ def run_list(target: Target, args: argparse.Namespace) -> int:
     return 0
 
 
-def _queue_types(client: redis.Redis, target: Target) -> Callable[[str], str]:
-    seen: dict[str, str] = {}
+def _error_text(record: DeadLetter) -> str:
+    if not record.problems:
+        return record.error
+    return f"[malformed: {', '.join(record.problems)}] {record.error}".rstrip()
 
-    def kind(queue: str) -> str:
-        if queue not in seen:
-            declared = target.queue_type(queue)
-            found = str(client.type(queue))
-            if found not in ("none", "list", "zset"):
-                raise wrong_type(queue, found, "list or zset")
-            seen[queue] = declared or (found if found != "none" else "list")
-        return seen[queue]
 
-    return kind
+def _resolver(client: redis.Redis, target: Target, allowed: tuple[str, ...],
+              to: str | None) -> Resolve:
+    """Where each record goes: `to`, else its own queue when it is one of `allowed`; a queue key
+    of another type than the TaskQueue declares (or than list/zset) keeps the record."""
+    found: dict[str, str] = {}
+
+    def resolve(record: DeadLetter) -> Destination | str:
+        problem = record.unusable()
+        if problem is not None:
+            return problem
+        key = to or record.queue
+        if not key:
+            return "the record names no queue; pass --to KEY to requeue it there"
+        if to is None and key not in allowed:
+            return (f"queue {printable(key)!r} is not a queue of this TaskQueue; pass --to KEY "
+                    "to requeue it anyway")
+        if key not in found:
+            found[key] = str(client.type(to_bytes(key)))
+        declared = target.queue_type(key)
+        actual = found[key]
+        if actual not in (("none", declared) if declared else ("none", "list", "zset")):
+            return (f"queue key {printable(key)!r} holds a {actual}, not a "
+                    f"{declared or 'list or zset'}")
+        return key, declared or (actual if actual != "none" else "list")
+
+    return resolve
 
 
 Pick = Callable[[list[DeadLetter]], list[DeadLetter]]
 
 
 def _requeue_batch(client: redis.Redis, dead_key: str, start: int, pick: Pick,
-                   kind: Callable[[str], str], priority: float) -> tuple[int, int]:
-    """One watched transaction: of the records from index `start` to the end, remove the picked
-    ones and push them to their queue; returns (moved, picked without a queue)."""
+                   resolve: Resolve, priority: float) -> tuple[int, Kept]:
+    """One watched transaction: of the records from index `start` to the end, push the picked
+    ones that can go back and remove them; returns (moved, picked records kept and why)."""
     with client.pipeline(transaction=True) as pipe:
         while True:
             try:
                 pipe.watch(dead_key)  # type: ignore[no-untyped-call]
                 records = [DeadLetter.parse(str(r)) for r in pipe.lrange(dead_key, start, -1)]
-                chosen = pick(records)
-                movable = [r for r in chosen if r.queue]
-                types = {r.queue: kind(r.queue) for r in movable}
-                pipe.multi()
-                for r in movable:
-                    pipe.lrem(dead_key, -1, r.raw)
-                    element = keys.wrap(r.payload, attempts=0, task_id=r.id or None)
-                    if types[r.queue] == "zset":
-                        pipe.zadd(r.queue, {element: priority})
+                plan: list[tuple[DeadLetter, Destination]] = []
+                kept: Kept = []
+                for record in pick(records):
+                    where = resolve(record)
+                    if isinstance(where, str):
+                        kept.append((record, where))
                     else:
-                        pipe.rpush(r.queue, element)  # the right end: served next
-                pipe.execute()
-                return len(movable), len(chosen) - len(movable)
+                        plan.append((record, where))
+                pipe.multi()
+                for record, (key, kind) in plan:
+                    assert record.payload is not None  # resolve() keeps records without one
+                    # bytes, encoded here: hiredis would encode str strictly, and a payload
+                    # that is not UTF-8 must go back as the same bytes
+                    element = to_bytes(keys.wrap(record.payload, attempts=0,
+                                                 task_id=record.id or None))
+                    if kind == "zset":
+                        pipe.zadd(to_bytes(key), {element: priority})
+                    else:
+                        pipe.rpush(to_bytes(key), element)  # the right end: served next
+                    pipe.lrem(dead_key, -1, to_bytes(record.raw))  # type: ignore[arg-type]
+                results = pipe.execute(raise_on_error=False)
+                return len(plan) - _restore_failed(client, dead_key, plan, results, kept), kept
             except redis.WatchError:
                 continue
+
+
+def _restore_failed(client: redis.Redis, dead_key: str,
+                    plan: list[tuple[DeadLetter, Destination]], results: list[Any],
+                    kept: Kept) -> int:
+    """A push that failed inside EXEC (its key changed type meanwhile) did not roll back the
+    LREM: put the record back at the oldest end. Returns how many."""
+    failed = 0
+    for i, (record, (key, _)) in enumerate(plan):
+        if isinstance(results[2 * i], Exception):
+            client.rpush(dead_key, to_bytes(record.raw))
+            kept.append((record, f"push to {printable(key)!r} failed: {results[2 * i]}"))
+            failed += 1
+    return failed
 
 
 def run_requeue(target: Target, args: argparse.Namespace) -> int:
@@ -161,20 +186,24 @@ def run_requeue(target: Target, args: argparse.Namespace) -> int:
     if bool(args.id) + (args.count is not None) + bool(args.all) != 1:
         raise CliError("dlq requeue: give exactly one of --id ID..., --count N, --all",
                        EXIT_USAGE)
+    if args.to is not None and not models.is_valid_key(args.to):
+        raise CliError(f"--to {args.to!r}: not a valid key (1-512 characters, no spaces)",
+                       EXIT_USAGE)
     client = target.connect()
     total = _check_list(client, schema.dead_letter)
-    kind = _queue_types(client, target)
+    resolve = _resolver(client, target, schema.queue_keys, args.to)
     if args.id:
         wanted = set(args.id)
-        moved, skipped = _requeue_batch(
-            client, schema.dead_letter, 0, lambda rs: [r for r in rs if r.id in wanted], kind,
+        moved, kept = _requeue_batch(
+            client, schema.dead_letter, 0, lambda rs: [r for r in rs if r.id in wanted], resolve,
             args.priority)
-        missing = len(wanted) - moved - skipped
+        missing = len(wanted) - moved - len(kept)
+        _report_kept(kept)
         print(f"requeued {moved} task(s)" + (f"; {missing} id(s) not found" if missing else "")
-              + (f"; {skipped} without a queue kept" if skipped else ""))
-        return EXIT_FAILURE if missing or skipped else 0
+              + (f"; {len(kept)} record(s) kept" if kept else ""))
+        return EXIT_FAILURE if missing or kept else 0
     goal = total if args.all else min(max(args.count, 0), total)
-    return _requeue_oldest(client, schema.dead_letter, goal, kind, args.priority)
+    return _requeue_oldest(client, schema.dead_letter, goal, resolve, args.priority)
 
 
 def _before_last(skipped: int) -> Pick:
@@ -184,23 +213,32 @@ def _before_last(skipped: int) -> Pick:
     return pick
 
 
-def _requeue_oldest(client: redis.Redis, dead_key: str, goal: int, kind: Callable[[str], str],
+def _requeue_oldest(client: redis.Redis, dead_key: str, goal: int, resolve: Resolve,
                     priority: float) -> int:
     progress = ui.Progress(goal, "requeueing")
-    moved = skipped = 0
-    while moved + skipped < goal:
-        size = min(BATCH, goal - moved - skipped)
-        # the oldest records are at the right end, behind the ones already skipped (no queue)
-        m, s = _requeue_batch(client, dead_key, -(size + skipped), _before_last(skipped), kind,
-                              priority)
-        if m + s == 0:
+    moved, kept = 0, Kept()
+    while moved + len(kept) < goal:
+        size = min(BATCH, goal - moved - len(kept))
+        # the oldest records are at the right end, behind the ones already kept
+        m, k = _requeue_batch(client, dead_key, -(size + len(kept)), _before_last(len(kept)),
+                              resolve, priority)
+        if m + len(k) == 0:
             break
-        moved, skipped = moved + m, skipped + s
-        progress.update(moved + skipped)
+        moved, kept = moved + m, kept + k
+        progress.update(moved + len(kept))
     progress.finish()
+    _report_kept(kept)
     print(f"requeued {moved} task(s) from {dead_key}"
-          + (f"; {skipped} record(s) without a queue kept" if skipped else ""))
-    return EXIT_FAILURE if skipped else 0
+          + (f"; {len(kept)} record(s) kept" if kept else ""))
+    return EXIT_FAILURE if kept else 0
+
+
+def _report_kept(kept: Kept) -> None:
+    """One stderr line per kept record (up to SHOWN_KEPT), then a count."""
+    for record, why in kept[:SHOWN_KEPT]:
+        sys.stderr.write(f"taskqueue: kept {record.label()}: {why}\n")
+    if len(kept) > SHOWN_KEPT:
+        sys.stderr.write(f"taskqueue: ... and {len(kept) - SHOWN_KEPT} more record(s) kept\n")
 
 
 def run_purge(target: Target, args: argparse.Namespace) -> int:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
-from taskqueue import connection
-
 EXIT_OK = 0
 EXIT_FAILURE = 1
 """The command ran but could not do what was asked (e.g. a task id not in the dead letters)."""
@@ -29,14 +25,6 @@ class CliError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
-
-
-_CREDENTIALS = re.compile(r"//[^/@]*@")
-
-
-def redact(url: str) -> str:
-    """`url` without its user and password, safe to print."""
-    return _CREDENTIALS.sub("//***@", connection.redact(url))
 
 
 def wrong_type(key: str, found: str, wanted: str) -> CliError:

@@ -2,13 +2,16 @@
 
 Reads the workers zset (heartbeat deadlines) and every `<prefix>:processing:*` list, including
 lists of workers no longer registered (orphans: the operator's recovery requeues them). A task's
-age is the time since its envelope's enqueue time; a raw payload has none (`-`).
+age is the time since its envelope's enqueue time; a raw payload has none (`-`). Entries are shown
+whatever they hold: a payload that is not UTF-8 as `\\xNN` (and in base64 in `--json`), a malformed
+entry as it is; a processing key of another type as the state `wrong type: <type>`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -16,6 +19,7 @@ from typing import Any
 import redis
 from taskqueue import keys
 from taskqueue.cli import ui
+from taskqueue.cli.records import json_safe, payload_fields, printable, to_bytes
 from taskqueue.cli.target import Target
 
 _GLOB_SPECIAL = "\\*?[]"
@@ -51,8 +55,13 @@ def held_task(raw: str, *, now: float) -> HeldTask:
         entry = keys.Entry.decode(raw)
     except ValueError:
         return HeldTask(queue="?", id="", attempts=0, age_seconds=None, payload=raw)
-    task = keys.unwrap(entry.element)
-    age = None if task.enqueued_at is None else round(max(0.0, now - task.enqueued_at), 3)
+    try:
+        task = keys.unwrap(entry.element)
+    except ArithmeticError:  # e.g. "attempts": 1e999 (unwrap reads the other faults as raw)
+        task = keys.Task(payload=entry.element)
+    age = None
+    if task.enqueued_at is not None and math.isfinite(task.enqueued_at):
+        age = round(max(0.0, now - task.enqueued_at), 3)
     return HeldTask(queue=entry.queue, id=task.id, attempts=task.attempts, age_seconds=age,
                     payload=task.payload)
 
@@ -66,7 +75,11 @@ def holdings(client: redis.Redis, schema: keys.KeySchema, *, limit: int,
     listed = {str(k)[len(schema.processing_prefix):] for k in client.scan_iter(match=pattern)}
     result = []
     for worker in sorted(set(deadlines) | listed):
-        key = schema.processing(worker)
+        key = to_bytes(schema.processing(worker))
+        kind = str(client.type(key))
+        if kind not in ("list", "none"):
+            result.append(WorkerHolding(worker, f"wrong type: {kind}", None, 0, []))
+            continue
         length = int(client.llen(key))
         raw = client.lrange(key, 0, limit - 1) if limit > 0 else []
         entries = [held_task(str(e), now=now) for e in raw]
@@ -80,6 +93,14 @@ def holdings(client: redis.Redis, schema: keys.KeySchema, *, limit: int,
     return result
 
 
+def as_json(holding: WorkerHolding) -> dict[str, Any]:
+    """One worker for `--json`: printable strings, a non-UTF-8 payload's bytes in base64."""
+    doc: dict[str, Any] = json_safe(asdict(holding))
+    doc["tasks"] = [{**json_safe({k: v for k, v in asdict(t).items() if k != "payload"}),
+                     **payload_fields(t.payload)} for t in holding.tasks]
+    return doc
+
+
 def render(found: list[WorkerHolding]) -> str:
     if not found:
         return "no workers registered and no tasks in flight"
@@ -89,13 +110,13 @@ def render(found: list[WorkerHolding]) -> str:
             f"in {ui.duration(h.heartbeat_in_seconds)}" if h.heartbeat_in_seconds >= 0
             else f"{ui.duration(-h.heartbeat_in_seconds)} ago"
         )
-        head = [h.worker, h.state, beat, str(h.in_flight)]
+        head = [printable(h.worker), h.state, beat, str(h.in_flight)]
         if not h.tasks:
             rows.append([*head, "-", "-", "-", "-", "-"])
         for i, t in enumerate(h.tasks):
             lead = head if i == 0 else ["", "", "", ""]
-            rows.append([*lead, t.queue, t.id or "-", str(t.attempts),
-                         ui.duration(t.age_seconds), ui.preview(t.payload)])
+            rows.append([*lead, printable(t.queue), printable(t.id) or "-", str(t.attempts),
+                         ui.duration(t.age_seconds), ui.preview(printable(t.payload))])
         if len(h.tasks) < h.in_flight:
             rows.append(["", "", "", "", f"… {h.in_flight - len(h.tasks)} more", "", "", "",
                          ""])
@@ -117,7 +138,7 @@ def run(target: Target, args: argparse.Namespace) -> int:
     schema = target.require_schema("inflight")
     found = holdings(target.connect(), schema, limit=max(args.limit, 0), now=time.time())
     if args.json:
-        doc: list[dict[str, Any]] = [asdict(h) for h in found]
+        doc: list[dict[str, Any]] = [as_json(h) for h in found]
         print(json.dumps(doc, ensure_ascii=False))
     else:
         print(render(found))

@@ -7,7 +7,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 import redis
-from taskqueue.cli import dlq, drain, enqueue, inflight, stats, target
+from taskqueue import redact
+from taskqueue.cli import dlq, drain, enqueue, inflight, keycheck, simulate, stats, target
 from taskqueue.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -15,7 +16,6 @@ from taskqueue.cli.errors import (
     EXIT_UNREACHABLE,
     EXIT_WRONGTYPE,
     CliError,
-    redact,
 )
 from taskqueue.manifest import ManifestError
 
@@ -33,31 +33,50 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = root.add_subparsers(dest="command", required=True,
-                              metavar="{enqueue,stats,inflight,dlq,drain}")
+                              metavar="{enqueue,stats,inflight,dlq,drain,simulate}")
     for module in (enqueue, stats, inflight, dlq, drain):
         module.add_parser(sub, [common])
+    simulate.add_parser(sub)
     return root
 
 
-def _redis_error(exc: redis.RedisError, url: str) -> CliError:
+def _redis_error(exc: redis.RedisError, resolved: target.Target) -> CliError:
+    where, why = redact.url(resolved.redis_url), redact.scrub(str(exc))
     if isinstance(exc, redis.AuthenticationError):
-        return CliError(f"Redis at {redact(url)} refused the credentials: {exc}",
+        return CliError(f"Redis at {where} refused the credentials: {why}",
                         EXIT_UNREACHABLE)
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
-        return CliError(f"cannot reach Redis at {redact(url)}: {exc}", EXIT_UNREACHABLE)
+        return CliError(f"cannot reach Redis at {where}: {why}", EXIT_UNREACHABLE)
     if "EXEC without MULTI" in str(exc):  # MULTI was refused, and redis-py reports the EXEC
         exc = redis.exceptions.NoPermissionError(
             "this user has no permissions to run the 'multi' command")
     if isinstance(exc, redis.exceptions.NoPermissionError):
-        return CliError(f"the Redis user lacks a permission: {exc} (the CLI's ACL rule: "
-                        "`python -m taskqueue.acl cli`, docs/install.md)", EXIT_FAILURE)
-    if isinstance(exc, redis.ResponseError) and str(exc).startswith("WRONGTYPE"):
-        return CliError(f"{exc} (a key of this TaskQueue holds another type)", EXIT_WRONGTYPE)
-    return CliError(f"Redis error: {exc}", EXIT_FAILURE)
+        return CliError(f"the Redis user lacks a permission: {redact.scrub(str(exc))} (the "
+                        "CLI's ACL rule: `python -m taskqueue.acl cli`, docs/install.md)",
+                        EXIT_FAILURE)
+    if isinstance(exc, redis.ResponseError) and "WRONGTYPE" in str(exc):
+        return _wrong_type(resolved) or CliError(
+            "WRONGTYPE: a key of this TaskQueue holds another type than expected "
+            "(`redis-cli TYPE <key>` on its queues, <prefix>:workers, :delayed, :stats)",
+            EXIT_WRONGTYPE)
+    return CliError(f"Redis error: {why}", EXIT_FAILURE)
+
+
+def _wrong_type(resolved: target.Target) -> CliError | None:
+    """The key a bare WRONGTYPE (e.g. from a Lua script) was about, when it can be found."""
+    if resolved.schema is None:
+        return None
+    try:
+        return keycheck.culprit(resolved.connect(), resolved.schema)
+    except redis.RedisError:
+        return None
 
 
 def execute(args: argparse.Namespace) -> int:
     """Run the parsed command; every expected failure becomes a CliError."""
+    standalone: Callable[[argparse.Namespace], int] | None = getattr(args, "run_standalone", None)
+    if standalone is not None:  # needs no Redis target (simulate)
+        return standalone(args)
     try:
         resolved = target.resolve(args)
     except ManifestError as exc:
@@ -68,7 +87,7 @@ def execute(args: argparse.Namespace) -> int:
     try:
         return run(resolved, args)
     except redis.RedisError as exc:
-        raise _redis_error(exc, resolved.redis_url) from None
+        raise _redis_error(exc, resolved) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,7 +3,9 @@
 One `queueops.observe` (a single EVALSHA) per sample. Throughput is the rise of the `completed`
 counter of `<prefix>:stats` between samples: a one-shot `stats` takes two samples `--interval`
 seconds apart; `--watch` keeps sampling and reports the rate over the last minute (or since it
-started, when that is shorter). `--interval 0` skips the rate.
+started, when that is shorter). `--interval 0` skips the rate. Once `--watch` has read Redis, a
+connection error or timeout does not end it: the refresh shows the error (and the last numbers)
+and it goes on sampling until Redis answers again.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from taskqueue import keys, queueops
+from taskqueue import keys, queueops, redact
 from taskqueue.cli import ui
 from taskqueue.cli.errors import EXIT_USAGE, CliError
 from taskqueue.cli.target import Target
@@ -157,27 +161,58 @@ async def _once(target: Target, schema: keys.KeySchema, args: argparse.Namespace
     return 0
 
 
+BLIP_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError, asyncio.TimeoutError)
+"""Errors `--watch` rides out once it has read Redis (a restart, a failover, a network blip)."""
+
+
 async def _watch(target: Target, schema: keys.KeySchema, args: argparse.Namespace,
                  interval: float) -> int:
     client = _client(target)
     samples: deque[Sample] = deque()
+    last: dict[str, Any] | None = None
+    down_since: float | None = None
     done = 0
     try:
         while args.iterations is None or done < args.iterations:
             if done:
                 await asyncio.sleep(interval)
-            obs = await queueops.observe(client, schema)
+            done += 1
+            try:
+                obs = await queueops.observe(client, schema)
+            except BLIP_ERRORS as exc:
+                if last is None:
+                    raise  # never read: a wrong URL is reported, not watched
+                down_since = down_since or time.time()
+                _show_error(target, args, interval, last, down_since, exc)
+                continue
+            down_since = None
             samples.append(Sample(obs.at, obs.completed_total))
             while samples[-1].at - samples[0].at > WINDOW_SECONDS:
                 samples.popleft()
-            snap = snapshot(target.name, schema, obs, throughput(samples))
+            last = snapshot(target.name, schema, obs, throughput(samples))
             if args.json:
-                print(json.dumps(snap), flush=True)
+                print(json.dumps(last), flush=True)
             else:
                 footer = f"\n\nrefreshing every {interval:g}s — Ctrl-C to quit"
-                sys.stdout.write(CLEAR + render(snap) + footer + "\n")
+                sys.stdout.write(CLEAR + render(last) + footer + "\n")
                 sys.stdout.flush()
-            done += 1
     finally:
         await client.aclose()
     return 0
+
+
+def _show_error(target: Target, args: argparse.Namespace, interval: float,
+                last: dict[str, Any], down_since: float, exc: BaseException) -> None:
+    """One refresh while Redis cannot be read: the error, and the last numbers read."""
+    now = time.time()
+    error = f"{type(exc).__name__}: {redact.scrub(str(exc))}"
+    if args.json:
+        print(json.dumps({"taskqueue": target.name, "at": round(now, 3), "error": error,
+                          "unreachable_seconds": round(now - down_since, 1)}), flush=True)
+        return
+    stamp = time.strftime("%H:%M:%S", time.localtime(last["at"]))
+    sys.stdout.write(
+        CLEAR + f"Redis at {redact.url(target.redis_url)} cannot be read for "
+        f"{now - down_since:.0f}s: {error}\nretrying every {interval:g}s; the numbers below "
+        f"are from {stamp}\n\n" + render(last) + "\n")
+    sys.stdout.flush()

@@ -17,7 +17,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 import redis
-from taskqueue import connection, keys, manifest, models
+from taskqueue import connection, keys, manifest, models, redact
 from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
 
 DEFAULT_URL = "redis://localhost:6379/0"
@@ -50,16 +50,17 @@ class Target:
             return None
 
     def connect(self) -> redis.Redis:
-        """A client for this target (replies decoded); nothing is sent yet."""
+        """A client for this target; nothing is sent yet. Replies are decoded as UTF-8 with
+        `surrogateescape`: bytes that are not UTF-8 survive a read and a write unchanged."""
         return connection.sync_client(
             connection.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
-            socket_connect_timeout=3, socket_timeout=30)
+            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=30)
 
     def connect_async(self) -> aioredis.Redis:
         """An asyncio client for this target (replies decoded); nothing is sent yet."""
         return connection.async_client(
             connection.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
-            socket_connect_timeout=3, socket_timeout=30)
+            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=30)
 
 
 class _QueueAction(argparse.Action):
@@ -102,6 +103,8 @@ def resolve(args: argparse.Namespace) -> Target:
             "without a manifest; drop them or drop -f/--name",
             EXIT_USAGE,
         )
+    if args.redis_url:
+        _check_url(args.redis_url, "--redis-url")
     if args.file:
         tq = manifest.load(args.file)
         return _from_object(tq, url=args.redis_url or _spec_url(tq, args.file))
@@ -109,6 +112,13 @@ def resolve(args: argparse.Namespace) -> Target:
         tq, url = _from_cluster(args)
         return _from_object(tq, url=args.redis_url or url)
     return _from_flags(args)
+
+
+def _check_url(url: str, source: str) -> None:
+    """CliError naming `source` (never quoting the URL) when `url` cannot be parsed."""
+    problem = redact.check(url, field=source)
+    if problem is not None:
+        raise CliError(problem, EXIT_USAGE if source.startswith("--") else EXIT_TARGET)
 
 
 def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
@@ -211,7 +221,9 @@ def _secret_url(core: Any, ns: str, tq: models.TaskQueue,
     data = (secret.data or {}).get(ref.key)
     if data is None:
         raise CliError(f"Secret {ns}/{ref.name} has no key {ref.key!r}", EXIT_TARGET)
-    return base64.b64decode(data).decode().strip()
+    url = base64.b64decode(data).decode().strip()
+    _check_url(url, f"Secret {ns}/{ref.name} key {ref.key!r}")
+    return url
 
 
 def _api_error(exc: Any, what: str) -> CliError:

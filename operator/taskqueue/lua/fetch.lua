@@ -2,7 +2,9 @@
 -- starvation limits, moving each into the caller's processing list, all in one atomic call.
 -- KEYS[1] processing list of the caller, KEYS[2] delayed zset, KEYS[3] starvation hash,
 -- KEYS[4] stats hash, KEYS[5] dead-letter list (a due retry whose queue left the spec),
--- KEYS[6..] the queues in priority order.
+-- KEYS[6] quiesced set, KEYS[7..] the queues in priority order.
+-- A caller whose processing list is in KEYS[6] (quiesced by the operator) acks and promotes but
+-- takes nothing. Each take adds to the stats field "taken:<queue key>" (keys.TAKEN_FIELD_PREFIX).
 -- ARGV[1] now (unix ms; "" skips promoting due retries in this call), ARGV[2] COUNT (0: ack and
 -- promote only), ARGV[3] hold ("1": LPUSH the entries into KEYS[1] (AtLeastOnce); "0": hand them
 -- out unheld (AtMostOnce)), ARGV[4] number of acks A, ARGV[5..4+A] processing entries to ack, then per queue: type ("list"|"zset") and
@@ -13,7 +15,7 @@
 -- non-empty later queue and the counter restarts. Without any limit the queues are simply drained
 -- in order (one pop per queue, no length reads).
 -- include: entry
-local queue_set = key_set(6)
+local queue_set = key_set(7)
 local now, count, hold = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
 local nacks = tonumber(ARGV[4])
 if nacks > 0 then
@@ -33,12 +35,13 @@ if now then
   end
 end
 if count <= 0 then return {} end
+if redis.call('SISMEMBER', KEYS[6], KEYS[1]) == 1 then return {} end
 
-local nq = #KEYS - 5
+local nq = #KEYS - 6
 local keys, types, limits = {}, {}, {}
 local any_limit = false
 for i = 1, nq do
-  keys[i] = KEYS[5 + i]
+  keys[i] = KEYS[6 + i]
   types[i] = ARGV[4 + nacks + 2 * i - 1]
   limits[i] = tonumber(ARGV[4 + nacks + 2 * i])
   if limits[i] then any_limit = true end
@@ -59,7 +62,9 @@ local function take(i, n)
       for k = 1, #popped do out[#out + 1] = join_entry(keys[i], '', popped[k]) end
     end
   end
-  return #out - before
+  local got = #out - before
+  if got > 0 then redis.call('HINCRBY', KEYS[4], 'taken:' .. keys[i], got) end
+  return got
 end
 
 if not any_limit then

@@ -1,6 +1,9 @@
 -- heartbeat.lua: refresh this worker's heartbeat deadline and list the workers whose deadline
--- has passed (to be recovered with recover.lua).
--- KEYS[1] workers zset. ARGV[1] worker id, ARGV[2] new deadline (unix ms), ARGV[3] now (unix ms).
--- Returns the ids of expired workers (never the caller).
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3], 'LIMIT', 0, 100)
+-- has passed (to be recovered with recover.lua). Time is Redis's own clock (TIME), never the
+-- caller's: a worker clock that is off cannot make live peers look dead.
+-- KEYS[1] workers zset. ARGV[1] worker id, ARGV[2] deadline window (ms after now).
+-- Returns {now (unix ms, Redis clock), {ids of expired workers (never the caller)}}.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+return {now, redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, 100)}

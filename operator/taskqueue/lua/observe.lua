@@ -1,17 +1,19 @@
 -- observe.lua: everything the operator and `taskqueue stats` read about one TaskQueue, in one call.
 -- KEYS[1] workers zset, KEYS[2] delayed zset, KEYS[3] dead-letter list, KEYS[4] stats hash,
--- KEYS[5..4+N] the N queues in priority order, then the processing lists of the workers the
--- caller expects (the ones it saw last time), in the order of their ids in ARGV.
--- ARGV[1] N, ARGV[2..1+N] the type of each queue ("list" | "zset"), ARGV[2+N..] worker ids.
--- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers} where oldest is the
--- envelope time of each queue's oldest task ("" when unknown: a raw payload, or 0) and workers
--- is a flat list id, heartbeat deadline (ms), processing length, ... with length -1 for a worker
--- whose processing list was not passed in KEYS (the caller then calls again with it: a key is
--- only read when declared, as Redis Cluster requires).
+-- KEYS[5] quiesced set, KEYS[6..5+N] the N queues in priority order, then the processing lists of
+-- the workers the caller expects (the ones it saw last time), in the order of their ids in ARGV.
+-- ARGV[1] N, ARGV[2..1+N] the type of each queue ("list" | "zset"), ARGV[2+N..1+2N] the stats
+-- field counting the tasks taken from each queue, ARGV[2+2N..] worker ids.
+-- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers, taken, quiesced} where
+-- oldest is the envelope time of each queue's oldest task ("" when unknown: a raw payload, or 0),
+-- workers is a flat list id, heartbeat deadline (ms), processing length, ... with length -1 for
+-- a worker whose processing list was not passed in KEYS (the caller then calls again with it: a
+-- key is only read when declared, as Redis Cluster requires), taken the per-queue taken counters
+-- ("" when never written) and quiesced the members of KEYS[5].
 local nq = tonumber(ARGV[1])
 local lengths, oldest = {}, {}
 for i = 1, nq do
-  local key, kind = KEYS[4 + i], ARGV[1 + i]
+  local key, kind = KEYS[5 + i], ARGV[1 + i]
   local head
   if kind == 'zset' then
     lengths[i] = redis.call('ZCARD', key)
@@ -29,8 +31,8 @@ for i = 1, nq do
   oldest[i] = t
 end
 local processing = {}
--- the m-th worker id ARGV[1 + N + m] goes with KEYS[4 + N + m]
-for j = 2 + nq, #ARGV do processing[ARGV[j]] = KEYS[3 + j] end
+-- the m-th worker id ARGV[1 + 2N + m] goes with KEYS[5 + N + m]
+for j = 2 + 2 * nq, #ARGV do processing[ARGV[j]] = KEYS[4 - nq + j] end
 local workers = {}
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #ids, 2 do
@@ -40,7 +42,12 @@ for i = 1, #ids, 2 do
   workers[#workers + 1] = key and redis.call('LLEN', key) or -1
 end
 local counters = redis.call('HMGET', KEYS[4], 'completed', 'failed')
+local taken = {}
+if nq > 0 then
+  local raw = redis.call('HMGET', KEYS[4], unpack(ARGV, 2 + nq, 1 + 2 * nq))
+  for i = 1, nq do taken[i] = raw[i] or '' end
+end
 return {lengths, oldest,
         {redis.call('ZCARD', KEYS[2]), redis.call('LLEN', KEYS[3]),
          tonumber(counters[1] or '0') or 0, tonumber(counters[2] or '0') or 0},
-        workers}
+        workers, taken, redis.call('SMEMBERS', KEYS[5])}

@@ -1,7 +1,7 @@
 -- recover.lua: requeue every task held by one (dead or departed) worker, atomically.
 -- KEYS[1] the worker's processing list, KEYS[2] workers zset, KEYS[3] dead-letter list,
 -- KEYS[4] stats hash, KEYS[5..] the TaskQueue's queues (every queue an entry may name).
--- ARGV[1] worker id, ARGV[2] maxAttempts, ARGV[3] reason.
+-- ARGV[1] worker id, ARGV[2] maxAttempts, ARGV[3] reason. Times come from Redis's clock (TIME).
 -- Each entry goes back to the right end of its list (it is the oldest work) or into its zset with
 -- its score, with its attempt count raised by one (lib/entry.lua `bump`). A task whose attempts
 -- reach maxAttempts is a poison pill and goes to the dead-letter list instead, and so does an

@@ -6,6 +6,7 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from taskqueue import connection, keys, models
 from taskqueue.models import Delivery, TaskQueueSpec
@@ -58,14 +59,60 @@ def default_worker_id() -> str:
     )
 
 
+URL_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel",
+               "rediss+sentinel")
+
+
+def redis_url_problem(url: str) -> str | None:
+    """What is wrong with a Redis URL, naming the part and never quoting it (it may carry a
+    password); None when it is usable. Pure."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "not a URL; expected redis://host:port/db"
+    if parts.scheme not in URL_SCHEMES:
+        return ("scheme must be redis://, rediss:// (TLS), unix://, redis+cluster:// or "
+                "redis+sentinel://")
+    if "+" in parts.scheme:  # several hosts: the DSN parser checks them
+        return _settings_problem(url)
+    if parts.scheme == "unix":
+        return None if parts.path else "unix:// needs a socket path"
+    try:
+        parts.port  # noqa: B018 - parsing it is the check
+    except ValueError:
+        return "port is not a number from 0 to 65535 (a password with '/', '@' or ':' must be " \
+               "percent-encoded)"
+    if not parts.hostname:
+        return "host is missing; expected redis://host:port/db"
+    db = parts.path.lstrip("/")
+    if db and not db.isdigit():
+        return "database (the path after the port) is not a number"
+    return _settings_problem(url)
+
+
+def _settings_problem(url: str) -> str | None:
+    try:
+        connection.RedisSettings.from_dsn(url)
+    except ValueError as exc:  # SettingsError: the message shows the URL redacted
+        return str(exc)
+    return None
+
+
 def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
               worker_id: str | None = None) -> WorkerConfig:
-    """The settings a TaskQueue spec declares; `redis_url` overrides spec.redis."""
-    url = redis_url or os.environ.get("TASKQUEUE_REDIS_URL") or spec.redis.url
+    """The settings a TaskQueue spec declares; `redis_url` overrides spec.redis. Raises
+    ValueError naming the setting when the Redis URL is missing or malformed."""
+    env_url = os.environ.get("TASKQUEUE_REDIS_URL")
+    url, field = ((redis_url, "--redis-url") if redis_url else
+                  (env_url, "TASKQUEUE_REDIS_URL") if env_url else
+                  (spec.redis.url, "spec.redis.url"))
     if not url:
         raise ValueError(
             "no Redis URL: spec.redis uses urlSecretRef, so set TASKQUEUE_REDIS_URL or --redis-url"
         )
+    problem = redis_url_problem(url)
+    if problem:
+        raise ValueError(f"{field}: {problem}")
     url = connection.dsn_for(url, spec.redis.mode, sentinel=spec.redis.sentinel)
     url = connection.with_sentinel_password(
         url, os.environ.get("TASKQUEUE_REDIS_SENTINEL_PASSWORD"))

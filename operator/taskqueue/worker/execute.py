@@ -13,12 +13,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from taskqueue import keys, metrics
-from taskqueue.worker import backoff
+from taskqueue import backoff, keys, metrics
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import Handler, TaskContext
 from taskqueue.worker.logs import task_extra
-from taskqueue.worker.store import CONNECTION_ERRORS, Store, now_ms
+from taskqueue.worker.store import REDIS_ERRORS, Store, now_ms
 
 log = logging.getLogger("taskqueue.worker.task")
 
@@ -47,19 +46,15 @@ class Executor:
     _metrics: dict[str, _QueueMetrics] = field(default_factory=dict)
 
     def run(self, raw_entry: str, *, held: bool) -> bool:
-        queue, _, element = raw_entry.split("\n", 2)
-        m = self._metrics.get(queue)
+        entry = keys.Entry.decode(raw_entry)
+        m = self._metrics.get(entry.queue)
         if m is None:
-            m = self._metrics[queue] = _QueueMetrics(queue)
-        if element.startswith(keys.ENVELOPE_MARK):
-            task = keys.unwrap(element)
-            ctx = TaskContext(id=task.id, queue=queue, attempt=task.attempts + 1,
-                              enqueued_at=task.enqueued_at)
-            if task.enqueued_at and not task.attempts:
-                m.pickup.observe(max(0.0, time.time() - task.enqueued_at))
-        else:  # a raw LPUSH payload, as it is
-            task = keys.Task(payload=element)
-            ctx = TaskContext(id="", queue=queue, attempt=1)
+            m = self._metrics[entry.queue] = _QueueMetrics(entry.queue)
+        task = keys.unwrap(entry.element)  # a raw LPUSH payload: as it is, attempt 1, no id
+        ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
+                          enqueued_at=task.enqueued_at)
+        if task.enqueued_at and not task.attempts:
+            m.pickup.observe(max(0.0, time.time() - task.enqueued_at))
         m.started.inc()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task started", extra=self._extra(ctx))
@@ -68,8 +63,8 @@ class Executor:
         started = time.perf_counter()
         try:
             self.handler(task.payload, ctx)
-        except (Exception, SystemExit) as exc:
-            self._failed(raw_entry, keys.Entry.decode(raw_entry), task, ctx, exc, held=held)
+        except BaseException as exc:
+            self._failed(raw_entry, entry, task, ctx, exc, held=held)
             return False
         finally:
             in_flight.dec()
@@ -85,12 +80,12 @@ class Executor:
 
     def _failed(self, raw_entry: str, entry: keys.Entry, task: keys.Task, ctx: TaskContext,
                 exc: BaseException, *, held: bool) -> None:
-        error = f"{type(exc).__name__}: {exc}"[:2000]
+        error = backoff.describe(exc)
         metrics.TASKS_FAILED.labels(entry.queue).inc()
         dead = ctx.attempt >= self.config.max_attempts
         if dead:
             value = keys.dead_letter_record(entry=entry, task=task, attempts=ctx.attempt,
-                                            error=error)
+                                            error=error, failed_at=now_ms() / 1000)
             due = 0
         else:
             element = keys.rewrap(task, attempts=ctx.attempt)
@@ -113,14 +108,13 @@ class Executor:
 
     def _apply_fail(self, raw_entry: str, *, dead: bool, value: str, due: int,
                     held: bool) -> bool:
-        """fail.lua, retried through connection loss; False when it could not be applied."""
-        delay = 0.05
-        while True:
-            try:
-                return self.store.fail(entry=raw_entry, held=held, dead=dead, value=value,
-                                       due_ms=due)
-            except CONNECTION_ERRORS:
-                if self.stopping.is_set():
-                    return False
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        """fail.lua, retried with backoff through any Redis error (connection loss, OOM, BUSY,
+        READONLY...); False when the worker stops first (the task is left for recovery)."""
+        try:
+            return backoff.retry(
+                lambda: self.store.fail(entry=raw_entry, held=held, dead=dead, value=value,
+                                        due_ms=due),
+                what=f"{threading.current_thread().name}: recording a failed task (fail.lua)",
+                log=log, wait=self.stopping.wait, retry_on=REDIS_ERRORS)
+        except backoff.GaveUpError:
+            return False

@@ -8,13 +8,15 @@ thread as `run(payload, context)` and raises on failure (exception, non-zero exi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import os
 import shutil
+import signal
 import subprocess
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -92,15 +94,18 @@ def _wants_context(fn: Callable[..., Any]) -> bool:
 
 
 def _python(fn: Callable[..., Any], *, timeout: float | None) -> Handler:
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise HandlerError(
+            f"handler {getattr(fn, '__qualname__', fn)!r} is a generator function: calling it "
+            "would not run its body; make it return (or await) instead of yield"
+        )
     with_ctx = _wants_context(fn)
     if inspect.iscoroutinefunction(fn):
         return _AsyncHandler(fn, with_context=with_ctx, timeout=timeout)
 
     def call(payload: str, context: TaskContext) -> None:
-        if with_ctx:
-            fn(payload, context)
-        else:
-            fn(payload)
+        result = fn(payload, context) if with_ctx else fn(payload)
+        settle(result, timeout=timeout)
 
     if timeout is None:
         return call
@@ -109,6 +114,33 @@ def _python(fn: Callable[..., Any], *, timeout: float | None) -> Handler:
         _run_in_thread(call, payload, context, timeout=timeout)
 
     return call_with_timeout
+
+
+def settle(result: object, *, timeout: float | None) -> None:
+    """What a sync handler returned: an awaitable (an `async def` behind a plain decorator) is
+    awaited on the shared event loop; a generator fails the task, since its body has not run
+    and running it for the handler would guess at its meaning; anything else is success."""
+    if inspect.isgenerator(result) or inspect.isasyncgen(result):
+        if inspect.isgenerator(result):
+            result.close()
+        raise TaskFailedError(
+            f"handler returned a {type(result).__name__} object, so its body never ran: "
+            "return None, or iterate the generator inside the handler"
+        )
+    if inspect.isawaitable(result):
+        run_awaitable(result, timeout=timeout)
+
+
+def run_awaitable(awaitable: Awaitable[Any], *, timeout: float | None) -> None:
+    """Await on the shared event loop from a consume thread; raises what the awaitable raised,
+    TaskFailedError after `timeout` seconds."""
+    async def run() -> None:
+        try:
+            await asyncio.wait_for(awaitable, timeout)
+        except TimeoutError:
+            raise TaskFailedError(f"timed out after {timeout:g}s") from None
+
+    asyncio.run_coroutine_threadsafe(run(), shared_loop()).result()
 
 
 def _run_in_thread(fn: Handler, payload: str, context: TaskContext, *, timeout: float) -> None:
@@ -131,11 +163,23 @@ def _run_in_thread(fn: Handler, payload: str, context: TaskContext, *, timeout: 
         raise box[0]
 
 
-class _AsyncHandler:
-    """Runs coroutine handlers on one event loop thread shared by all consume threads."""
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
 
-    _loop: asyncio.AbstractEventLoop | None = None
-    _lock = threading.Lock()
+
+def shared_loop() -> asyncio.AbstractEventLoop:
+    """The event loop (one thread) that runs every coroutine handler of the process."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, daemon=True, name="async-handlers").start()
+            _loop = loop
+        return _loop
+
+
+class _AsyncHandler:
+    """Runs a coroutine handler on the shared event loop."""
 
     def __init__(self, fn: Callable[..., Coroutine[Any, Any, Any]], *, with_context: bool,
                  timeout: float | None) -> None:
@@ -143,25 +187,9 @@ class _AsyncHandler:
         self._with_context = with_context
         self._timeout = timeout
 
-    @classmethod
-    def loop(cls) -> asyncio.AbstractEventLoop:
-        with cls._lock:
-            if cls._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, daemon=True,
-                                 name="async-handlers").start()
-                cls._loop = loop
-            return cls._loop
-
-    async def _run(self, payload: str, context: TaskContext) -> None:
-        coro = self._fn(payload, context) if self._with_context else self._fn(payload)
-        try:
-            await asyncio.wait_for(coro, self._timeout)
-        except TimeoutError:
-            raise TaskFailedError(f"timed out after {self._timeout:g}s") from None
-
     def __call__(self, payload: str, context: TaskContext) -> None:
-        asyncio.run_coroutine_threadsafe(self._run(payload, context), self.loop()).result()
+        coro = self._fn(payload, context) if self._with_context else self._fn(payload)
+        run_awaitable(coro, timeout=self._timeout)
 
 
 def _command(argv: tuple[str, ...], *, timeout: float | None) -> Handler:
@@ -174,16 +202,38 @@ def _command(argv: tuple[str, ...], *, timeout: float | None) -> Handler:
     def run(payload: str, context: TaskContext) -> None:
         env = {**os.environ, "TASKQUEUE_TASK_ID": context.id,
                "TASKQUEUE_QUEUE": context.queue, "TASKQUEUE_ATTEMPT": str(context.attempt)}
-        try:
-            proc = subprocess.run(
-                list(argv), input=payload.encode("utf-8", "surrogateescape"),
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise TaskFailedError(f"command timed out after {timeout:g}s") from None
-        if proc.returncode != 0:
-            tail = proc.stderr.decode("utf-8", "replace").strip()[-500:]
-            raise TaskFailedError(f"command exited with {proc.returncode}: {tail}".rstrip(": "))
+        returncode, stderr = run_command(argv, stdin=payload.encode("utf-8", "surrogateescape"),
+                                         env=env, timeout=timeout)
+        if returncode != 0:
+            tail = stderr.decode("utf-8", "replace").strip()[-500:]
+            raise TaskFailedError(f"command exited with {returncode}: {tail}".rstrip(": "))
 
     return run
+
+
+def run_command(argv: tuple[str, ...], *, stdin: bytes, env: dict[str, str],
+                timeout: float | None) -> tuple[int, bytes]:
+    """Run `argv` in a process group of its own; (exit status, stderr). On timeout the whole
+    group is killed (children the command started too), so nothing outlives the attempt or
+    holds its pipes open."""
+    proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        _, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise TaskFailedError(f"command timed out after {timeout:g}s") from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return proc.returncode, err
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the command's process group (the command and every child it started that did
+    not leave the group) and reap the command."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    proc.communicate()

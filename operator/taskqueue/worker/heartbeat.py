@@ -3,17 +3,62 @@ whose heartbeat expired (recover.lua, atomic: two workers recovering one never d
 
 Runs in its own thread with its own connection, so a handler that holds the consume threads
 cannot make the worker look dead, and it keeps beating until the drain on SIGTERM is over.
+
+Deadlines are kept on Redis's clock (heartbeat.lua calls TIME), so no worker clock matters.
+A live peer still looks dead right after an outage (nobody could beat during it), so this
+worker judges peers only after beating on time for a grace period (`Judge`): after its own
+failed or late beat, peers get the same chance to beat first. The thread never ends on an error:
+every failure is logged with the thread's name and retried with backoff.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from dataclasses import dataclass
 
+from taskqueue import backoff
 from taskqueue.worker.config import WorkerConfig
-from taskqueue.worker.store import CONNECTION_ERRORS, Store
+from taskqueue.worker.store import CLOCK, REDIS_ERRORS, Store
 
 log = logging.getLogger(__name__)
+
+DEADLINE_PERIODS = 3
+"""A worker is dead once this many heartbeat periods pass without a beat."""
+LATE_PERIODS = 2
+"""A beat answered more than this many periods after the previous one counts as an outage."""
+
+
+@dataclass
+class Judge:
+    """Whether this worker may judge peers dead now. Pure: times are passed in (monotonic).
+
+    Peers are judged only after `grace` seconds of beats on time. A failed beat, or one that
+    succeeds more than `late_after` seconds after the previous success (Redis paused, a network
+    outage, this process stopped), restarts the grace period: peers were most likely cut off as
+    long as we were, and each beats again within one period of Redis coming back."""
+
+    grace: float
+    late_after: float
+    healthy_since: float | None = None
+    last_ok: float | None = None
+
+    def beat_ok(self, now: float) -> bool:
+        """Record a successful beat at `now`; True when peers may be judged."""
+        late = self.last_ok is None or now - self.last_ok > self.late_after
+        if late or self.healthy_since is None:
+            self.healthy_since = now
+        self.last_ok = now
+        return now - self.healthy_since >= self.grace
+
+    def beat_failed(self) -> None:
+        self.last_ok = None
+
+
+def judge_for(period: float) -> Judge:
+    """The grace rule of a worker beating every `period` seconds."""
+    return Judge(grace=DEADLINE_PERIODS * period, late_after=LATE_PERIODS * period)
 
 
 class Heartbeat:
@@ -23,21 +68,45 @@ class Heartbeat:
         self.config = config
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id)
+        self.judge = judge_for(config.heartbeat_seconds)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="heartbeat")
 
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
     def beat(self) -> int:
-        """Refresh our deadline and recover every expired worker; returns tasks requeued."""
-        total = 0
-        for dead_id in self.store.heartbeat(period=self.config.heartbeat_seconds):
+        """Refresh our deadline and, outside the grace period, recover every expired worker;
+        returns tasks requeued. Raises on a failed heartbeat (the grace period restarts)."""
+        period = self.config.heartbeat_seconds
+        sent = time.time()
+        try:
+            redis_ms, expired = self.store.heartbeat(window=DEADLINE_PERIODS * period)
+        except BaseException:
+            self.judge.beat_failed()
+            raise
+        CLOCK.observe(redis_ms=redis_ms, sent=sent, received=time.time())
+        if not self.judge.beat_ok(time.monotonic()):
+            if expired:
+                log.info("not judging %d expired worker(s) yet: grace period after an outage "
+                         "or start-up", len(expired))
+            return 0
+        return sum(self._recover(dead_id) for dead_id in expired)
+
+    def _recover(self, dead_id: str) -> int:
+        try:
             requeued, dead = self.store.recover(
                 worker_id=dead_id, max_attempts=self.config.max_attempts,
                 reason=f"heartbeat of {dead_id} expired",
             )
-            total += requeued
-            log.warning("recovered worker %s: %d task(s) requeued, %d dead-lettered",
-                        dead_id, requeued, dead, extra={"worker_id": dead_id})
-        return total
+        except REDIS_ERRORS as exc:
+            log.warning("heartbeat: recovering worker %s failed (%s); retrying next beat",
+                        dead_id, backoff.describe(exc), extra={"worker_id": dead_id})
+            return 0
+        log.warning("recovered worker %s: %d task(s) requeued, %d dead-lettered",
+                    dead_id, requeued, dead, extra={"worker_id": dead_id})
+        return requeued
 
     def start(self) -> None:
         self._thread.start()
@@ -49,11 +118,15 @@ class Heartbeat:
 
     def _run(self) -> None:
         period = self.config.heartbeat_seconds
+        schedule = backoff.Backoff(cap=min(backoff.CAP_SECONDS, period))
         wait = period
         while not self._stop.wait(wait):
             try:
                 self.beat()
+            except Exception as exc:  # any Redis error, or a bug: never stop beating
+                wait = schedule.failed()
+                log.warning("heartbeat thread: beat failed (%s); retrying in %.2fs",
+                            backoff.describe(exc), wait)
+            else:
+                schedule.succeeded()
                 wait = period
-            except CONNECTION_ERRORS as exc:
-                log.warning("heartbeat failed (%s); retrying", exc)
-                wait = min(period, 0.5)

@@ -21,7 +21,7 @@ from typing import Any
 from redis.exceptions import NoPermissionError
 
 from taskqueue import manifest, metrics
-from taskqueue.models import TaskQueueSpec
+from taskqueue.models import TaskQueue, TaskQueueSpec
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers, logs
 from taskqueue.worker.runner import Worker
@@ -57,6 +57,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--key-prefix", help="prefix of the bookkeeping keys")
     p.add_argument("--dead-letter-key")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument("--metrics-address",
+                   default=os.environ.get("TASKQUEUE_METRICS_ADDRESS") or "0.0.0.0",
+                   help="address the metrics listen on (default $TASKQUEUE_METRICS_ADDRESS "
+                        "or 0.0.0.0)")
     p.add_argument("--log-json", action=argparse.BooleanOptionalAction,
                    default=env_flag("TASKQUEUE_LOG_JSON"),
                    help="one JSON object per log line (default $TASKQUEUE_LOG_JSON=1)")
@@ -90,10 +94,22 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             for name, section in (("worker", worker), ("retry", retry), ("", top))}
 
 
+def load_file(path: str) -> TaskQueue:
+    """The manifest at `path` (-f); a ManifestError naming the file when it cannot be read."""
+    try:
+        return manifest.load(path)
+    except IsADirectoryError:
+        raise manifest.ManifestError(f"-f {path}: is a directory; pass a manifest file") from None
+    except FileNotFoundError:
+        raise manifest.ManifestError(f"-f {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise manifest.ManifestError(f"-f {path}: cannot read ({type(exc).__name__})") from None
+
+
 def spec_from(args: argparse.Namespace) -> TaskQueueSpec:
     """The spec: manifest file, else $TASKQUEUE_MANIFEST, else flags only; flags override."""
     if args.file:
-        data = manifest.load(args.file).model_dump(exclude_none=True)
+        data = load_file(args.file).model_dump(exclude_none=True)
     elif os.environ.get("TASKQUEUE_MANIFEST"):
         data = manifest.loads_json(os.environ["TASKQUEUE_MANIFEST"]).model_dump(
             exclude_none=True)
@@ -101,8 +117,10 @@ def spec_from(args: argparse.Namespace) -> TaskQueueSpec:
         if not args.queue:
             raise manifest.ManifestError("pass -f taskqueue.yaml, set TASKQUEUE_MANIFEST, "
                                          "or give at least one --queue KEY")
-        url = args.redis_url or os.environ.get("TASKQUEUE_REDIS_URL") or "redis://127.0.0.1"
-        data = {"kind": "TaskQueue", "spec": {"redis": {"url": url}, "queues": []}}
+        # a placeholder: config.from_spec takes --redis-url / $TASKQUEUE_REDIS_URL (and checks
+        # it, naming the setting), and without either, the local default
+        data = {"kind": "TaskQueue",
+                "spec": {"redis": {"url": "redis://127.0.0.1:6379/0"}, "queues": []}}
     spec = data["spec"]
     over = _overrides(args)
     spec.update(over[""])
@@ -131,11 +149,12 @@ def build(argv: Sequence[str] | None = None) -> tuple[cfg.WorkerConfig, handlers
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         config, handler, _ = build(argv)
+        address = parser().parse_args(argv).metrics_address
     except (manifest.ManifestError, handlers.HandlerError, ValueError) as exc:
         print(f"taskqueue-worker: {exc}", file=sys.stderr)
         return 2
     if config.metrics_port:
-        metrics.serve(port=config.metrics_port)
+        metrics.serve(metrics.WORKER, port=config.metrics_port, addr=address)
     worker = Worker(config, handler=handler)
     # everything imported so far lives as long as the process: keep it out of the cyclic GC, so
     # a full collection scans only what tasks allocate (a pause of ~20 ms otherwise)

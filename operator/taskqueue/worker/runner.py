@@ -8,22 +8,28 @@ prefetched ones and whatever could not finish (attempts unchanged), then leave t
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import random
 import signal
 import threading
 import time
 from types import FrameType
 
+from taskqueue import backoff
+from taskqueue.worker import keycheck
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import Handler
 from taskqueue.worker.heartbeat import Heartbeat
 from taskqueue.worker.slot import Slot, fetch_mode
 from taskqueue.worker.state import WorkerState
-from taskqueue.worker.store import CONNECTION_ERRORS, Store
+from taskqueue.worker.store import REDIS_ERRORS, Store
 from taskqueue.worker.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
+
+EXIT_THREAD_DIED = 3
+"""Exit status of a worker one of whose long-lived threads ended (a bug): restart it. Tasks a
+dead slot held stay in the processing list; the heartbeat then expires and recovery requeues."""
 
 
 class Worker:
@@ -54,21 +60,19 @@ class Worker:
                  extra={"worker_id": self.config.worker_id})
 
     def _register(self) -> None:
-        delay = 0.05
-        while not self.state.stopping.is_set():
-            try:
-                requeued, dead = self.heartbeat.store.recover(
-                    worker_id=self.config.worker_id, max_attempts=self.config.max_attempts,
-                    reason=f"worker {self.config.worker_id} restarted")
-                if requeued or dead:
-                    log.warning("requeued %d task(s) left by an earlier run of %s", requeued,
-                                self.config.worker_id)
-                self.heartbeat.beat()
-                return
-            except CONNECTION_ERRORS as exc:
-                log.warning("cannot reach Redis (%s); retrying in %.2fs", exc, delay)
-                self.state.stopping.wait(delay * random.uniform(0.5, 1))
-                delay = min(delay * 2, 5.0)
+        def register() -> None:
+            requeued, dead = self.heartbeat.store.recover(
+                worker_id=self.config.worker_id, max_attempts=self.config.max_attempts,
+                reason=f"worker {self.config.worker_id} restarted")
+            if requeued or dead:
+                log.warning("requeued %d task(s) left by an earlier run of %s", requeued,
+                            self.config.worker_id)
+            self.heartbeat.beat()
+            keycheck.check(self.heartbeat.store, self.state.skips)
+
+        with contextlib.suppress(backoff.GaveUpError):  # stopped before Redis could be reached
+            backoff.retry(register, what="registering with Redis", log=log,
+                          wait=self.state.stopping.wait, retry_on=REDIS_ERRORS)
 
     def stop(self) -> None:
         """Stop taking tasks (idle slots return at once); `join()` drains."""
@@ -100,7 +104,7 @@ class Worker:
             # only the stuck slots hold entries now: give back all that is left
             n = store.release(store.held_entries())
             log.warning("grace period over: gave back %d unfinished task(s)", n)
-        except CONNECTION_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             log.error("could not give back unfinished tasks (%s); recovery will", exc)
         finally:
             store.close()
@@ -111,13 +115,27 @@ class Worker:
         try:
             if not store.deregister():
                 log.warning("tasks still held: leaving the heartbeat to expire for recovery")
-        except CONNECTION_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             log.warning("could not deregister (%s); the heartbeat will expire", exc)
         finally:
             store.close()
 
+    def threads(self) -> list[threading.Thread]:
+        """The long-lived threads; each must live until the worker stops."""
+        threads = [slot.thread for slot in self.slots] + [self.heartbeat.thread]
+        if self.wakeup is not None:
+            threads.append(self.wakeup.thread)
+        return threads
+
+    def dead_threads(self) -> list[str]:
+        """Names of long-lived threads that ended although the worker is not stopping."""
+        if self.state.stopping.is_set():
+            return []
+        return [t.name for t in self.threads() if t.ident is not None and not t.is_alive()]
+
     def run_until_signal(self) -> int:
-        """start(), then drain on SIGTERM/SIGINT; the exit status (0)."""
+        """start(), then drain on SIGTERM/SIGINT. Exit status 0 after a drain; EXIT_THREAD_DIED
+        when a long-lived thread ended on its own (the pod restarts instead of idling on)."""
         got = threading.Event()
 
         def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -128,8 +146,16 @@ class Worker:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         self.start()
+        status = 0
         while not got.wait(1.0):
-            pass
+            dead = self.dead_threads()
+            if dead:
+                log.critical("thread(s) %s ended unexpectedly: draining and exiting with "
+                             "status %d so the worker is restarted", ", ".join(dead),
+                             EXIT_THREAD_DIED)
+                status = EXIT_THREAD_DIED
+                self.stop()
+                break
         self.join()
         log.info("worker %s stopped", self.config.worker_id)
-        return 0
+        return status

@@ -8,23 +8,28 @@ A worker runs `concurrency` slots. Fetch strategies (`fetch_mode`):
 - "brpop" / "bzpopmin" (AtMostOnce, all queues lists / all zsets, no starvation limits): the
   blocking pop over the keys in priority order, the seed's model.
 An idle slot asks for one task (so a burst spreads over idle workers); after a fetch that found
-work it asks for `prefetch` tasks, all held in the processing list. Due retries are promoted by
-at most one fetch per `PROMOTE_SECONDS` per slot (and by every idle re-check).
+work it asks for `prefetch` tasks, all held in the processing list. Packing: after a wake-up, the
+slots of a worker holding no task wait `PACK_DELAY_SECONDS` before fetching, so a busy worker's
+idle slot takes a lone task first and fully idle pods stay idle (removable by the operator).
+Due retries are promoted by at most one fetch per `PROMOTE_SECONDS` per slot (and by every idle
+re-check).
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Literal
 
+from taskqueue import backoff
+from taskqueue.worker import keycheck
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.execute import Executor
 from taskqueue.worker.handlers import Handler
 from taskqueue.worker.state import WorkerState
-from taskqueue.worker.store import CONNECTION_ERRORS, Store
+from taskqueue.worker.store import CONNECTION_ERRORS, REDIS_ERRORS, Store
 from taskqueue.worker.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -34,6 +39,12 @@ BLOCK_SECONDS = 0.5
 """Longest blocking pop, so an idle AtMostOnce slot notices a stop quickly."""
 PROMOTE_SECONDS = 0.05
 """A busy slot asks fetch.lua to promote due retries this often (not on every task)."""
+PACK_DELAY_SECONDS = 0.005
+"""After a wake-up, a slot of a worker that holds no task waits this long before it fetches, so
+an idle slot of a busy worker takes the task: work packs onto fewer pods and fully idle pods
+remain for the operator to remove (a task that only an idle pod can take waits this much more)."""
+DRAIN_ATTEMPTS = 20
+"""Tries of an ack or give-back while stopping, before recovery is left to do it."""
 
 
 def fetch_mode(config: WorkerConfig) -> FetchMode:
@@ -63,7 +74,8 @@ class Slot:
         self.acks: list[str] = []
         self.index = index
         self.busy = False
-        self._delay = 0.05
+        self._schedule = backoff.Backoff()
+        self._skips_version = -1
         self._last_promote = 0.0
         self._next_promote = 0.0
         self.thread = threading.Thread(target=self.run, name=f"slot-{index}", daemon=True)
@@ -74,19 +86,28 @@ class Slot:
 
     def run(self) -> None:
         want = 1
-        while not self.state.stopping.is_set():
-            entries = self._next(want)
-            if entries:
-                want = self.config.prefetch
-                self._work(entries)
-            elif entries is not None:
-                want = 1
+        try:
+            while not self.state.stopping.is_set():
+                entries = self._next(want)
+                if entries:
+                    want = self.config.prefetch
+                    self._work(entries)
+                elif entries is not None:
+                    want = 1
+        except BaseException:
+            # a bug outside the handler (which cannot end the thread) and Redis (retried):
+            # carrying on could leave held tasks behind a live heartbeat, so the thread ends,
+            # the worker exits with status 3, and recovery requeues what this slot held
+            log.exception("%s: unexpected error; the slot stops and the worker exits",
+                          self.thread.name)
+            raise
         self._flush_acks()
         self.store.close()
 
     def _next(self, want: int) -> list[str] | None:
         """Fetched entries, [] when idle (after waiting), None after an error."""
         try:
+            self._sync_queues()
             if self.mode in ("brpop", "bzpopmin"):
                 entries = self._pop_blocking()
             else:
@@ -95,13 +116,35 @@ class Slot:
             self.state.needs_reconcile = self.state.needs_reconcile or self.held
             self._backoff(exc)
             return None
-        except Exception:  # an unexpected reply or a bug: keep consuming, never die silently
-            log.exception("fetch failed")
+        except REDIS_ERRORS as exc:  # OOM, BUSY, READONLY, MISCONF, WRONGTYPE...
+            self.state.needs_reconcile = self.state.needs_reconcile or self.held
+            if keycheck.is_wrong_type(exc):
+                self._check_keys()
+            self._backoff(exc)
+            return None
+        except Exception:  # an unexpected reply: nothing is held yet, keep consuming
+            log.exception("%s: fetch failed", self.thread.name)
             self.state.needs_reconcile = self.state.needs_reconcile or self.held
             self._backoff(None)
             return None
-        self._delay = 0.05
+        self._schedule.succeeded()
         return entries
+
+    def _sync_queues(self) -> None:
+        """Follow the shared list of skipped queue keys; re-check them now and then."""
+        skips = self.state.skips
+        if skips.skipped and skips.recheck_due():  # no lock on the per-task path
+            keycheck.check(self.store, skips)
+        if self._skips_version != skips.version:
+            self._skips_version = skips.version
+            self.store.use_queues(skip=skips.skipped)
+
+    def _check_keys(self) -> None:
+        try:
+            keycheck.check(self.store, self.state.skips)
+        except REDIS_ERRORS as exc:
+            log.warning("%s: cannot look up key types (%s)", self.thread.name,
+                        backoff.describe(exc))
 
     def _fetch(self, want: int) -> list[str]:
         wakeup = self.wakeup
@@ -127,6 +170,8 @@ class Slot:
         if not entries:
             wakeup.idle(token, timeout=self.config.sweep_seconds)
             self._next_promote = 0.0  # an idle re-check always promotes
+            if self.held and self.state.held_count() == 0:
+                self.state.stopping.wait(PACK_DELAY_SECONDS)  # busy workers fetch first
         return entries
 
     def _pop_blocking(self) -> list[str]:
@@ -172,33 +217,45 @@ class Slot:
         """Release entries this slot will not run (drain), attempts unchanged."""
         if not self.held or not entries:
             return
-        for _ in range(20):
-            try:
-                self.store.release(entries)
-                self.state.unhold(entries)
-                return
-            except CONNECTION_ERRORS as exc:
-                self._backoff(exc, stoppable=False)
-        log.error("could not give back %d task(s); recovery will requeue them", len(entries))
+
+        def release() -> None:
+            self.store.release(entries)
+            self.state.unhold(entries)
+
+        if not self._retry_briefly(release, what="giving back unrun tasks"):
+            log.error("could not give back %d task(s); recovery will requeue them",
+                      len(entries))
 
     def _flush_acks(self) -> None:
-        for _ in range(20):
-            if not self.acks:
-                return
-            try:
-                self.store.fetch(acks=self.acks, count=0)
-                self.state.unhold(self.acks)
-                self.acks = []
-            except CONNECTION_ERRORS as exc:
-                self._backoff(exc, stoppable=False)
-        log.error("could not ack %d finished task(s); they may run again", len(self.acks))
+        if not self.acks:
+            return
 
-    def _backoff(self, exc: BaseException | None, *, stoppable: bool = True) -> None:
-        delay = self._delay * random.uniform(0.5, 1.0)
+        def ack() -> None:
+            self.store.fetch(acks=self.acks, count=0)
+            self.state.unhold(self.acks)
+            self.acks = []
+
+        if not self._retry_briefly(ack, what="acking finished tasks"):
+            log.error("could not ack %d finished task(s); they may run again", len(self.acks))
+
+    def _retry_briefly(self, fn: Callable[[], None], *, what: str) -> bool:
+        """`fn` with up to `DRAIN_ATTEMPTS` tries (used while stopping); False if it failed."""
+        try:
+            backoff.retry(fn, what=f"{self.thread.name}: {what}", log=log,
+                          wait=_sleep, retry_on=REDIS_ERRORS, attempts=DRAIN_ATTEMPTS)
+        except backoff.GaveUpError:
+            return False
+        return True
+
+    def _backoff(self, exc: BaseException | None) -> None:
+        delay = self._schedule.failed()
         if exc is not None:
-            log.warning("Redis unavailable (%s); retrying in %.2fs", exc, delay)
-        if stoppable:
-            self.state.stopping.wait(delay)
-        else:
-            time.sleep(delay)
-        self._delay = min(self._delay * 2, 5.0)
+            log.warning("%s: Redis call failed (%s); retrying in %.2fs", self.thread.name,
+                        backoff.describe(exc), delay)
+        self.state.stopping.wait(delay)
+
+
+def _sleep(seconds: float) -> bool:
+    """A `backoff.retry` wait that cannot be interrupted (the drain's last calls)."""
+    time.sleep(seconds)
+    return False

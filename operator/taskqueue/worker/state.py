@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from taskqueue.worker.keycheck import QueueSkips
+
 
 class SharedExclusiveLock:
     """Many shared holders or one exclusive holder (writers are not starved: they block new
@@ -71,6 +73,8 @@ class WorkerState:
         self.stopping = threading.Event()
         self.fetch_gate = SharedExclusiveLock()
         self.needs_reconcile = False
+        self.skips = QueueSkips()
+        """Queue keys holding the wrong type, left out by every slot."""
         self._held: dict[str, int] = {}
         self._lock = threading.Lock()
 

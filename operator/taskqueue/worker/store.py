@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from redis.exceptions import (
@@ -40,6 +40,9 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 )
 """Errors after which a call may be retried on a new connection (to the master found again):
 no script ran, or the connection broke and the caller's own recovery applies."""
+REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, *CONNECTION_ERRORS)
+"""Every error a Redis call can raise: connection loss and error replies (OOM, BUSY, WRONGTYPE,
+READONLY, MISCONF, NOSCRIPT...). Long-lived worker threads retry all of them with backoff."""
 
 
 def connect(url: str, *, key: str, protocol: int = 2) -> Any:
@@ -52,8 +55,29 @@ def connect(url: str, *, key: str, protocol: int = 2) -> Any:
     )
 
 
+class RedisClock:
+    """Unix time on Redis's clock, estimated from this host's clock plus the offset measured at
+    each heartbeat (heartbeat.lua returns Redis's TIME). The deadlines of retries sent to
+    fetch.lua and fail.lua use it, so a host clock that is off does not shift them."""
+
+    def __init__(self) -> None:
+        self.offset_ms = 0
+
+    def observe(self, *, redis_ms: int, sent: float, received: float) -> None:
+        """One TIME reading `redis_ms`, asked at `sent` and answered at `received` (time.time())."""
+        self.offset_ms = int(redis_ms - (sent + received) * 500)
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000) + self.offset_ms
+
+
+CLOCK = RedisClock()
+"""The process's estimate of Redis's clock (one Redis per worker process)."""
+
+
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    """Unix ms on Redis's clock (see `RedisClock`)."""
+    return CLOCK.now_ms()
 
 
 def bulk(value: str | bytes | int | float) -> bytes:
@@ -85,18 +109,32 @@ class Store:
         self.processing = schema.processing(worker_id)
         self._url = url
         self._conn: Any = None
-        queue_args: list[str] = []
-        for q in schema.queues:
-            queue_args += [q.type, "" if q.starvation_limit is None else str(q.starvation_limit)]
-        fetch_keys = queueops.fetch_keys(schema, worker_id)
+        self._hold_flag = {True: bulk("1"), False: bulk("0")}
         self._release_keys = queueops.release_keys(schema, worker_id)
+        self.queue_keys: tuple[str, ...] = ()
+        self.use_queues(skip=())
+
+    def use_queues(self, *, skip: Collection[str]) -> None:
+        """Fetch from every queue of the schema but `skip` (keys that hold the wrong type)."""
+        schema = self.schema
+        queues = [q for q in schema.queues if q.key not in skip]
+        self.queue_keys = tuple(q.key for q in queues)
+        queue_args: list[str] = []
+        for q in queues:
+            queue_args += [q.type, "" if q.starvation_limit is None else str(q.starvation_limit)]
+        fetch_keys = queueops.fetch_keys(schema, self.worker_id, queue_keys=self.queue_keys)
         # EVALSHA <sha> <numkeys> <keys...> | now count hold nacks acks... | queue args...
         head: list[str | int] = ["EVALSHA", queueops.script("fetch").sha, len(fetch_keys),
                                  *fetch_keys]
         self._fetch_head = b"".join(bulk(a) for a in head)
         self._fetch_tail = b"".join(bulk(a) for a in queue_args)
         self._fetch_fixed = 3 + len(fetch_keys) + 4 + len(queue_args)
-        self._hold_flag = {True: bulk("1"), False: bulk("0")}
+
+    def key_types(self) -> dict[str, str]:
+        """The type Redis holds at each key fetch.lua touches ("none" when absent)."""
+        names = [self.processing, self.schema.delayed, self.schema.starvation,
+                 self.schema.stats, *self.schema.queue_keys]
+        return {name: str(self.call("TYPE", name)) for name in names}
 
     def close(self) -> None:
         if self._conn is not None:
@@ -135,7 +173,8 @@ class Store:
         entries (see fetch.lua)."""
         packed = b"".join((
             b"*%d\r\n" % (self._fetch_fixed + len(acks)), self._fetch_head,
-            bulk(now_ms() if promote else ""), bulk(count), self._hold_flag[hold],
+            bulk(now_ms() if promote else ""), bulk(count if self.queue_keys else 0),
+            self._hold_flag[hold],
             bulk(len(acks)), *[bulk(a) for a in acks], self._fetch_tail,
         ))
         result: list[str] = self._evalsha("fetch", packed)
@@ -167,14 +206,12 @@ class Store:
         result: list[str] = self.call("LRANGE", self.processing, 0, -1)
         return result
 
-    def heartbeat(self, *, period: float) -> list[str]:
-        """Refresh our deadline (now + 3 periods); return the ids of expired workers."""
-        now = now_ms()
-        expired: list[str] = self.script(
-            "heartbeat", [self.schema.workers],
-            [self.worker_id, now + int(3000 * period), now],
-        )
-        return expired
+    def heartbeat(self, *, window: float) -> tuple[int, list[str]]:
+        """Refresh our deadline to Redis's now + `window` seconds (heartbeat.lua); returns
+        Redis's now (unix ms) and the ids of the workers whose deadline has passed."""
+        now, expired = self.script("heartbeat", [self.schema.workers],
+                                   [self.worker_id, int(1000 * window)])
+        return int(now), list(expired)
 
     def recover(self, *, worker_id: str, max_attempts: int, reason: str) -> tuple[int, int]:
         """Requeue the tasks of a dead worker (recover.lua, as queueops.recover_worker)."""
@@ -193,9 +230,12 @@ class Store:
 
     def pop_blocking(self, *, zset: bool, timeout: float) -> str | None:
         """AtMostOnce: BRPOP (lists) or BZPOPMIN (zsets) over the queues in priority order."""
-        queues = self.schema.queue_keys
+        queues = self.queue_keys
+        if not queues:  # every queue key holds the wrong type: nothing to wait on
+            time.sleep(timeout)
+            return None
         if zset:
             got = self.call("BZPOPMIN", *queues, timeout, timeout=timeout + 10)
-            return None if not got else keys.Entry(got[0], got[2], got[1]).encode()
+            return None if not got else keys.Entry(got[0], str(got[2]), got[1]).encode()
         got = self.call("BRPOP", *queues, timeout, timeout=timeout + 10)
         return None if not got else keys.Entry(got[0], "", got[1]).encode()

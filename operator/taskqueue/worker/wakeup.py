@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
+from taskqueue import backoff
 from taskqueue.worker.store import connect, pack
 
 log = logging.getLogger(__name__)
@@ -77,10 +78,11 @@ class Wakeup:
         self._idle_pushes = 0
         self.arms = 0
         self.disarms = 0
-        self._thread = threading.Thread(target=self._listen, daemon=True, name="wakeup")
+        self._reconnect = backoff.Backoff(cap=2.0)
+        self.thread = threading.Thread(target=self._listen, daemon=True, name="wakeup")
 
     def start(self) -> None:
-        self._thread.start()
+        self.thread.start()
 
     def stop(self) -> None:
         with self._cond:
@@ -141,16 +143,14 @@ class Wakeup:
 
     # -- listener thread --------------------------------------------------------------------
     def _listen(self) -> None:
-        delay = 0.05
         while not self._stopped:
             try:
                 self._session()
             except Exception as exc:  # connection loss, or anything else: never stop listening
-                log.warning("wake-up listener lost Redis (%s); reconnecting in %.2fs", exc, delay)
+                delay = self._reconnect.failed()
+                log.warning("wake-up listener thread lost Redis (%s); reconnecting in %.2fs",
+                            backoff.describe(exc), delay)
                 time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-            else:
-                delay = 0.05
         self._wake_r.close()
         self._wake_w.close()
 
@@ -161,6 +161,7 @@ class Wakeup:
             conn._parser.set_invalidation_push_handler(lambda msg: msg)
             conn.send_packed_command([self._on_cmd], check_health=False)
             conn.read_response()
+            self._reconnect.succeeded()
             with self._cond:
                 self._conn = conn
                 self._pending.clear()

@@ -8,7 +8,7 @@ runs each pod's container command as a local process.
 
 from typing import TYPE_CHECKING, Any
 
-from taskqueue.devcluster.controlplane import (
+from taskqueue_devcluster.controlplane import (
     BinariesNotBuiltError,
     CommandError,
     ControlPlane,
@@ -17,13 +17,13 @@ from taskqueue.devcluster.controlplane import (
 )
 
 if TYPE_CHECKING:
-    from taskqueue.devcluster.kubelet import DEFAULT_LABEL_SELECTOR, ProcessKubelet
+    from taskqueue_devcluster.kubelet import DEFAULT_LABEL_SELECTOR, ProcessKubelet
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so that `python -m taskqueue.devcluster.kubelet` does not import the module twice.
+    # Lazy, so that `python -m taskqueue_devcluster.kubelet` does not import the module twice.
     if name in ("DEFAULT_LABEL_SELECTOR", "ProcessKubelet"):
-        from taskqueue.devcluster import kubelet
+        from taskqueue_devcluster import kubelet
 
         return getattr(kubelet, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,41 +1,18 @@
-"""Fixtures for driving the operator against the real control plane and a real redis-server.
-
-`crd` applies crds/ (once per session); `run_operator` starts `taskqueue-operator` in-process
-(its `run()` in a thread with its own event loop, exactly what the console script runs) watching
-the test's namespace; `kube` is a `KubeClient` for assertions.
-"""
+"""Helpers of the operator, e2e and bench tests: kubectl get/apply, a TaskQueue manifest, the
+operator run in a thread (`OperatorThread`, exactly what the console script runs)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import pytest
 import yaml
 
-from taskqueue import crdgen, operator_main
-from taskqueue.devcluster import ControlPlane
-from tests.fixtures.redis_server import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T | None], *, timeout: float = 30.0,
-             every: float = 0.1) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+from taskqueue import operator_main
+from taskqueue_devcluster import ControlPlane
+from tests.helpers.wait import wait_for
 
 
 def get(cp: ControlPlane, *args: str) -> Any:
@@ -64,16 +41,23 @@ def taskqueue(name: str, redis_url: str, **spec: Any) -> dict[str, Any]:
             "metadata": {"name": name}, "spec": body}
 
 
+def condition(cp: ControlPlane, ns: str, name: str, kind: str) -> dict[str, Any] | None:
+    tq = get(cp, "taskqueue", name, "-n", ns) or {}
+    for c in (tq.get("status") or {}).get("conditions", []):
+        if c["type"] == kind:
+            return dict(c)
+    return None
+
+
+def events(cp: ControlPlane, ns: str, reason: str) -> list[str]:
+    found = get(cp, "events", "-n", ns) or {"items": []}
+    return [e["message"] for e in found["items"] if e["reason"] == reason]
+
+
 def replicas(cp: ControlPlane, namespace: str, deployment: str) -> int | None:
     found = get(cp, "deployment", deployment, "-n", namespace)
     return None if found is None else int(found["spec"].get("replicas", 1))
 
-
-@pytest.fixture(scope="session")
-def crd(control_plane: ControlPlane) -> None:
-    control_plane.kubectl("apply", "-f", str(ROOT / crdgen.OUTPUT))
-    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                          "crd/taskqueues.taskqueue.dev")
 
 
 class OperatorThread:
@@ -109,25 +93,3 @@ class OperatorThread:
         assert not self.thread.is_alive(), "operator did not stop"
         if self.error:
             raise self.error
-
-
-@pytest.fixture
-def run_operator(control_plane: ControlPlane, crd: None) -> Iterator[
-        Callable[..., OperatorThread]]:
-    started: list[OperatorThread] = []
-
-    def start(namespace: str, *extra: str, wait_ready: bool = True,
-              kubeconfig: Path | None = None) -> OperatorThread:
-        argv = ["--namespace", namespace, "--metrics-port", "0",
-                "--health-port", str(free_port()), "--kubeconfig",
-                str(kubeconfig or control_plane.kubeconfig),
-                "--leader-election-namespace", namespace, *extra]
-        op = OperatorThread(argv)
-        started.append(op)
-        return op.start(wait_ready=wait_ready)
-
-    yield start
-    for op in reversed(started):
-        op.stop()
-
-

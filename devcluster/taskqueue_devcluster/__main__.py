@@ -1,6 +1,6 @@
 """Command line for the local control plane.
 
-``python -m taskqueue.devcluster up [--state-dir DIR] [--kubelet-namespace NS ...]`` starts etcd,
+``python -m taskqueue_devcluster up [--state-dir DIR] [--kubelet-namespace NS ...]`` starts etcd,
 kube-apiserver and kube-controller-manager (optionally a process kubelet), prints the admin
 kubeconfig path and runs until Ctrl-C. ``down [--state-dir DIR]`` stops one started elsewhere.
 """
@@ -18,8 +18,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from taskqueue.devcluster.controlplane import ControlPlane, ControlPlaneError
-from taskqueue.devcluster.kubelet import DEFAULT_LABEL_SELECTOR, ProcessKubelet
+from taskqueue_devcluster.controlplane import ControlPlane, ControlPlaneError
+from taskqueue_devcluster.kubelet import DEFAULT_LABEL_SELECTOR, ProcessKubelet
 
 DEFAULT_STATE_DIR = (
     Path(os.environ.get("TASKQUEUE_CACHE", Path.home() / ".cache" / "taskqueue-operator"))
@@ -77,8 +77,8 @@ def _down(state_dir: Path) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m taskqueue.devcluster``."""
-    parser = argparse.ArgumentParser(prog="python -m taskqueue.devcluster")
+    """Entry point of ``python -m taskqueue_devcluster``."""
+    parser = argparse.ArgumentParser(prog="python -m taskqueue_devcluster")
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start the control plane and run until Ctrl-C")
     up.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)

@@ -4,7 +4,7 @@ Everything listens on 127.0.0.1 on random free ports and lives in one state dire
 certificates, kubeconfigs, logs). The API server runs with RBAC, a generated CA, client-certificate
 authentication and service-account token signing keys; the controller-manager runs the deployment,
 replicaset, garbage-collector, namespace and service-account controllers. There is no scheduler and
-no kubelet: see `taskqueue.devcluster.kubelet` for the stand-in that runs pods as local processes.
+no kubelet: see `taskqueue_devcluster.kubelet` for the stand-in that runs pods as local processes.
 
 The binaries come from ``scripts/control-plane build`` (or ``TASKQUEUE_CONTROL_PLANE_BIN``).
 """
@@ -31,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from taskqueue.devcluster.pki import CertificateAuthority, CertPair, write_service_account_keys
+from taskqueue_devcluster.pki import CertificateAuthority, CertPair, write_service_account_keys
 
 BIN_DIR_ENV = "TASKQUEUE_CONTROL_PLANE_BIN"
 BUILD_COMMAND = "scripts/control-plane build"
@@ -47,7 +47,7 @@ DEFAULT_CONTROLLERS = (
 )
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
-_REPO_ROOT = Path(__file__).resolve().parents[3]
+_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ControlPlaneError(RuntimeError):

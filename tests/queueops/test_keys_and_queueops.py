@@ -203,9 +203,9 @@ async def test_observe_counts_a_worker_that_joined_since_the_last_poll(
 def test_observe_declares_every_key_it_reads() -> None:
     schema = _spec(queues=[{"key": "q"}, {"key": "z", "type": "zset"}])
     keys_, args = queueops.observe_call(schema, ["w1", "w2"])
-    assert keys_ == [schema.workers, schema.delayed, schema.dead_letter, schema.stats, "q", "z",
-                     schema.processing("w1"), schema.processing("w2")]
-    assert args == [2, "list", "zset", "w1", "w2"]
+    assert keys_ == [schema.workers, schema.delayed, schema.dead_letter, schema.stats,
+                     schema.quiesced, "q", "z", schema.processing("w1"), schema.processing("w2")]
+    assert args == [2, "list", "zset", *schema.taken_fields, "w1", "w2"]
 
 
 @pytest.mark.parametrize("script", ["recover", "release", "fetch"])

@@ -11,7 +11,7 @@ SIGTERM to the process group, wait the grace period, SIGKILL, then delete the po
 
 Run in a background thread (`ProcessKubelet.start`) or as a command::
 
-    python -m taskqueue.devcluster.kubelet --kubeconfig K --namespace N --log-dir D
+    python -m taskqueue_devcluster.kubelet --kubeconfig K --namespace N --log-dir D
 """
 
 from __future__ import annotations
@@ -672,7 +672,7 @@ def _parse_env(pairs: Iterable[str]) -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: run a process kubelet until SIGINT/SIGTERM."""
-    parser = argparse.ArgumentParser(prog="python -m taskqueue.devcluster.kubelet")
+    parser = argparse.ArgumentParser(prog="python -m taskqueue_devcluster.kubelet")
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--namespace", action="append", default=[], help="repeatable; default all")
     parser.add_argument("--selector", default=DEFAULT_LABEL_SELECTOR)

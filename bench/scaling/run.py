@@ -1,0 +1,131 @@
+"""Scaling benchmark: every built-in trace at concurrency 1 and 4, this operator vs KEDA + HPA.
+
+Runs `taskqueue.simulate` (the real `policy.decide` and scale-in) with one manifest per
+concurrency (bench/scaling/taskqueue.yaml: defaults, plus targetWaitSeconds 2 s on the first
+queue and 10 s on the low one) and prints a markdown table and the issue-11 targets, met or not.
+
+    python bench/scaling/run.py [--duration 3600] [--json results.json] [--set key=value ...]
+
+`--set scaling.idleCooldownSeconds=30` (repeatable) overrides a manifest field for a what-if.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from taskqueue import manifest
+from taskqueue.models import TaskQueue
+from taskqueue.simulate import report, trace
+from taskqueue.simulate.run import Result, Settings, simulate
+from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
+
+HERE = Path(__file__).resolve().parent
+SERVICE = 2.0
+# tasks/s per slot of concurrency (rate = this x concurrency), chosen so each trace needs a few
+# to ~20 pods: steady needs 4.9 pods at either concurrency (the issue's example)
+RATES = {"steady": 2.45, "bursty": 0.5, "spikes": 0.5, "diurnal": 1.0, "long": 0.5,
+         "two-priority": 1.0}
+COMPARED = ("bursty", "spikes", "diurnal", "two-priority")
+
+
+def taskqueue(concurrency: int, two_queues: bool, overrides: list[str]) -> TaskQueue:
+    data: dict[str, Any] = copy.deepcopy(yaml.safe_load((HERE / "taskqueue.yaml").read_text()))
+    spec = data["spec"]
+    spec["worker"]["concurrency"] = concurrency
+    if not two_queues:
+        spec["queues"] = spec["queues"][:1]
+        spec["scaling"]["targetWaitSeconds"].pop("low", None)
+    for item in overrides:
+        path, _, value = item.partition("=")
+        node = spec
+        *parents, leaf = path.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = yaml.safe_load(value)
+    return manifest.parse(data)
+
+
+def run(name: str, concurrency: int, duration: float, overrides: list[str]) -> list[Result]:
+    tq = taskqueue(concurrency, name == "two-priority", overrides)
+    keys = [q.key for q in tq.spec.queues]
+    arrivals = trace.generate(name, trace.Load(rate=RATES[name] * concurrency, service=SERVICE,
+                                               duration=duration, queue=keys[0]))
+    if name == "two-priority":
+        rename = {trace.HIGH: keys[0], trace.LOW: keys[1]}
+        arrivals = [trace.Arrival(a.at, rename[a.queue], a.service) for a in arrivals]
+    scalers = [OperatorScaler(tq), KedaScaler(tq, KEDA_TUNED), KedaScaler(tq, KEDA_DEFAULTS)]
+    return [simulate(tq, arrivals, s, Settings()) for s in scalers]
+
+
+def checks(name: str, concurrency: int, results: list[Result],
+           cooldown: float, poll: float) -> list[tuple[str, bool, str]]:
+    ours, tuned, defaults = results
+    out = [("no busy pod deleted, no task interrupted",
+            ours.busy_deleted == 0 and ours.interrupted == 0,
+            f"{ours.busy_deleted} busy pods deleted, {ours.interrupted} interrupted")]
+    zero_ok = ours.zero_after is not None and ours.zero_after <= cooldown + poll + 1
+    out.append(("back to zero within idleCooldownSeconds + one poll", zero_ok,
+                f"{ours.zero_after if ours.zero_after is None else round(ours.zero_after, 1)}s"
+                f" (limit {cooldown + poll:g}s)"))
+    if name == "steady" and concurrency == 4:
+        need = RATES[name] * concurrency * SERVICE / concurrency
+        out.append(("mean replicas <= 1.25 x need", ours.mean_replicas <= 1.25 * need,
+                    f"{ours.mean_replicas:.2f} / {need:.2f} = {ours.mean_replicas / need:.2f}x"))
+        out.append(("p95 wait <= 2 s", ours.p95() <= 2.0, f"{ours.p95():.2f}s"))
+    if name in COMPARED:
+        cost = ours.worker_seconds / tuned.worker_seconds
+        out.append(("worker-seconds <= 1.2 x keda-tuned", cost <= 1.2, f"{cost:.2f}x"))
+        for q, w in ours.waits.items():
+            theirs = tuned.waits[q][1]
+            ratio = w[1] / theirs if theirs else float("inf")
+            out.append((f"p95 wait of {q} <= 0.5 x keda-tuned", w[1] <= 0.5 * theirs,
+                        f"{w[1]:.2f}s vs {theirs:.2f}s = {ratio:.2f}x"))
+        vs_defaults = ours.worker_seconds / defaults.worker_seconds
+        out.append(("worker-seconds <= 0.5 x keda defaults", vs_defaults <= 0.5,
+                    f"{vs_defaults:.2f}x"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=3600.0)
+    parser.add_argument("--only", default="", help="comma list of traces (default: all)")
+    parser.add_argument("--concurrency", default="1,4")
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args(argv)
+    names = [n for n in trace.GENERATORS if not args.only or n in args.only.split(",")]
+    everything: list[dict[str, Any]] = []
+    failed = 0
+    for concurrency in (int(c) for c in args.concurrency.split(",")):
+        for name in names:
+            results = run(name, concurrency, args.duration, args.overrides)
+            tq = taskqueue(concurrency, name == "two-priority", args.overrides)
+            print(f"\n### {name}, concurrency {concurrency}\n```")
+            print(report.table(results))
+            print("```")
+            verdicts = checks(name, concurrency, results, tq.spec.scaling.idleCooldownSeconds,
+                              tq.spec.scaling.pollIntervalSeconds)
+            for what, ok, figure in verdicts:
+                failed += not ok
+                print(f"- {'MET' if ok else 'NOT MET'}: {what}: {figure}")
+            everything.append({"trace": name, "concurrency": concurrency,
+                               "results": [report.as_dict(r) for r in results],
+                               "targets": [{"target": w, "met": ok, "figure": f}
+                                           for w, ok, f in verdicts]})
+    if args.json:
+        Path(args.json).write_text(json.dumps(everything, indent=1) + "\n")
+    print(f"\n{failed} target check(s) not met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""`taskqueue simulate`: replay a trace against a TaskQueue manifest, beside KEDA models.
+
+No Redis and no cluster: the manifest's scaling runs through the real `policy.decide` and the
+operator's scale-in (`taskqueue.simulate`). Prints worker-seconds, mean/max replicas, p50/p95/p99
+wait per queue, interrupted tasks, busy pods deleted, scale changes and the time back to zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from taskqueue import manifest
+from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
+from taskqueue.models import TaskQueue
+from taskqueue.simulate import report, trace
+from taskqueue.simulate.run import Result, Scaler, Settings, simulate
+from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
+
+COMPARE = {"keda": KEDA_DEFAULTS, "keda-tuned": KEDA_TUNED}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "simulate", help="replay traffic against a manifest's scaling (no Redis, no cluster)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-f", "--file", required=True, metavar="FILE", help="TaskQueue manifest")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--trace", metavar="CSV", help="rows of enqueued_at,queue,service_seconds")
+    src.add_argument("--generator", default="steady", choices=sorted(trace.GENERATORS),
+                     help="built-in traffic (default: steady)")
+    p.add_argument("--rate", type=float, default=1.0, help="generator: tasks/s (default 1)")
+    p.add_argument("--service", type=float, default=1.0,
+                   help="generator: mean service seconds (default 1)")
+    p.add_argument("--duration", type=float, default=3600.0, help="generator: seconds (3600)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--startup", type=float, default=5.0,
+                   help="seconds from pod creation to a worker taking tasks (default 5)")
+    p.add_argument("--grace", type=float, default=None,
+                   help="SIGTERM grace (default: the manifest's terminationGracePeriodSeconds)")
+    p.add_argument("--dispatch", choices=["pack", "spread"], default="pack",
+                   help="pack: busy pods fetch first (this worker); spread: random free slot")
+    p.add_argument("--tick", type=float, default=0.1, help="time step (default 0.1 s)")
+    p.add_argument("--compare", default="keda,keda-tuned",
+                   help="comma list of keda, keda-tuned, no-quiesce; '' for none")
+    p.add_argument("--plot", action="store_true", help="print replicas and backlog over time")
+    p.add_argument("--timeline", metavar="CSV", help="write time,replicas,backlog per scaler")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(run_standalone=run)
+
+
+def scalers(tq: TaskQueue, compare: str) -> list[Scaler]:
+    out: list[Scaler] = [OperatorScaler(tq)]
+    for name in filter(None, (c.strip() for c in compare.split(","))):
+        if name == "no-quiesce":
+            out.append(OperatorScaler(tq, quiesce=False))
+        elif name in COMPARE:
+            out.append(KedaScaler(tq, COMPARE[name]))
+        else:
+            raise CliError(f"--compare: unknown {name!r}; use keda, keda-tuned or no-quiesce",
+                           EXIT_USAGE)
+    return out
+
+
+def load_trace(args: argparse.Namespace, tq: TaskQueue) -> list[trace.Arrival]:
+    if args.trace:
+        return trace.read_csv(Path(args.trace))
+    if args.rate <= 0 or args.service <= 0 or args.duration <= 0:
+        raise CliError("--rate, --service and --duration must be > 0", EXIT_USAGE)
+    keys = [q.key for q in tq.spec.queues]
+    arrivals = trace.generate(args.generator, trace.Load(
+        rate=args.rate, service=args.service, duration=args.duration, seed=args.seed,
+        queue=keys[0]))
+    if args.generator == "two-priority":
+        if len(keys) < 2:
+            raise CliError("--generator two-priority needs two queues in spec.queues "
+                           "(the first is the high one)", EXIT_TARGET)
+        rename = {trace.HIGH: keys[0], trace.LOW: keys[1]}
+        arrivals = [trace.Arrival(a.at, rename[a.queue], a.service) for a in arrivals]
+    return arrivals
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        tq = manifest.load(args.file)
+        arrivals = load_trace(args, tq)
+    except (manifest.ManifestError, trace.TraceError) as exc:
+        raise CliError(str(exc), EXIT_TARGET) from None
+    except OSError as exc:
+        raise CliError(f"cannot read: {exc}", EXIT_TARGET) from None
+    if args.tick <= 0 or args.startup < 0:
+        raise CliError("--tick must be > 0 and --startup >= 0", EXIT_USAGE)
+    settings = Settings(tick=args.tick, startup=args.startup, grace=args.grace,
+                        dispatch=args.dispatch, seed=args.seed)
+    results: list[Result] = []
+    for scaler in scalers(tq, args.compare):
+        try:
+            results.append(simulate(tq, arrivals, scaler, settings))
+        except ValueError as exc:
+            raise CliError(str(exc), EXIT_TARGET) from None
+    if args.timeline:
+        Path(args.timeline).write_text(report.timeline_csv(results), "utf-8")
+    if args.json:
+        sys.stdout.write(report.to_json(results) + "\n")
+        return 0
+    sys.stdout.write(f"{len(arrivals)} tasks over {arrivals[-1].at if arrivals else 0:.0f}s, "
+                     f"concurrency {tq.spec.worker.concurrency}\n")
+    sys.stdout.write(report.table(results) + "\n")
+    if args.plot:
+        sys.stdout.write(report.plot(results) + "\n")
+    return 0

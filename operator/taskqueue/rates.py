@@ -1,0 +1,180 @@
+"""Arrival rate per queue and service time per task, measured from successive observations. Pure.
+
+Between two polls, the tasks that entered queue q are the change of its length plus the tasks
+workers took from it (`QueueObservation.taken`, the per-queue counters fetch.lua keeps); without
+those counters (older workers, AtMostOnce blocking pops) the arrivals of all queues are the change
+of queued + in flight plus the completions, counted against the first queue (the conservative
+side for the priority model). The service time is Little's law on the slots: in-flight
+task-seconds divided by completions. Both are sums that decay with `MEMORY_SECONDS`, so a rate
+follows a change in about that time and a quiet period does not divide by zero; the service-time
+sums decay per completed task (`SERVICE_MEMORY_TASKS`), so an idle spell keeps the estimate for
+the next burst and slow tasks are remembered as long as fast ones.
+
+Per queue, the service time comes from a least-squares fit of each interval's held
+task-seconds against the tasks taken from each queue in it (busy ~= sum S_q x taken_q), pulled
+toward the overall mean (ridge), so a queue whose tasks are slower than the others' is seen as
+such once its share of the work has varied; with one queue, or no counters, it is the mean.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from taskqueue.observation import QueueObservation
+
+MEMORY_SECONDS = 60.0
+"""Time constant of the exponential forgetting of the sums."""
+SHORT_MEMORY_SECONDS = 10.0
+"""A second arrival sum forgets this fast; the rate used is the lower of the two, so a fleet
+shrinks within seconds when arrivals stop, while a rise is met by the backlog (the queueing
+model's burst term) and then by the long average."""
+SERVICE_MEMORY_TASKS = 300.0
+"""The service-time sums forget per completion, not per second: the last few hundred tasks
+count, however long they took (an hour-long task is not forgotten a minute later)."""
+SHORT_MIN_TASKS = 10.0
+"""The short average is used only when it spans this many tasks (at the long rate)."""
+MIN_COMPLETIONS = 3.0
+"""Completions (decayed) needed before the service time is trusted."""
+RIDGE = 0.05
+"""Weight of the overall mean in the per-queue fit (relative to each queue's own diagonal)."""
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Decayed sums since the first observation; `at` is the time of the last one."""
+
+    at: float | None = None
+    elapsed: float = 0.0
+    arrivals: tuple[tuple[str, float], ...] = ()
+    elapsed_short: float = 0.0
+    arrivals_short: tuple[tuple[str, float], ...] = ()
+    busy_seconds: float = 0.0
+    """Slot-seconds holding a task (in-flight x time)."""
+    completions: float = 0.0
+    backlog: tuple[tuple[str, int], ...] = ()
+    taken: tuple[tuple[str, int], ...] = ()
+    in_flight: int = 0
+    completed: int = 0
+    mix: tuple[tuple[str, str, float], ...] = ()
+    """Decayed sums of taken_q x taken_r per interval (the fit's normal matrix)."""
+    mix_busy: tuple[tuple[str, float], ...] = ()
+    """Decayed sums of taken_q x held task-seconds per interval."""
+
+    def arrival_rate(self, queue: str) -> float:
+        """Tasks/s into `queue`: the lower of the long and the short average."""
+        if self.elapsed <= 0 or self.elapsed_short <= 0:
+            return 0.0
+        long = dict(self.arrivals).get(queue, 0.0) / self.elapsed
+        if long * SHORT_MEMORY_SECONDS < SHORT_MIN_TASKS:  # too sparse for a short average
+            return long
+        return min(long, dict(self.arrivals_short).get(queue, 0.0) / self.elapsed_short)
+
+    @property
+    def service_seconds(self) -> float | None:
+        """Mean seconds a task is held; before MIN_COMPLETIONS, the lower bound held
+        task-seconds / (completed + held tasks) (the tasks in hand have run at least that)."""
+        if self.busy_seconds <= 0:
+            return None
+        if self.completions < MIN_COMPLETIONS:
+            started = self.completions + self.in_flight
+            return self.busy_seconds / started if started >= 1 else None
+        return self.busy_seconds / self.completions
+
+    def service_by_queue(self, queues: list[str]) -> dict[str, float] | None:
+        """Service seconds per queue (the mean for each when the fit cannot tell them apart);
+        None until the mean is known."""
+        mean = self.service_seconds
+        if mean is None:
+            return None
+        if len(queues) < 2 or not self.mix_busy:
+            return dict.fromkeys(queues, mean)
+        a = {(q, r): v for q, r, v in self.mix}
+        b = dict(self.mix_busy)
+        matrix = [[a.get((q, r), 0.0) for r in queues] for q in queues]
+        diagonal = [matrix[i][i] for i in range(len(queues))]
+        for i, d in enumerate(diagonal):  # ridge scaled per queue: each pulled alike
+            matrix[i][i] += RIDGE * d
+        fit = _solve(matrix, [b.get(q, 0.0) + RIDGE * d * mean
+                              for q, d in zip(queues, diagonal, strict=True)])
+        if fit is None:
+            return dict.fromkeys(queues, mean)
+        return {q: max(0.05 * mean, s) for q, s in zip(queues, fit, strict=True)}
+
+
+def update(rates: Rates, obs: QueueObservation) -> Rates:
+    """`rates` after `obs` (the first observation only records the counters)."""
+    counters = replace(
+        rates, at=obs.at, backlog=tuple(obs.backlog.items()), taken=tuple(obs.taken.items()),
+        in_flight=obs.in_flight, completed=obs.completed_total,
+    )
+    if rates.at is None or obs.at <= rates.at:
+        return counters
+    dt = obs.at - rates.at
+    keep = math.exp(-dt / MEMORY_SECONDS)
+    done = obs.completed_total - rates.completed
+    if done < 0:  # the stats hash was reset: start the sums again
+        return replace(counters, elapsed=0.0, arrivals=(), elapsed_short=0.0,
+                       arrivals_short=(), busy_seconds=0.0, completions=0.0)
+    entered = _arrivals(rates, obs, done)
+    busy = dt * (rates.in_flight + obs.in_flight) / 2
+    held = math.exp(-done / SERVICE_MEMORY_TASKS)
+    keep_short = math.exp(-dt / SHORT_MEMORY_SECONDS)
+    old, old_short = dict(rates.arrivals), dict(rates.arrivals_short)
+    return replace(
+        counters,
+        elapsed=rates.elapsed * keep + dt,
+        arrivals=tuple((q, old.get(q, 0.0) * keep + n) for q, n in entered.items()),
+        elapsed_short=rates.elapsed_short * keep_short + dt,
+        arrivals_short=tuple((q, old_short.get(q, 0.0) * keep_short + n)
+                             for q, n in entered.items()),
+        busy_seconds=rates.busy_seconds * held + busy,
+        completions=rates.completions * held + done,
+        **_fit(rates, obs, busy, held),
+    )
+
+
+def _arrivals(rates: Rates, obs: QueueObservation, done: int) -> dict[str, float]:
+    before, taken_before = dict(rates.backlog), dict(rates.taken)
+    queues = list(obs.backlog)
+    if queues and all(q in obs.taken and q in taken_before for q in queues):
+        return {q: max(0.0, float(obs.backlog[q] - before.get(q, 0)
+                                  + obs.taken[q] - taken_before[q])) for q in queues}
+    total = obs.queued - sum(before.values()) + obs.in_flight - rates.in_flight + done
+    entered = dict.fromkeys(queues, 0.0)
+    if queues:
+        entered[queues[0]] = max(0.0, float(total))
+    return entered
+
+
+def _fit(rates: Rates, obs: QueueObservation, busy: float, keep: float) -> dict[str, Any]:
+    """The per-queue fit's sums after one interval (unchanged without taken counters)."""
+    before = dict(rates.taken)
+    if len(obs.taken) < 2 or not all(q in before for q in obs.taken):
+        return {}
+    n = {q: max(0, obs.taken[q] - before[q]) for q in obs.taken}
+    a = {(q, r): v for q, r, v in rates.mix}
+    b = dict(rates.mix_busy)
+    return {
+        "mix": tuple((q, r, a.get((q, r), 0.0) * keep + n[q] * n[r]) for q in n for r in n),
+        "mix_busy": tuple((q, b.get(q, 0.0) * keep + n[q] * busy) for q in n),
+    }
+
+
+def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float] | None:
+    """Gaussian elimination with partial pivoting; None when singular."""
+    size = len(rhs)
+    m = [[*row, rhs[i]] for i, row in enumerate(matrix)]
+    for col in range(size):
+        pivot = max(range(col, size), key=lambda r: abs(m[r][col]))
+        if abs(m[pivot][col]) < 1e-12:
+            return None
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(col + 1, size):
+            f = m[r][col] / m[col][col]
+            m[r] = [x - f * y for x, y in zip(m[r], m[col], strict=True)]
+    out = [0.0] * size
+    for r in range(size - 1, -1, -1):
+        out[r] = (m[r][size] - sum(m[r][c] * out[c] for c in range(r + 1, size))) / m[r][r]
+    return out

@@ -1,0 +1,221 @@
+"""The simulated cluster: queues, worker pods with concurrency slots, the ReplicaSet. Pure.
+
+Time advances in ticks; inside a tick, start times are exact (a task starts at the latest of its
+arrival, its slot becoming free and its pod becoming ready), so waits are not rounded to a tick.
+A pod is billed from creation until its worker exits. Scale-down follows the ReplicaSet's
+deletion ranking: not-ready pods first, then the lowest pod-deletion-cost, then the newest. A
+deleted pod gets SIGTERM: its worker takes nothing more and finishes what it holds within the
+grace period; what is still running then is interrupted (requeued at the head, counted). A
+quiesced pod takes nothing. Dispatch: "pack" gives a task to a free slot of the pod with the most
+busy slots (the worker fetches from busy pods first), "spread" to a random free slot (a race).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from taskqueue.observation import QueueObservation, WorkerObservation
+from taskqueue.quiesce import PodView
+from taskqueue.simulate.trace import Arrival
+
+Dispatch = Literal["pack", "spread"]
+
+
+@dataclass
+class Task:
+    at: float
+    queue: str
+    service: float
+    end: float = 0.0
+
+
+@dataclass
+class Pod:
+    name: str
+    created: float
+    ready_at: float
+    slots: list[Task | None]
+    free_at: list[float]
+    quiesced: bool = False
+    sigterm_at: float | None = None
+    gone_at: float | None = None
+    cost: int = 0
+    busy_when_deleted: bool = False
+
+    def running(self, t: float) -> int:
+        return sum(1 for s in self.slots if s is not None and s.end > t)
+
+    def in_flight(self) -> int:
+        return sum(1 for s in self.slots if s is not None)
+
+
+@dataclass
+class Counters:
+    """What the run measured."""
+
+    waits: dict[str, list[float]] = field(default_factory=dict)
+    completed: int = 0
+    taken: dict[str, int] = field(default_factory=dict)
+    interrupted: int = 0
+    busy_deleted: int = 0
+    deleted: int = 0
+    last_completion: float = 0.0
+
+
+class World:
+    """Queues and pods; `advance(t)` runs the work up to time t."""
+
+    def __init__(self, trace: list[Arrival], *, queues: list[str], concurrency: int,
+                 startup: float, grace: float, dispatch: Dispatch = "pack",
+                 seed: int = 1) -> None:
+        self.trace, self.next = trace, 0
+        self.order = queues
+        self.queues: dict[str, deque[Task]] = {q: deque() for q in queues}
+        self.concurrency, self.startup, self.grace = concurrency, startup, grace
+        self.dispatch = dispatch
+        self.rng = random.Random(seed)
+        self.pods: list[Pod] = []
+        self.spec_replicas = 0
+        self.counters = Counters(waits={q: [] for q in queues}, taken=dict.fromkeys(queues, 0))
+        self._names = 0
+        self.worker_seconds = 0.0
+        self.now = 0.0
+
+    # -- the ReplicaSet -----------------------------------------------------------------------
+    def live(self) -> list[Pod]:
+        """Pods the ReplicaSet counts (not terminating)."""
+        return [p for p in self.pods if p.sigterm_at is None]
+
+    def scale(self, replicas: int, t: float) -> None:
+        self.spec_replicas = replicas
+        live = self.live()
+        for _ in range(replicas - len(live)):
+            self._names += 1
+            self.pods.append(Pod(f"pod-{self._names}", t, t + self.startup,
+                                 [None] * self.concurrency, [t + self.startup] * self.concurrency))
+        if len(live) > replicas:
+            ranked = sorted(live, key=lambda p: (p.ready_at <= t, p.cost, -p.created))
+            for pod in ranked[:len(live) - replicas]:
+                self._terminate(pod, t)
+
+    def _terminate(self, pod: Pod, t: float) -> None:
+        pod.sigterm_at = t
+        self.counters.deleted += 1
+        if pod.running(t) > 0:
+            pod.busy_when_deleted = True
+            self.counters.busy_deleted += 1
+
+    def set_costs(self, costs: Mapping[str, str]) -> None:
+        for pod in self.live():
+            if pod.name in costs:
+                pod.cost = int(costs[pod.name])
+
+    def set_quiesced(self, names: Iterable[str]) -> None:
+        chosen = set(names)
+        for pod in self.pods:
+            pod.quiesced = pod.name in chosen
+
+    # -- observation ---------------------------------------------------------------------------
+    def observe(self, t: float) -> QueueObservation:
+        """What observe.lua would return at `t`."""
+        workers = tuple(
+            WorkerObservation(p.name, int((t + 15) * 1000), p.running(t))
+            for p in self.pods if p.gone_at is None and p.ready_at <= t
+        )
+        return QueueObservation(
+            at=t, backlog={q: len(d) for q, d in self.queues.items()},
+            completed_total=self.counters.completed, workers=workers,
+            oldest_enqueued_at={q: d[0].at for q, d in self.queues.items() if d},
+            taken=dict(self.counters.taken),
+        )
+
+    def pod_views(self, t: float) -> list[PodView]:
+        return [PodView(p.name, p.running(t), p.created) for p in self.live()]
+
+    def held(self, t: float) -> dict[str, int]:
+        return {p.name: p.running(t) for p in self.pods if p.gone_at is None}
+
+    # -- time ----------------------------------------------------------------------------------
+    def advance(self, t: float) -> None:
+        """Arrivals, completions, dispatch, SIGTERM/grace and billing up to `t`."""
+        while self.next < len(self.trace) and self.trace[self.next].at <= t:
+            a = self.trace[self.next]
+            self.queues.setdefault(a.queue, deque()).append(Task(a.at, a.queue, a.service))
+            self.next += 1
+        self._dispatch(t)
+        self._complete(t)
+        self._exit(t)
+        self.worker_seconds += len(self.pods) * (t - self.now)
+        self.pods = [p for p in self.pods if p.gone_at is None]
+        self.now = t
+
+    def _complete(self, t: float) -> None:
+        for pod in self.pods:
+            for i, task in enumerate(pod.slots):
+                if task is not None and task.end <= t:
+                    pod.slots[i] = None
+                    self.counters.completed += 1
+                    self.counters.last_completion = max(self.counters.last_completion, task.end)
+
+    def _exit(self, t: float) -> None:
+        for pod in self.pods:
+            if pod.sigterm_at is None or pod.gone_at is not None:
+                continue
+            deadline = pod.sigterm_at + self.grace
+            if pod.in_flight() == 0:
+                pod.gone_at = t
+            elif t >= deadline:
+                for i, task in enumerate(pod.slots):
+                    if task is not None:
+                        self.counters.interrupted += 1
+                        self.queues[task.queue].appendleft(Task(task.at, task.queue,
+                                                                task.service))
+                        pod.slots[i] = None
+                pod.gone_at = deadline
+
+    def _next_task(self) -> Task | None:
+        for q in self.order:
+            d = self.queues.get(q)
+            if d:
+                return d[0]
+        return None
+
+    def _dispatch(self, t: float) -> None:
+        while True:
+            task = self._next_task()
+            if task is None or task.at > t:
+                return
+            choice = self._free_slot(t, task.at)
+            if choice is None:
+                return
+            pod, i, start = choice
+            self.queues[task.queue].popleft()
+            task.end = start + task.service
+            if pod.slots[i] is not None:  # finished inside this tick: count it now
+                self.counters.completed += 1
+            pod.slots[i], pod.free_at[i] = task, task.end
+            self.counters.taken[task.queue] = self.counters.taken.get(task.queue, 0) + 1
+            self.counters.waits.setdefault(task.queue, []).append(start - task.at)
+
+    def _free_slot(self, t: float, arrival: float) -> tuple[Pod, int, float] | None:
+        best: tuple[tuple[float, ...], Pod, int, float] | None = None
+        for pod in self.pods:
+            if pod.sigterm_at is not None or pod.quiesced or pod.ready_at > t:
+                continue
+            for i, free in enumerate(pod.free_at):
+                if free > t:
+                    continue
+                start = max(free, arrival, pod.ready_at)
+                rank = self._rank(pod, start)
+                if best is None or rank < best[0]:
+                    best = (rank, pod, i, start)
+        return None if best is None else best[1:]
+
+    def _rank(self, pod: Pod, start: float) -> tuple[float, ...]:
+        if self.dispatch == "pack":
+            return (start, -pod.running(start), self.rng.random())
+        return (start, self.rng.random())

@@ -1,0 +1,125 @@
+"""Queueing model for wait-time targets: Erlang C with non-preemptive priority classes. Pure.
+
+The fleet is c slots (replicas x concurrency) serving tasks of mean service time S; queue k (in
+priority order) receives lambda_k tasks/s. With a_k = S * (lambda_1 + ... + lambda_k) the load of
+the queues served before or with k, sigma_k = a_k / c, and A = a_n the whole load, the wait of a
+task of queue k (M/M/c, non-preemptive priority, Cobham's formula) is
+
+    P(W_k > t) ~= C(c, A) * exp(-t * (c / S) * (1 - sigma_{k-1}) * (1 - sigma_k))
+
+where C(c, A) is the Erlang C probability that a task waits at all (1 when c <= A). For one
+queue this is the exact Erlang C tail. `slots_for_wait` returns the fewest slots that keep the
+p95 (`QUANTILE`) wait of each queue with a target under it, highest priority first; and, when
+more tasks are queued (in k and ahead of it) than that fleet would have queued 95 % of the time
+(P(queue > n) = C * rho^(n+1)), the slots that start the excess within the target as well:
+a_k + excess x S / (target - oldest age) (a burst; a normal fluctuation adds nothing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+QUANTILE = 0.95
+MAX_SLOTS = 100_000
+
+
+@dataclass(frozen=True)
+class QueueLoad:
+    """One queue as the model sees it, in priority order."""
+
+    key: str
+    arrival_rate: float
+    """Measured tasks per second entering the queue."""
+    queued: int
+    target_wait: float | None
+    """Seconds the p95 wait should stay under (None: no target for this queue)."""
+    service: float | None = None
+    """Mean service seconds of this queue's tasks (None: the fleet-wide mean)."""
+    oldest_age: float = 0.0
+    """Seconds the oldest queued task has already waited (spent from its target)."""
+
+
+def erlang_c(slots: int, load: float) -> float:
+    """Probability that an arriving task waits (M/M/c); 1 when `slots` <= `load`."""
+    if load <= 0:
+        return 0.0
+    if slots <= load:
+        return 1.0
+    # Erlang B by its stable recurrence, then C from B
+    b = 1.0
+    for n in range(1, slots + 1):
+        b = load * b / (n + load * b)
+    rho = load / slots
+    return b / (1 - rho + rho * b)
+
+
+def wait_tail(*, slots: int, service: float, load_before: float, load_through: float,
+              load_total: float, wait: float) -> float:
+    """P(W > wait) for a task of a queue whose higher-priority load is `load_before` and whose
+    load with its own is `load_through` (Erlang loads, tasks/s x S)."""
+    if slots <= load_through:
+        return 1.0
+    s_before, s_through = load_before / slots, load_through / slots
+    rate = slots / service * (1 - s_before) * (1 - s_through)
+    return erlang_c(slots, load_total) * math.exp(-wait * rate)
+
+
+def normal_queue(*, slots: int, load: float) -> int:
+    """The queue length this fleet exceeds only 5 % of the time (M/M/c)."""
+    if slots <= load:
+        return 0
+    c, rho = erlang_c(slots, load), load / slots
+    if c <= 1 - QUANTILE:
+        return 0
+    return max(0, math.ceil(math.log((1 - QUANTILE) / c) / math.log(rho)) - 1)
+
+
+def slots_for_queue(*, service: float, load_before: float, load_through: float,
+                    load_total: float, target: float) -> int:
+    """Fewest slots that keep P(W > target) <= 1 - QUANTILE for one queue."""
+    c = max(1, math.floor(load_through) + 1)
+    while c < MAX_SLOTS:
+        tail = wait_tail(slots=c, service=service, load_before=load_before,
+                         load_through=load_through, load_total=load_total, wait=target)
+        if tail <= 1 - QUANTILE:
+            return c
+        c += 1
+    return MAX_SLOTS
+
+
+def slots_for_wait(queues: Sequence[QueueLoad], *, service: float,
+                   horizon: float = 0.0) -> tuple[int, str]:
+    """Slots so each queue with a target meets it, and why (the binding queue).
+
+    `service` is the fleet-wide mean service time (used for queues without their own). A burst
+    is drained within max(target, `horizon`): more slots than that cannot help before the next
+    decision (the poll interval) anyway."""
+    def s_of(q: QueueLoad) -> float:
+        return q.service if q.service is not None else service
+    load_total = sum(q.arrival_rate * s_of(q) for q in queues)
+    rate_total = sum(q.arrival_rate for q in queues)
+    mix = load_total / rate_total if rate_total > 0 else service
+    best, why = 0, ""
+    before, queued, work, age = 0.0, 0, 0.0, 0.0
+    for q in queues:
+        age = max(age, q.oldest_age)
+        through = before + q.arrival_rate * s_of(q)
+        queued += q.queued
+        work += q.queued * s_of(q)
+        if q.target_wait is not None:
+            steady = slots_for_queue(service=mix, load_before=before, load_through=through,
+                                     load_total=load_total, target=q.target_wait)
+            # queued beyond a normal fluctuation (a burst) must start within the target as well
+            excess = queued - normal_queue(slots=steady, load=load_total)
+            window = max(q.target_wait - age, horizon)
+            per_task = work / queued if queued else mix
+            backlog = math.ceil(through + max(0, excess) * per_task / window)
+            need = max(steady, backlog)
+            if need > best:
+                best = need
+                why = (f"p95 wait of {q.key} <= {q.target_wait:g}s at {q.arrival_rate:.3g}/s, "
+                       f"S {s_of(q):.3g}s, {queued} queued: {need} slots")
+        before = through
+    return best, why

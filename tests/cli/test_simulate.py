@@ -1,0 +1,71 @@
+"""`taskqueue simulate`: a manifest and a trace in, the comparison table (or JSON) out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from taskqueue.cli.main import main
+
+MANIFEST = """apiVersion: taskqueue.dev/v1alpha1
+kind: TaskQueue
+metadata: {name: demo}
+spec:
+  redis: {url: "redis://redis:6379/0"}
+  queues: [{key: high}, {key: low}]
+  worker: {concurrency: 2}
+  scaling: {maxReplicas: 20, targetWaitSeconds: {high: 2}, idleCooldownSeconds: 30}
+"""
+
+
+@pytest.fixture
+def tq(tmp_path: Path) -> Path:
+    path = tmp_path / "tq.yaml"
+    path.write_text(MANIFEST)
+    return path
+
+
+def test_json_results_for_each_scaler(tq: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["simulate", "-f", str(tq), "--generator", "two-priority", "--rate", "1",
+                 "--duration", "600", "--json"])
+    assert code == 0
+    results = json.loads(capsys.readouterr().out)
+    assert [r["scaler"] for r in results] == ["operator", "keda", "keda-tuned"]
+    ours = results[0]
+    assert set(ours["wait_seconds"]) == {"high", "low"}
+    assert ours["busy_pods_deleted"] == 0 and ours["interrupted_tasks"] == 0
+    assert ours["worker_seconds"] > 0
+
+
+def test_csv_trace_table_plot_and_timeline(tq: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    csv = tmp_path / "trace.csv"
+    csv.write_text("".join(f"{t},high,1.0\n" for t in range(0, 120, 1)))
+    timeline = tmp_path / "timeline.csv"
+    code = main(["simulate", "-f", str(tq), "--trace", str(csv), "--compare", "no-quiesce",
+                 "--plot", "--timeline", str(timeline)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "120 tasks" in out and "operator-no-quiesce" in out and "replicas (max" in out
+    assert timeline.read_text().startswith("scaler,time,replicas,backlog\noperator,0.0,")
+
+
+@pytest.mark.parametrize("args, code, message", [
+    pytest.param(["--trace", "/nonexistent.csv"], 3, "cannot read", id="missing-trace"),
+    pytest.param(["--compare", "hpa"], 2, "--compare: unknown 'hpa'", id="bad-compare"),
+    pytest.param(["--rate", "0"], 2, "--rate, --service and --duration must be > 0",
+                 id="bad-rate"),
+])
+def test_errors_name_the_option(tq: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                                code: int, message: str) -> None:
+    assert main(["simulate", "-f", str(tq), *args]) == code
+    assert message in capsys.readouterr().err
+
+
+def test_two_priority_needs_two_queues(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "one.yaml"
+    path.write_text(MANIFEST.replace("[{key: high}, {key: low}]", "[{key: high}]"))
+    assert main(["simulate", "-f", str(path), "--generator", "two-priority"]) == 3
+    assert "needs two queues" in capsys.readouterr().err

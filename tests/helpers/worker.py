@@ -1,0 +1,39 @@
+"""Helpers of the worker tests: a TaskQueue spec and worker config on the test's Redis, and the
+tasks the test handlers recorded as done."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from taskqueue import manifest
+from taskqueue.worker import config as cfg
+from taskqueue.worker.runner import Worker
+from tests.helpers.wait import wait_for
+from tests.worker import handlers as test_handlers
+
+MakeWorker = Callable[..., Worker]
+
+
+def spec_dict(redis_url: str, **spec: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"redis": {"url": redis_url}, "queues": [{"key": "q"}]}
+    data.update(spec)
+    return {"kind": "TaskQueue", "spec": data}
+
+
+def make_config(redis_url: str, *, worker_id: str = "w1", sweep: float = 1.0,
+                **spec: Any) -> cfg.WorkerConfig:
+    tq = manifest.parse(spec_dict(redis_url, **spec))
+    config = cfg.from_spec(tq.spec, worker_id=worker_id)
+    return dataclasses.replace(config, sweep_seconds=sweep)
+
+
+def done(r: redis.Redis) -> list[str]:
+    return list(r.lrange(test_handlers.DONE, 0, -1))
+
+
+def wait_done(r: redis.Redis, n: int, *, timeout: float = 10.0) -> list[str]:
+    wait_for(f"{n} tasks done", lambda: r.llen(test_handlers.DONE) >= n, timeout=timeout)
+    return done(r)

@@ -1,0 +1,88 @@
+"""Arrival rate per queue and service time measured between polls (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from taskqueue.observation import QueueObservation, WorkerObservation
+from taskqueue.rates import Rates, update
+
+
+def obs(at: float, backlog: dict[str, int], *, taken: dict[str, int] | None = None,
+        in_flight: int = 0, completed: int = 0) -> QueueObservation:
+    workers = (WorkerObservation("w", int((at + 15) * 1000), in_flight),) if in_flight else ()
+    return QueueObservation(at=at, backlog=backlog, taken=taken or {}, workers=workers,
+                            completed_total=completed)
+
+
+def feed(*observations: QueueObservation) -> Rates:
+    rates = Rates()
+    for o in observations:
+        rates = update(rates, o)
+    return rates
+
+
+def test_per_queue_arrivals_from_length_change_plus_taken() -> None:
+    rates = feed(
+        obs(0, {"high": 0, "low": 10}, taken={"high": 0, "low": 0}),
+        obs(10, {"high": 5, "low": 0}, taken={"high": 15, "low": 10}),
+    )
+    assert rates.arrival_rate("high") == pytest.approx(2.0)  # (5 + 15) / 10 s
+    assert rates.arrival_rate("low") == pytest.approx(0.0)   # drained, nothing new
+
+
+def test_without_counters_all_arrivals_count_against_the_first_queue() -> None:
+    rates = feed(obs(0, {"a": 0, "b": 0}), obs(10, {"a": 2, "b": 3}, in_flight=4, completed=11))
+    assert rates.arrival_rate("a") == pytest.approx(2.0)  # 5 queued + 4 held + 11 done
+    assert rates.arrival_rate("b") == 0.0
+
+
+def test_service_time_is_held_task_seconds_per_completion() -> None:
+    rates = feed(*[obs(t, {"q": 0}, in_flight=4, completed=int(t * 2)) for t in range(0, 60, 5)])
+    assert rates.service_seconds == pytest.approx(2.0)  # 4 held / 2 done per s
+
+
+def test_before_enough_completions_the_service_time_is_a_lower_bound() -> None:
+    assert feed(obs(0, {"q": 0})).service_seconds is None
+    # two tasks held for 10 s, none done yet: each takes at least 10 s
+    rates = feed(obs(0, {"q": 0}, in_flight=2), obs(10, {"q": 0}, in_flight=2))
+    assert rates.service_seconds == pytest.approx(10.0)
+
+
+def test_an_idle_spell_keeps_the_service_time_and_forgets_the_rate() -> None:
+    busy = [obs(t, {"q": 0}, in_flight=4, completed=int(t * 2)) for t in range(0, 60, 5)]
+    # the last poll interval drains 4 -> 0 in flight: 10 task-seconds, 5 completions
+    idle = [obs(t, {"q": 0}, completed=115) for t in range(60, 1000, 5)]
+    rates = feed(*busy, *idle)
+    assert rates.service_seconds == pytest.approx(2.0, rel=0.05)
+    assert rates.arrival_rate("q") < 1e-6
+
+
+def test_a_reset_counter_restarts_the_sums() -> None:
+    rates = feed(*[obs(t, {"q": 0}, in_flight=4, completed=100 + t) for t in range(0, 30, 5)],
+                 obs(30, {"q": 0}, in_flight=4, completed=3))
+    assert rates.service_seconds is None
+    assert rates.completed == 3
+
+
+def test_per_queue_service_times_are_told_apart_when_the_mix_varies() -> None:
+    # spells of 4 intervals: 10 fast tasks (0.5 s) alone, then also 2 slow ones (5 s)
+    observations, taken, done, t = [], {"fast": 0, "slow": 0}, 0, 0.0
+    for i in range(40):
+        slow = 2 if (i // 4) % 2 else 0
+        held = (10 * 0.5 + slow * 5.0) / 5.0  # task-seconds in a 5 s interval / 5 s
+        taken = {"fast": taken["fast"] + 10, "slow": taken["slow"] + slow}
+        done += 10 + slow
+        observations.append(obs(t, {"fast": 0, "slow": 0}, taken=dict(taken),
+                                in_flight=round(held), completed=done))
+        t += 5.0
+    services = feed(*observations).service_by_queue(["fast", "slow"])
+    assert services is not None
+    assert services["slow"] > 3 * services["fast"]
+
+
+def test_one_queue_or_no_counters_use_the_mean() -> None:
+    rates = feed(*[obs(t, {"q": 0}, in_flight=4, completed=int(t * 2)) for t in range(0, 60, 5)])
+    assert rates.service_by_queue(["q"]) == {"q": pytest.approx(2.0)}
+    assert rates.service_by_queue(["a", "b"]) == {"a": pytest.approx(2.0),
+                                                  "b": pytest.approx(2.0)}

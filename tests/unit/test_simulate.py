@@ -1,0 +1,145 @@
+"""The simulator: its sanity properties, its mechanics, and the safety of the operator's scale-in
+on every built-in trace (pure; no Redis, no cluster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from taskqueue.models import TaskQueue
+from taskqueue.simulate import trace
+from taskqueue.simulate.run import Settings, percentile, simulate
+from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
+from taskqueue.simulate.trace import Arrival, Load
+from taskqueue.simulate.world import World
+
+
+def manifest(concurrency: int = 4, queues: tuple[str, ...] = ("tasks",),
+             **scaling: Any) -> TaskQueue:
+    base: dict[str, Any] = {"maxReplicas": 60, "idleCooldownSeconds": 30,
+                            "scaleDownStabilizationSeconds": 10}
+    return TaskQueue.model_validate({"spec": {
+        "redis": {"url": "redis://r:6379/0"}, "queues": [{"key": q} for q in queues],
+        "worker": {"concurrency": concurrency}, "scaling": {**base, **scaling}}})
+
+
+def steady(rate: float, service: float = 2.0, duration: float = 600.0) -> list[Arrival]:
+    return trace.generate("steady", Load(rate=rate, service=service, duration=duration))
+
+
+@pytest.mark.parametrize("scaling", [
+    pytest.param({"targetBacklogPerReplica": 4}, id="length-target"),
+    pytest.param({"targetWaitSeconds": {"tasks": 2.0}}, id="wait-target"),
+])
+def test_constant_load_holds_the_need_within_20_percent(scaling: dict[str, Any]) -> None:
+    # 40/s x 2 s = 80 busy slots = 20 pods of 4; held = after the first two minutes
+    tq = manifest(**scaling)
+    result = simulate(tq, steady(40.0), OperatorScaler(tq))
+    assert 0.8 * 20 <= result.replicas_between(120, 600) <= 1.2 * 20
+
+
+def test_no_load_ends_at_zero_within_cooldown_and_a_poll() -> None:
+    tq = manifest(targetWaitSeconds={"tasks": 2.0})
+    arrivals = [Arrival(float(t), "tasks", 1.0) for t in range(0, 60, 2)]
+    result = simulate(tq, arrivals, OperatorScaler(tq))
+    assert result.zero_after is not None
+    assert result.zero_after <= 30 + 5
+    assert result.timeline[-1][1] == 0
+
+
+def test_doubling_the_load_roughly_doubles_the_cost() -> None:
+    tq = manifest(targetWaitSeconds={"tasks": 2.0})
+    one = simulate(tq, steady(10.0), OperatorScaler(tq))
+    two = simulate(tq, steady(20.0), OperatorScaler(tq))
+    assert 1.6 <= two.worker_seconds / one.worker_seconds <= 2.4
+
+
+@pytest.mark.parametrize("generator", sorted(trace.GENERATORS))
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_the_operator_never_deletes_a_busy_pod(generator: str, concurrency: int) -> None:
+    queues = ("high", "low") if generator == "two-priority" else ("tasks",)
+    tq = manifest(concurrency, queues, targetWaitSeconds={queues[0]: 2.0})
+    arrivals = trace.generate(generator, Load(rate=0.5 * concurrency, service=2.0,
+                                              duration=1200.0, queue=queues[0]))
+    result = simulate(tq, arrivals, OperatorScaler(tq))
+    assert result.deleted > 0  # it did scale in
+    assert (result.busy_deleted, result.interrupted) == (0, 0)
+
+
+def test_without_quiesce_the_snapshot_race_deletes_busy_pods() -> None:
+    # the act of the operator before quiesce: idle-first costs from the poll's snapshot
+    tq = manifest(1, targetWaitSeconds={"tasks": 2.0})
+    result = simulate(tq, steady(3.0, duration=1800.0), OperatorScaler(tq, quiesce=False),
+                      Settings(dispatch="spread"))
+    assert result.busy_deleted > 0
+
+
+def test_keda_defaults_wait_for_the_cooldown_before_zero() -> None:
+    tq = manifest(1)
+    arrivals = [Arrival(float(t), "tasks", 1.0) for t in range(0, 60, 2)]
+    defaults = simulate(tq, arrivals, KedaScaler(tq, KEDA_DEFAULTS))
+    tuned = simulate(tq, arrivals, KedaScaler(tq, KEDA_TUNED))
+    assert defaults.zero_after is not None and defaults.zero_after >= 240
+    assert tuned.zero_after is not None and tuned.zero_after <= 60
+
+
+def test_the_world_starts_tasks_at_exact_times_fifo_by_priority() -> None:
+    arrivals = [Arrival(0.0, "low", 1.0), Arrival(0.05, "high", 1.0), Arrival(0.3, "low", 0.5)]
+    world = World(arrivals, queues=["high", "low"], concurrency=1, startup=0.0, grace=30.0)
+    world.scale(1, 0.0)
+    for n in range(40):
+        world.advance(n * 0.1)
+    waits = world.counters.waits
+    # low@0 starts at 0; high@0.05 waits for it (0.95 s); low@0.3 waits until 2.0
+    assert waits["low"] == pytest.approx([0.0, 1.7])
+    assert waits["high"] == pytest.approx([0.95])
+    assert world.counters.completed == 3
+
+
+def test_sigterm_grace_interrupts_only_what_runs_past_it() -> None:
+    arrivals = [Arrival(0.0, "q", 100.0)]
+    world = World(arrivals, queues=["q"], concurrency=1, startup=0.0, grace=5.0)
+    world.scale(1, 0.0)
+    world.advance(0.0)
+    world.scale(0, 1.0)
+    for n in range(1, 100):
+        world.advance(n * 0.1)
+    assert (world.counters.busy_deleted, world.counters.interrupted) == (1, 1)
+    assert len(world.queues["q"]) == 1  # requeued
+
+
+@pytest.mark.parametrize("values, q, expected", [
+    pytest.param([], 0.95, 0.0, id="empty"),
+    pytest.param([1.0], 0.5, 1.0, id="one"),
+    pytest.param([float(i) for i in range(1, 101)], 0.95, 95.0, id="hundred"),
+])
+def test_percentile(values: list[float], q: float, expected: float) -> None:
+    assert percentile(values, q) == expected
+
+
+def test_csv_traces(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("enqueued_at,queue,service_seconds\n105,a,1.5\n100,b,2\n# note\n")
+    assert trace.read_csv(path) == [Arrival(0.0, "b", 2.0), Arrival(5.0, "a", 1.5)]
+
+
+@pytest.mark.parametrize("text, message", [
+    pytest.param("", "no tasks", id="empty"),
+    pytest.param("1,a\n", "2 columns; write enqueued_at,queue,service_seconds", id="columns"),
+    pytest.param("1,a,x\n", "must be numbers", id="not-a-number"),
+    pytest.param("1,a,-1\n", "service >= 0", id="negative"),
+    pytest.param("1,,1\n", "empty queue", id="no-queue"),
+])
+def test_bad_csv_rows_are_named(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(trace.TraceError, match=message):
+        trace.read_csv(path)
+
+
+def test_a_trace_queue_missing_from_the_manifest_is_named() -> None:
+    tq = manifest()
+    with pytest.raises(ValueError, match=r"trace queues \['other'\] are not in spec.queues"):
+        simulate(tq, [Arrival(0.0, "other", 1.0)], OperatorScaler(tq))

@@ -1,0 +1,96 @@
+"""The queueing model behind targetWaitSeconds: Erlang C, priority classes, bursts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from taskqueue.waitmodel import (
+    QueueLoad,
+    erlang_c,
+    normal_queue,
+    slots_for_queue,
+    slots_for_wait,
+    wait_tail,
+)
+
+
+@pytest.mark.parametrize("slots, load, expected", [
+    pytest.param(1, 0.5, 0.5, id="mm1-waits-with-rho"),
+    pytest.param(2, 1.0, 1 / 3, id="two-slots-load-one"),
+    pytest.param(3, 2.0, 4 / 9, id="three-slots-load-two"),
+    pytest.param(4, 4.0, 1.0, id="saturated"),
+    pytest.param(4, 6.0, 1.0, id="overloaded"),
+    pytest.param(4, 0.0, 0.0, id="no-load"),
+])
+def test_erlang_c(slots: int, load: float, expected: float) -> None:
+    assert erlang_c(slots, load) == pytest.approx(expected)
+
+
+def test_one_queue_tail_is_the_exact_erlang_c_tail() -> None:
+    # M/M/c: P(W > t) = C(c, A) exp(-(c mu - lambda) t)
+    tail = wait_tail(slots=3, service=2.0, load_before=0.0, load_through=2.0, load_total=2.0,
+                     wait=1.0)
+    assert tail == pytest.approx(4 / 9 * math.exp(-(3 / 2 - 1) * 1.0))
+
+
+def test_lower_priority_waits_longer_than_higher() -> None:
+    args = {"slots": 10, "service": 1.0, "load_total": 8.0, "wait": 1.0}
+    high = wait_tail(load_before=0.0, load_through=4.0, **args)
+    low = wait_tail(load_before=4.0, load_through=8.0, **args)
+    assert high < low
+
+
+@pytest.mark.parametrize("service, load, target, expected", [
+    pytest.param(2.0, 19.6, 2.0, 22, id="steady-c4-example"),
+    pytest.param(1.0, 0.5, 10.0, 1, id="light-load-one-slot"),
+    pytest.param(1.0, 0.5, 0.01, 3, id="tight-target-needs-spares"),
+])
+def test_slots_for_one_queue(service: float, load: float, target: float, expected: int) -> None:
+    slots = slots_for_queue(service=service, load_before=0.0, load_through=load,
+                            load_total=load, target=target)
+    assert slots == expected
+    tail = wait_tail(slots=slots, service=service, load_before=0.0, load_through=load,
+                     load_total=load, wait=target)
+    assert tail <= 0.05
+    if slots > 1:
+        fewer = wait_tail(slots=slots - 1, service=service, load_before=0.0, load_through=load,
+                          load_total=load, wait=target)
+        assert fewer > 0.05
+
+
+@pytest.mark.parametrize("queues, expected_slots, binding", [
+    pytest.param([QueueLoad("q", 9.8, 0, 2.0)], 22, "q", id="steady"),
+    # 100 queued, 19 of them normal at 22 slots: 19.6 + 81 x 2 s / 2 s
+    pytest.param([QueueLoad("q", 9.8, 100, 2.0)], 101, "q", id="burst-drains-in-target"),
+    pytest.param([QueueLoad("q", 0.0, 0, None)], 0, None, id="no-target"),
+    # the high queue's own load is 4 slots, but whether it waits at all depends on all 8
+    pytest.param([QueueLoad("high", 2.0, 0, 1.0), QueueLoad("low", 2.0, 0, None)], 10, "high",
+                 id="high-target-counts-all-load-in-erlang-c"),
+    pytest.param([QueueLoad("high", 2.0, 0, None), QueueLoad("low", 2.0, 30, 10.0)], 10, "low",
+                 id="low-target-waits-behind-high"),
+    pytest.param([QueueLoad("high", 2.0, 0, None), QueueLoad("low", 2.0, 30, 100.0)], 9, "low",
+                 id="looser-low-target-fewer-slots"),
+])
+def test_slots_for_wait(queues: list[QueueLoad], expected_slots: int,
+                        binding: str | None) -> None:
+    slots, why = slots_for_wait(queues, service=2.0)
+    assert slots == expected_slots
+    if binding is not None:
+        assert f"p95 wait of {binding} " in why
+
+
+def test_a_normal_queue_adds_no_slots_a_burst_does() -> None:
+    normal = normal_queue(slots=22, load=19.6)
+    assert normal > 5
+    calm, _ = slots_for_wait([QueueLoad("q", 9.8, normal, 2.0)], service=2.0)
+    burst, _ = slots_for_wait([QueueLoad("q", 9.8, normal + 50, 2.0)], service=2.0)
+    assert calm == 22
+    assert burst == math.ceil(19.6 + 50 * 2.0 / 2.0)
+
+
+def test_horizon_bounds_the_burst_slots() -> None:
+    queues = [QueueLoad("q", 0.0, 100, 1.0)]
+    assert slots_for_wait(queues, service=1.0)[0] == 100
+    assert slots_for_wait(queues, service=1.0, horizon=5.0)[0] == 20
