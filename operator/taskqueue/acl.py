@@ -28,11 +28,13 @@ SCRIPTS: dict[Component, tuple[str, ...]] = {
 
 DIRECT: dict[Component, tuple[str, ...]] = {
     # SCRIPT LOAD: after NOSCRIPT (restart/failover); LRANGE/LLEN/ZREM: held entries and leaving
-    # the workers set; BRPOP/BZPOPMIN: AtMostOnce; CLIENT TRACKING: the idle wake-up
+    # the workers set; BRPOP/BZPOPMIN: AtMostOnce; CLIENT TRACKING: the idle wake-up; TYPE: the
+    # startup key check (worker/keycheck.py: wrong-type queue keys are skipped, named in the log)
     "worker": ("evalsha", "script|load", "lrange", "llen", "zrem", "brpop", "bzpopmin",
-               "client|tracking"),
-    # PING: the connection pool's health check after 30 s idle
-    "operator": ("evalsha", "script|load", "ping"),
+               "client|tracking", "type"),
+    # PING: the connection pool's health check after 30 s idle; MULTI/SADD/SREM/LLEN/EXEC:
+    # quiescing workers before scale-in (queueops.quiesce, one transaction)
+    "operator": ("evalsha", "script|load", "ping", "multi", "sadd", "srem", "llen", "exec"),
     # enqueue (lpush, zadd), dlq and drain (watched transactions; redis-py sends UNWATCH when
     # one fails), inflight (scan, zrange, type)
     "cli": ("evalsha", "script|load", "lpush", "zadd", "llen", "lrange", "ltrim", "lrem",

@@ -187,9 +187,23 @@ async def quiesce(client: aioredis.Redis, schema: keys.KeySchema, *, add: Sequen
             pipe.srem(schema.quiesced, *(schema.processing(w) for w in remove))
         for w in add:
             pipe.llen(schema.processing(w))
-        replies = await pipe.execute()
+        try:
+            replies = await pipe.execute()
+        except redis.ResponseError as exc:
+            raise transaction_error(exc) from exc
     lengths = replies[len(replies) - len(add):] if add else []
     return {w: int(n) for w, n in zip(add, lengths, strict=True)}
+
+
+def transaction_error(exc: redis.ResponseError) -> redis.ResponseError:
+    """`exc`, or a NoPermissionError naming the command when the ACL refused MULTI (redis-py
+    then reports `EXEC without MULTI`) or EXEC (an ExecAbortError carrying NOPERM)."""
+    text = str(exc)
+    if "EXEC without MULTI" in text:
+        return NoPermissionError("this user has no permissions to run the 'multi' command")
+    if "NOPERM" in text:
+        return NoPermissionError(text.split("NOPERM ", 1)[1])
+    return exc
 
 
 def recover_call(

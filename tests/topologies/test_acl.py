@@ -92,6 +92,7 @@ def _operator_round(url: str) -> tuple[Any, str | None]:
                 from taskqueue import queueops
                 await queueops.recover_worker(client_, SCHEMA, worker_id="dead", max_attempts=3,
                                               reason="test")
+                await queueops.quiesce(client_, SCHEMA, add=["leaving"], remove=["back"])
             return obs, error
         except redis.RedisError as exc:
             return None, f"{type(exc).__name__}: {exc}"
@@ -232,6 +233,6 @@ def test_the_worker_process_stops_with_one_line_naming_the_permission(
     path = tmp_path / "tq.json"
     doc = taskqueue(url, queues=QUEUES, worker={"handler": "tests.topologies.handlers:record"})
     path.write_text(json.dumps(doc))
-    assert worker_main.main(["-f", str(path), "--worker-id", "w1"]) == 2
+    assert worker_main.main(["-f", str(path), "--redis-url", url, "--worker-id", "w1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'evalsha'" in err[0] and "taskqueue.acl worker" in err[0]
