@@ -177,7 +177,9 @@ def test_each_component_works_with_its_cluster_acl_rule(
     try:
         start_worker(urls["worker"], worker_id="w1", record_url=cluster_url)
         path = _manifest(tmp_path, urls["cli"])
-        assert cli("enqueue", "-f", path, "{emails}:vip", "one", "two").code == 0
+        # the password is not in the manifest (the CRD refuses it): --redis-url, as from a Secret
+        assert cli("enqueue", "-f", path, "--redis-url", urls["cli"], "{emails}:vip", "one",
+                   "two").code == 0
         r = sync(cluster_url)
         wait_until(lambda: r.llen(handlers.DONE) >= 2, timeout=20, what="tasks not run")
         pools = RedisPools()
@@ -190,7 +192,7 @@ def test_each_component_works_with_its_cluster_acl_rule(
                 await pools.close()
 
         assert asyncio.run(observe()) == 0
-        stats = cli("stats", "-f", path, "--json", "--interval", "0")
+        stats = cli("stats", "-f", path, "--redis-url", urls["cli"], "--json", "--interval", "0")
         assert stats.code == 0, stats.err
     finally:
         for component in ("worker", "operator", "cli"):
