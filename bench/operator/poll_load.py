@@ -5,9 +5,11 @@ start-to-start interval), with an in-memory Kubernetes stand-in that counts the 
 makes (the API server's own cost is not measured here). Reports the process CPU (cores), Redis
 commands per poll (from INFO commandstats) and Kubernetes calls per poll.
 
-    python bench/operator/poll_load.py --taskqueues 500 --interval 5 --seconds 60
+    python bench/operator/poll_load.py --taskqueues 500 --interval 5 --seconds 60 [--cluster]
 
-A private redis-server is started on a free port and stopped afterwards. Not part of the tests.
+A private redis-server (with --cluster: a 6-node Redis Cluster, 3 masters + 3 replicas, each
+TaskQueue's keys under its own hash tag) is started on free ports and stopped afterwards.
+Not part of the tests.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import resource
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import redis
-
-from taskqueue import manifest
+from taskqueue import connection, manifest
 from taskqueue.connections import RedisPools
 from taskqueue.kube import DeploymentState, ObjectRef, PodState
 from taskqueue.poller import Poller
@@ -103,11 +106,16 @@ def start_redis(tmp: str) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def command_calls(url: str) -> tuple[int, int]:
-    """(EVALSHA + EVAL calls = round trips of observe, all commands incl. those inside Lua)."""
-    stats = redis.Redis.from_url(url).info("commandstats")
-    scripts = sum(int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_evalsha",
-                                                                        "cmdstat_eval"))
-    total = sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_info")
+    """(EVALSHA + EVAL calls = round trips of observe, all commands incl. those inside Lua),
+    summed over every node of a cluster DSN."""
+    settings = connection.RedisSettings.from_dsn(url)
+    scripts = total = 0
+    for host, port in settings.hosts if settings.mode == "cluster" else settings.hosts[:1]:
+        stats = redis.Redis(host=host, port=port).info("commandstats")
+        scripts += sum(int(v["calls"]) for k, v in stats.items()
+                       if k in ("cmdstat_evalsha", "cmdstat_eval"))
+        total += sum(int(v["calls"]) for k, v in stats.items()
+                     if k not in ("cmdstat_info", "cmdstat_cluster", "cmdstat_command"))
     return scripts, total
 
 
@@ -125,10 +133,10 @@ async def daemon(poller: Poller, body: dict[str, Any], interval: float, until: f
 
 
 async def run(args: argparse.Namespace, url: str) -> None:
-    r = redis.Redis.from_url(url)
+    r = connection.sync_client(connection.RedisSettings.from_dsn(url))
     bodies = []
     for i in range(args.taskqueues):
-        name = f"tq{i}"
+        name = f"{{tq{i}}}" if args.cluster else f"tq{i}"
         bodies.append({"apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue",
                        "metadata": {"name": name, "namespace": "bench"},
                        "spec": {"redis": {"url": url}, "queues": [{"key": f"{name}:hi"},
@@ -169,8 +177,19 @@ def main() -> None:
     p.add_argument("--taskqueues", type=int, default=500)
     p.add_argument("--interval", type=float, default=5.0)
     p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--cluster", action="store_true", help="against a 6-node Redis Cluster")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        if args.cluster:
+            sys.path[:0] = [str(Path(__file__).resolve().parents[2])]
+            from tests.fixtures.redis_cluster import RedisCluster
+            cluster = RedisCluster(root=Path(tmp))
+            cluster.start()
+            try:
+                asyncio.run(run(args, cluster.url))
+            finally:
+                cluster.stop()
+            return
         proc, url = start_redis(tmp)
         try:
             asyncio.run(run(args, url))

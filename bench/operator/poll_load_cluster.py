@@ -39,8 +39,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-import redis
 import yaml
+
+import redis
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))

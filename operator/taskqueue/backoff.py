@@ -64,15 +64,19 @@ class GaveUpError(Exception):
 
 def retry(fn: Callable[[], T], *, what: str, log: logging.Logger,
           wait: Callable[[float], bool], retry_on: tuple[type[BaseException], ...],
-          backoff: Backoff | None = None, attempts: int | None = None) -> T:
+          backoff: Backoff | None = None, attempts: int | None = None,
+          fatal: tuple[type[BaseException], ...] = ()) -> T:
     """`fn()` until it returns, retrying on `retry_on` with a log line naming `what` and the
     error. `wait(seconds)` sleeps and returns True when the caller is stopping (`Event.wait`).
-    Raises `GaveUpError` (from the last error) on a stop or after `attempts` failed calls."""
+    Raises `GaveUpError` (from the last error) on a stop or after `attempts` failed calls; an
+    error in `fatal` (one no retry can cure, e.g. an ACL refusal) is raised at once."""
     schedule = backoff or Backoff()
     tries = 0
     while True:
         try:
             return fn()
+        except fatal:
+            raise
         except retry_on as exc:
             tries += 1
             seconds = schedule.failed()

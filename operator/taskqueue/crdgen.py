@@ -26,6 +26,25 @@ OUTPUT = Path("crds") / f"{models.GROUP}_{models.PLURAL}.yaml"
 
 Schema = dict[str, Any]
 
+_TAG = r"'\\{[^}]+\\}'"
+_TAGGED = r"'^[^{]*\\{[^}]+\\}'"
+
+
+def _same_tag(key: str) -> str:
+    """CEL: `key` has a hash tag, the same as the first queue key's (models.hash_tag)."""
+    return f"({key}.matches({_TAGGED}) && {key}.find({_TAG}) == self.queues[0].key.find({_TAG}))"
+
+
+_ONE_SLOT = (
+    "!((has(self.redis.mode) && self.redis.mode == 'cluster') || (has(self.redis.url) && "
+    "self.redis.url.matches('^rediss?[+]cluster://'))) || ("
+    f"self.queues.all(q, {_same_tag('q.key')})"
+    f" && (!has(self.keyPrefix) || {_same_tag('self.keyPrefix')})"
+    " && (!has(self.retry) || !has(self.retry.deadLetterKey) || "
+    f"{_same_tag('self.retry.deadLetterKey')}))"
+)
+"""The hash-tag rule of `models.cluster_key_problem` (which also prints the fix) in CEL."""
+
 #: CEL rules per model: (rule, message, fieldPath or None). Mirrors the pydantic validators.
 RULES: dict[str, list[tuple[str, str, str | None]]] = {
     "RedisSpec": [(
@@ -53,13 +72,20 @@ RULES: dict[str, list[tuple[str, str, str | None]]] = {
         "self.queues.all(q, self.queues.exists_one(p, p.key == q.key))",
         "spec.queues: each key must be listed once",
         ".queues",
+    ), (
+        _ONE_SLOT,
+        "spec.redis.mode cluster: every key of a TaskQueue (spec.queues[*].key, keyPrefix, "
+        "retry.deadLetterKey) must share one hash tag so that all of them live in one slot; "
+        "e.g. queues {emails}:vip and {emails}:normal (keyPrefix {emails}:jobs)",
+        ".queues",
     )],
 }
 
 #: Constraints the API server needs beyond pydantic's (patterns for checks done in validators,
 #: maxLength so the CEL cost estimate of the rules above stays bounded).
 FIELD_EXTRAS: dict[tuple[str, str], Schema] = {
-    ("RedisSpec", "url"): {"pattern": "^(redis|rediss|unix)://", "maxLength": 4096},
+    ("RedisSpec", "url"): {
+        "pattern": "^(rediss?(\\+(cluster|sentinel))?|unix)://", "maxLength": 4096},
     ("QueueSpec", "key"): {"maxLength": 512},
     ("RetrySpec", "deadLetterKey"): {"maxLength": 512},
     ("TaskQueueSpec", "keyPrefix"): {"maxLength": 512},

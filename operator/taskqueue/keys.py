@@ -4,7 +4,8 @@ Every Redis key name this project reads or writes is built here, and every Lua s
 `taskqueue/lua/` and is loaded here; the worker, the operator and the CLI all import this module,
 so the two sides cannot drift apart. Pure: string building and parsing only, no I/O.
 
-Keys of one TaskQueue (prefix = spec.keyPrefix, default the first queue key):
+Keys of one TaskQueue (prefix = spec.keyPrefix, default the first queue key; on a Redis Cluster
+all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot):
 
 | key                               | type | holds                                              |
 |-----------------------------------|------|----------------------------------------------------|
@@ -44,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -51,7 +53,11 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from taskqueue.hashtag import cluster_key_problem
 from taskqueue.models import QueueType, TaskQueueSpec
+
+LUA_CALL = re.compile(r"redis\.call\(\s*'([A-Za-z]+)'")
+"""A Redis command called from Lua; group 1 is its name (for ACL rules and NOPERM messages)."""
 
 TAKEN_FIELD_PREFIX = "taken:"
 """Stats-hash field prefix of the per-queue taken counters (the one name fetch.lua composes)."""
@@ -164,16 +170,12 @@ class KeySchema:
     def queue_keys(self) -> tuple[str, ...]:
         return tuple(q.key for q in self.queues)
 
-    def observe_call(self, horizon_ms: int) -> tuple[list[str], list[str | int]]:
-        """KEYS and ARGV of observe.lua (its reply: `OBSERVE_REPLY`): the fixed keys, the
-        quiesced set and the queues; the processing prefix, the queue types, the taken fields and
-        the due horizon (unix ms)."""
-        return (
-            [self.workers, self.delayed, self.dead_letter, self.stats, self.quiesced,
-             *self.queue_keys],
-            [self.processing_prefix, *(q.type for q in self.queues), *self.taken_fields,
-             horizon_ms],
-        )
+    def cluster_problem(self) -> str | None:
+        """Why these keys cannot share one Redis Cluster hash slot (None when they can): on a
+        cluster every key of a TaskQueue carries the same {hash tag}, so each script is atomic
+        on one node and different TaskQueues spread over the cluster."""
+        return cluster_key_problem(list(self.queue_keys), key_prefix=self.prefix,
+                                   dead_letter=self.dead_letter)
 
     def queue(self, key: str) -> QueueRef:
         for q in self.queues:

@@ -14,9 +14,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from taskqueue import redact
+from taskqueue import redisspec
+from taskqueue.hashtag import cluster_key_problem
 from taskqueue.scalingspec import ScalingSpec as ScalingSpec
-from taskqueue.statusschema import SpecModel, TaskQueueStatus
+from taskqueue.statusschema import SpecModel as _Model
+from taskqueue.statusschema import TaskQueueStatus
 
 GROUP = "taskqueue.dev"
 VERSION = "v1alpha1"
@@ -28,10 +30,6 @@ SHORT_NAMES = ("tq",)
 
 #: A Redis key usable as a queue: printable, no whitespace (the processing-entry header uses "\n").
 KEY_PATTERN = r"^[^\s]{1,512}$"
-PASSWORD_IN_URL = (
-    "spec.redis.url must not carry a password (anyone who can read the TaskQueue would see "
-    "it); put the whole URL in a Secret and set spec.redis.urlSecretRef {name, key} instead"
-)
 _KEY_RE = re.compile(KEY_PATTERN)
 
 Delivery = Literal["AtLeastOnce", "AtMostOnce"]
@@ -40,47 +38,15 @@ QueueType = Literal["list", "zset"]
 KubeObject = dict[str, Any]
 """A Kubernetes sub-object passed through verbatim (env var, resources, toleration...)."""
 
+# spec.redis (taskqueue.redisspec), re-exported: the API is one module for its users
+PASSWORD_IN_URL = redisspec.PASSWORD_IN_URL
+REDIS_TLS_DIR = redisspec.REDIS_TLS_DIR
+RedisMode = redisspec.RedisMode
+RedisSpec = redisspec.RedisSpec
+RedisTLSSpec = redisspec.RedisTLSSpec
+SecretKeyRef = redisspec.SecretKeyRef
+SentinelSpec = redisspec.SentinelSpec
 
-_Model = SpecModel
-
-
-class SecretKeyRef(_Model):
-    """A key in a Secret of the TaskQueue's namespace."""
-
-    name: str = Field(min_length=1, description="Name of the Secret.")
-    key: str = Field(min_length=1, description="Key inside the Secret whose value is the URL.")
-
-
-class RedisSpec(_Model):
-    """How to reach Redis: a URL, or a Secret that holds it (passwords never in the spec)."""
-
-    url: str | None = Field(
-        default=None,
-        description="redis:// or rediss:// (TLS) URL without a password; use urlSecretRef for one.",
-    )
-    urlSecretRef: SecretKeyRef | None = Field(
-        default=None, description="Secret key holding the full Redis URL (may carry a password)."
-    )
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> RedisSpec:
-        if (self.url is None) == (self.urlSecretRef is None):
-            raise ValueError(
-                "set exactly one of url or urlSecretRef "
-                "(e.g. url: redis://redis:6379/0)"
-            )
-        if self.url is not None:
-            _check_redis_url(self.url)
-        return self
-
-
-def _check_redis_url(url: str) -> None:
-    # never quotes the URL: a value that does not parse may hold a password
-    if redact.has_password(url):
-        raise ValueError(PASSWORD_IN_URL)
-    problem = redact.check(url, field="url")
-    if problem is not None:
-        raise ValueError(problem)
 
 
 class QueueSpec(_Model):
@@ -238,6 +204,16 @@ class TaskQueueSpec(_Model):
         if dupes:
             raise ValueError(f"duplicate key(s) {dupes}; list each queue once")
         return queues
+
+    @model_validator(mode="after")
+    def _one_slot_on_cluster(self) -> TaskQueueSpec:
+        if self.redis.is_cluster:
+            problem = cluster_key_problem(
+                [q.key for q in self.queues], key_prefix=self.key_prefix,
+                dead_letter=self.dead_letter_key)
+            if problem:
+                raise ValueError(problem)
+        return self
 
     @model_validator(mode="after")
     def _wait_targets_name_queues(self) -> TaskQueueSpec:

@@ -7,21 +7,34 @@ atomically (`recover_worker`). The scripts and key names come from `taskqueue.ke
 from __future__ import annotations
 
 import hashlib
+import re
 import time
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoPermissionError, NoScriptError
 
+import redis
 from taskqueue import keys
 from taskqueue.observation import QueueObservation, WorkerObservation
 
+T = TypeVar("T")
+_SCRIPT_LINE = re.compile(r"@user_script:(\d+)")
+
+_SEEN_WORKERS_MAX = 4096
+_seen_workers: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+"""Worker ids last seen per workers-zset key: observe passes their processing lists in KEYS up
+front, so a poll stays one round trip while the fleet is unchanged (a hint only: a wrong one
+costs a second call, never a wrong answer)."""
+
 
 class Script:
-    """A Lua script from `taskqueue/lua/` run by EVALSHA on the client passed to each call,
-    loaded again on NOSCRIPT (a restarted or different server).
+    """A Lua script from `taskqueue/lua/` run by EVALSHA, loaded again on NOSCRIPT (a restarted,
+    failed-over or different server). The one script loader of the project: async and sync
+    clients call it here, and the worker's pre-packed fast path uses `sha` and `source`.
 
     One instance per script name, shared by every client: nothing here refers to a client, so
     clients are never kept alive by the cache nor confused with a later client at the same id.
@@ -35,16 +48,50 @@ class Script:
     async def __call__(self, client: aioredis.Redis, *, keys: Sequence[Any] = (),
                        args: Sequence[Any] = ()) -> Any:
         try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            await client.script_load(self.source)
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
+            try:
+                return await client.evalsha(self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                await client.script_load(self.source)
+                return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except redis.ResponseError as exc:
+            raise self.explain(exc) from exc
+
+    def sync(self, client: redis.Redis, *, keys: Sequence[Any] = (),
+             args: Sequence[Any] = ()) -> Any:
+        """The same call on a synchronous client."""
+        return self.on_noscript(
+            lambda: client.evalsha(self.sha, len(keys), *keys, *args), client.script_load)
+
+    def on_noscript(self, send: Callable[[], T], load: Callable[[str], object]) -> T:
+        """`send()` (an EVALSHA of this script on any transport); on NOSCRIPT `load(source)`
+        then `send()` again."""
+        try:
+            try:
+                return send()
+            except NoScriptError:
+                load(self.source)
+                return send()
+        except redis.ResponseError as exc:
+            raise self.explain(exc) from exc
+
+    def explain(self, exc: redis.ResponseError) -> redis.ResponseError:
+        """`exc`, or when the ACL refused a command inside this script (Redis names only the
+        script line), a NoPermissionError naming the command and the rule to add."""
+        found = _SCRIPT_LINE.search(str(exc))
+        if "can't run this command" not in str(exc) or found is None:
+            return exc
+        line = self.source.splitlines()[int(found.group(1)) - 1]
+        command = keys.LUA_CALL.search(line)
+        name = command.group(1).lower() if command else "?"
+        return NoPermissionError(
+            f"the Redis user has no permissions to run the '{name}' command (called by "
+            f"{self.name}.lua line {found.group(1)}); add +{name} to its ACL rule")
 
 
 @cache
 def script(name: str) -> Script:
     """The shared `Script` for `taskqueue/lua/<name>.lua`: `await script(name)(client, keys=...,
-    args=...)`."""
+    args=...)`, or `script(name).sync(client, ...)`."""
     return Script(name)
 
 
@@ -52,14 +99,56 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def observe_call(schema: keys.KeySchema, worker_ids: Sequence[str], *, horizon_ms: int | None = None
+                 ) -> tuple[list[str], list[str | int]]:
+    """KEYS and ARGV of observe.lua (its reply: `keys.OBSERVE_REPLY`), declaring the processing
+    lists of `worker_ids`; delayed entries due by `horizon_ms` (unix ms) count as due soon."""
+    return (
+        [schema.workers, schema.delayed, schema.dead_letter, schema.stats, schema.quiesced,
+         *schema.queue_keys, *(schema.processing(w) for w in worker_ids)],
+        [len(schema.queues), *(q.type for q in schema.queues), *schema.taken_fields,
+         "" if horizon_ms is None else horizon_ms, *worker_ids],
+    )
+
+
+def _missing_workers(raw: Any) -> tuple[str, ...] | None:
+    """All worker ids of an observe.lua reply when some processing list was not declared."""
+    flat = raw[3]
+    ids = tuple(_text(flat[i]) for i in range(0, len(flat), 3))
+    if any(int(flat[i + 2]) < 0 for i in range(0, len(flat), 3)):
+        return ids
+    return None
+
+
+def _remember(schema: keys.KeySchema, raw: Any) -> None:
+    flat = raw[3]
+    _seen_workers[schema.workers] = tuple(_text(flat[i]) for i in range(0, len(flat), 3))
+    _seen_workers.move_to_end(schema.workers)
+    while len(_seen_workers) > _SEEN_WORKERS_MAX:
+        _seen_workers.popitem(last=False)
+
+
 async def observe(client: aioredis.Redis, schema: keys.KeySchema, *,
                   due_within: float = 0.0) -> QueueObservation:
     """Queue lengths, in-flight per worker, delayed, dead-letter, counters, per-queue taken
-    counters and the quiesced workers: one EVALSHA (reply layout: `keys.OBSERVE_REPLY`).
-    Delayed tasks due within `due_within` seconds from now are counted as `due_soon`."""
+    counters, the quiesced workers and the scheduled tasks: one EVALSHA (two when the set of
+    workers changed since the last call for this TaskQueue). Delayed tasks due within
+    `due_within` seconds from now are counted as `due_soon`."""
     at = time.time()
-    keys_, args = schema.observe_call(int((at + due_within) * 1000))
-    raw = await script("observe")(client, keys=keys_, args=args)
+    horizon = int((at + due_within) * 1000)
+    call = script("observe")
+    keys_, args = observe_call(schema, _seen_workers.get(schema.workers, ()), horizon_ms=horizon)
+    raw = await call(client, keys=keys_, args=args)
+    missing = _missing_workers(raw)
+    if missing is not None:
+        keys_, args = observe_call(schema, missing, horizon_ms=horizon)
+        raw = await call(client, keys=keys_, args=args)
+    _remember(schema, raw)
+    return parse_observation(raw, schema, at=at)
+
+
+def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueObservation:
+    """The observe.lua reply as a `QueueObservation` (a worker not declared counts 0)."""
     lengths, oldest, counters, flat_workers, raw_taken, quiesced, scheduled = raw
     backlog = {q.key: int(n) for q, n in zip(schema.queues, lengths, strict=True)}
     # "" (no envelope time) and 0 (raw payloads recover.lua wrapped) mean unknown
@@ -72,7 +161,7 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema, *,
         WorkerObservation(
             worker_id=_text(flat_workers[i]),
             deadline_ms=int(float(_text(flat_workers[i + 1]))),
-            in_flight=int(flat_workers[i + 2]),
+            in_flight=max(0, int(flat_workers[i + 2])),
         )
         for i in range(0, len(flat_workers), 3)
     )
@@ -106,9 +195,23 @@ async def quiesce(client: aioredis.Redis, schema: keys.KeySchema, *, add: Sequen
             pipe.srem(schema.quiesced, *(schema.processing(w) for w in remove))
         for w in add:
             pipe.llen(schema.processing(w))
-        replies = await pipe.execute()
+        try:
+            replies = await pipe.execute()
+        except redis.ResponseError as exc:
+            raise transaction_error(exc) from exc
     lengths = replies[len(replies) - len(add):] if add else []
     return {w: int(n) for w, n in zip(add, lengths, strict=True)}
+
+
+def transaction_error(exc: redis.ResponseError) -> redis.ResponseError:
+    """`exc`, or a NoPermissionError naming the command when the ACL refused MULTI (redis-py
+    then reports `EXEC without MULTI`) or EXEC (an ExecAbortError carrying NOPERM)."""
+    text = str(exc)
+    if "EXEC without MULTI" in text:
+        return NoPermissionError("this user has no permissions to run the 'multi' command")
+    if "NOPERM" in text:
+        return NoPermissionError(text.split("NOPERM ", 1)[1])
+    return exc
 
 
 def recover_call(
@@ -116,9 +219,23 @@ def recover_call(
 ) -> tuple[list[str], list[str | int]]:
     """KEYS and ARGV of recover.lua for `worker_id` (shared by the async and sync callers)."""
     return (
-        [schema.processing(worker_id), schema.workers, schema.dead_letter, schema.stats],
+        [schema.processing(worker_id), schema.workers, schema.dead_letter, schema.stats,
+         *schema.queue_keys],
         [worker_id, max_attempts, reason],
     )
+
+
+def release_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
+    """KEYS of release.lua for `worker_id` (the entries are its ARGV)."""
+    return [schema.processing(worker_id), schema.dead_letter, *schema.queue_keys]
+
+
+def fetch_keys(schema: keys.KeySchema, worker_id: str, *,
+               queue_keys: Sequence[str] | None = None) -> list[str]:
+    """KEYS of fetch.lua for `worker_id`, taking from `queue_keys` (default: every queue)."""
+    queues = schema.queue_keys if queue_keys is None else queue_keys
+    return [schema.processing(worker_id), schema.delayed, schema.starvation, schema.stats,
+            schema.dead_letter, schema.quiesced, *queues]
 
 
 async def recover_worker(

@@ -2,7 +2,9 @@
 
 Pure, no I/O, never raises. A Redis URL may carry a password in its userinfo
 (`redis://user:pass@host`, the password possibly holding unencoded `@`, `/`, `:` or `?`, as
-base64 passwords do) or in its query (`?password=...`). `url()` hides both; `scrub()` hides every
+base64 passwords do) or in its query (`?password=...`, `?sentinel_password=...`). Multi-host
+DSNs (`redis+cluster://u:pw@a:7000,b:7001`, `redis+sentinel://s1,s2/mymaster/0`,
+`taskqueue.dsn`) are handled the same way. `url()` hides both; `scrub()` hides every
 URL inside a free text (an exception message); `check()` says whether a URL can be parsed
 without ever quoting it, so a parse error names the field, never a fragment of the value;
 `has_password()` is the rule the CRD enforces at admission (`PASSWORD_IN_USERINFO` and
@@ -21,11 +23,16 @@ MASK = "***"
 
 PASSWORD_IN_USERINFO = "^[A-Za-z][A-Za-z0-9+.-]*://[^@]*:[^@]+@"
 """A userinfo with a non-empty password (`user:pw@`, `:pw@`); RE2 and Python syntax."""
-PASSWORD_IN_QUERY = "[?&](?i:password|pass|passwd|pwd)=[^&#]"
-"""A non-empty password query parameter (`?password=pw`); RE2 and Python syntax."""
+PASSWORD_IN_QUERY = "[?&](?i:[a-z_]*password|pass|passwd|pwd)=[^&#]"
+"""A non-empty password query parameter (`?password=pw`, `?sentinel_password=pw`); RE2 and
+Python syntax."""
+
+SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel",
+           "rediss+sentinel")
+"""The schemes of a Redis DSN (one server, a Redis Cluster, Sentinel; see taskqueue.dsn)."""
 
 _SECRET_PARAMS = re.compile(
-    r"([?&;](?:password|pass|passwd|pwd|secret|token|auth|access_token)=)[^&#;]*",
+    r"([?&;](?:[a-z_]*password|pass|passwd|pwd|secret|token|auth|access_token)=)[^&#;]*",
     re.IGNORECASE)
 _URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 _USERINFO = re.compile(PASSWORD_IN_USERINFO)
@@ -69,12 +76,13 @@ def check(text: str, *, field: str) -> str | None:
     The error never quotes the value nor the parser's message (which can hold a fragment of a
     password: `Port could not be cast to integer value as '<password prefix>'`).
     """
-    if not text.startswith(("redis://", "rediss://", "unix://")):
+    if not text.startswith(tuple(f"{s}://" for s in SCHEMES)):
         return (f"{field}: not a Redis URL; use redis://[user:password@]host:6379/0, "
-                "rediss:// for TLS, or unix:///path/to/socket")
+                "rediss:// for TLS, unix:///path/to/socket, redis+cluster://host:7000 or "
+                "redis+sentinel://host:26379/mymaster")
     try:
         parts = urllib.parse.urlsplit(text)
-        _ = parts.port  # raises ValueError on a port that is not a number
+        _check_ports(parts)
         _check_query(parts.query)
     except ValueError:
         return (f"{field}: the URL cannot be parsed (check the host and port, and "
@@ -83,6 +91,17 @@ def check(text: str, *, field: str) -> str | None:
     if parts.scheme != "unix" and not parts.hostname:
         return f"{field}: the URL has no host; use redis://host:6379/0"
     return None
+
+
+def _check_ports(parts: urllib.parse.SplitResult) -> None:
+    """Raise ValueError on a port that is not a number (each host of a multi-host DSN)."""
+    if "+" not in parts.scheme:
+        _ = parts.port
+        return
+    for host in parts.netloc.rpartition("@")[2].split(","):
+        port = host.rpartition("]")[2].rpartition(":")[2] if ":" in host else ""
+        if port and not (port.isdigit() and int(port) < 65536):
+            raise ValueError("port")
 
 
 def _check_query(query: str) -> None:

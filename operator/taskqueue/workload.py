@@ -20,6 +20,7 @@ DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 TASKQUEUE_LABEL = "taskqueue.dev/taskqueue"
 COMPONENT = "taskqueue-worker"
 CONTAINER = "worker"
+TLS_VOLUME = "redis-tls"
 TMP_VOLUME = "tmp"
 
 CONTAINER_SECURITY: dict[str, Any] = {
@@ -90,6 +91,11 @@ def _env(tq: models.TaskQueue) -> list[dict[str, Any]]:
     if ref is not None:
         env.append({"name": "TASKQUEUE_REDIS_URL",
                     "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    sentinel = tq.spec.redis.sentinel
+    if sentinel is not None and sentinel.passwordSecretRef is not None:
+        sref = sentinel.passwordSecretRef
+        env.append({"name": "TASKQUEUE_REDIS_SENTINEL_PASSWORD",
+                    "valueFrom": {"secretKeyRef": {"name": sref.name, "key": sref.key}}})
     return env + [dict(e) for e in tq.spec.worker.env]
 
 
@@ -126,6 +132,14 @@ def _pod_spec(tq: models.TaskQueue) -> dict[str, Any]:
         pod["tolerations"] = [dict(t) for t in worker.tolerations]
     if worker.serviceAccountName:
         pod["serviceAccountName"] = worker.serviceAccountName
+    tls = tq.spec.redis.tls
+    if tls is not None:  # the Secret as read-only files, never as environment variables
+        # 0444: the worker runs as a non-root uid (POD_SECURITY) and must read the root-owned
+        # files; the container has no other user
+        pod["volumes"].append({"name": TLS_VOLUME, "secret": {
+            "secretName": tls.secretName, "defaultMode": 0o444}})
+        pod["containers"][0]["volumeMounts"].append(
+            {"name": TLS_VOLUME, "mountPath": models.REDIS_TLS_DIR, "readOnly": True})
     return pod
 
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import redis
 
+import redis
 from taskqueue import keys
 from taskqueue.cli import stats
 from tests.fixtures.redis_server import RedisServer
@@ -158,7 +158,9 @@ def test_watch_rides_out_a_redis_restart(tmp_path: Path) -> None:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         first = proc.stdout.readline()  # it has read Redis once (startup is slow under load)
-        server.restart(down_seconds=1.5)  # killed: a blip of 1.5 s, then back, empty
+        # killed, then back, empty: down longer than the clients' own retry of a lost connection
+        # (taskqueue.connection.RETRIES, which rides out a failover's few seconds unseen)
+        server.restart(down_seconds=8)
         out, err = proc.communicate(timeout=60)
         out = first + out
     finally:

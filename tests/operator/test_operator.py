@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
+import redis
 from taskqueue import keys, manifest
 from taskqueue.kube import KubeClient
 from taskqueue.leader import LeaderElector
@@ -46,6 +46,15 @@ Start = Callable[..., OperatorThread]
                  id="poll-too-fast"),
     pytest.param({"delivery": "Sometimes"}, "spec.delivery", id="bad-enum"),
     pytest.param({"queues": [{"key": "has space"}]}, "spec.queues[0].key", id="bad-key"),
+    pytest.param({"redis": {"url": "redis://r", "mode": "cluster"},
+                  "queues": [{"key": "{a}:x"}, {"key": "a:y"}]}, "must share one hash tag",
+                 id="cluster-queue-without-the-tag"),
+    pytest.param({"redis": {"url": "redis+cluster://r"}, "queues": [{"key": "{a}:x"}],
+                  "retry": {"deadLetterKey": "{b}:dead"}}, "must share one hash tag",
+                 id="cluster-dead-letter-other-tag"),
+    pytest.param({"redis": {"url": "redis://r", "mode": "cluster"},
+                  "queues": [{"key": "a{}b{a}"}]}, "must share one hash tag",
+                 id="cluster-empty-first-tag"),
 ])
 def test_invalid_manifests_rejected_naming_the_field(
     control_plane: ControlPlane, crd: None, namespace: str, spec: dict[str, Any], field: str
@@ -55,6 +64,22 @@ def test_invalid_manifests_rejected_naming_the_field(
     proc = apply(control_plane, namespace, manifest_, check=False)
     assert proc.returncode != 0
     assert field in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("spec", [
+    pytest.param({"redis": {"url": "redis://r", "mode": "cluster"},
+                  "queues": [{"key": "{a}:x"}, {"key": "x{a}y"}], "keyPrefix": "{a}:p"},
+                 id="cluster-one-tag"),
+    pytest.param({"redis": {"url": "redis://r"}, "queues": [{"key": "a"}, {"key": "b"}]},
+                 id="one-server-no-tag"),
+])
+def test_valid_topologies_accepted(control_plane: ControlPlane, crd: None, namespace: str,
+                                   spec: dict[str, Any]) -> None:
+    manifest_ = taskqueue("ok", "redis://r:6379/0")
+    manifest_["spec"].update(spec)
+    proc = apply(control_plane, namespace, manifest_, check=False)
+    assert proc.returncode == 0, proc.stderr
+    manifest.parse(manifest_)  # and pydantic agrees
 
 
 def test_defaults_applied_by_the_api_server(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from importlib import resources
 
 import pytest
 import redis.asyncio as aioredis
@@ -167,8 +169,72 @@ async def test_scripts_are_not_bound_to_a_client(redis_url: str) -> None:
         await second.aclose()
 
 
-@pytest.mark.parametrize("name", ["fetch", "release"])
+@pytest.mark.parametrize("name", ["fetch", "release", "recover"])
 def test_scripts_get_the_shared_entry_library_inlined(name: str) -> None:
     source = keys.lua(name)
-    assert "local function put_back(entry)" in source
+    assert "local function put_back(entry, queues, dead_key)" in source
     assert not any(line.startswith("-- include:") for line in source.splitlines())
+
+
+@pytest.mark.parametrize("name", ["fail", "fetch", "heartbeat", "observe", "recover", "release"])
+def test_no_script_has_its_own_parser_of_the_wire_formats(name: str) -> None:
+    own = (resources.files("taskqueue") / "lua" / f"{name}.lua").read_text("utf-8")
+    assert "__taskqueue__" not in own, "the envelope belongs to lua/lib/entry.lua"
+    assert "'\\n', 1, true" not in own, "entries are split by lua/lib/entry.lua"
+    assert "cjson.encode({" not in own, "dead-letter records are built by lua/lib/entry.lua"
+
+
+async def test_observe_counts_a_worker_that_joined_since_the_last_poll(
+        redis_client: aioredis.Redis) -> None:
+    """Processing lists are declared in KEYS from the last poll's worker set; a new worker costs
+    one more call, never a wrong count."""
+    schema = _spec(queues=[{"key": "q"}])
+    await redis_client.zadd(schema.workers, {"old": 9e12})
+    await redis_client.lpush(schema.processing("old"), "q\n\na")
+    assert [(w.worker_id, w.in_flight) for w in
+            (await queueops.observe(redis_client, schema)).workers] == [("old", 1)]
+    await redis_client.zadd(schema.workers, {"new": 9e12})
+    await redis_client.lpush(schema.processing("new"), "q\n\nb", "q\n\nc")
+    await redis_client.zrem(schema.workers, "old")
+    obs = await queueops.observe(redis_client, schema)
+    assert [(w.worker_id, w.in_flight) for w in obs.workers] == [("new", 2)]
+
+
+def test_observe_declares_every_key_it_reads() -> None:
+    schema = _spec(queues=[{"key": "q"}, {"key": "z", "type": "zset"}])
+    keys_, args = queueops.observe_call(schema, ["w1", "w2"])
+    assert keys_ == [schema.workers, schema.delayed, schema.dead_letter, schema.stats,
+                     schema.quiesced, "q", "z", schema.processing("w1"), schema.processing("w2")]
+    assert args == [2, "list", "zset", *schema.taken_fields, "", "w1", "w2"]
+    _, with_horizon = queueops.observe_call(schema, ["w1"], horizon_ms=1234)
+    assert with_horizon == [2, "list", "zset", *schema.taken_fields, 1234, "w1"]
+
+
+@pytest.mark.parametrize("script", ["recover", "release", "fetch"])
+async def test_an_entry_of_a_queue_the_taskqueue_dropped_is_dead_lettered(
+        redis_client: aioredis.Redis, script: str) -> None:
+    """Scripts write only declared queues: an entry naming another queue (removed from the spec
+    since) goes to the dead-letter list, visible to `taskqueue dlq`, instead of a stray key."""
+    schema = _spec(queues=[{"key": "q"}])
+    entry = keys.Entry("gone", "", keys.wrap("p", task_id="t9")).encode()
+    kept = keys.Entry("q", "", "stays").encode()
+    proc = schema.processing("w")
+    if script == "recover":
+        await redis_client.lpush(proc, entry, kept)
+        await queueops.recover_worker(redis_client, schema, worker_id="w", max_attempts=5,
+                                      reason="test")
+    elif script == "release":
+        await redis_client.lpush(proc, entry, kept)
+        await queueops.script("release")(
+            redis_client, keys=queueops.release_keys(schema, "w"), args=[entry, kept])
+    else:
+        await redis_client.zadd(schema.delayed, {entry: 1, kept: 2})
+        await queueops.script("fetch")(
+            redis_client, keys=queueops.fetch_keys(schema, "w"),
+            args=[int(time.time() * 1000), 0, "1", 0, "list", ""])
+    assert not await redis_client.exists("gone")
+    assert [keys.unwrap(e).payload for e in await redis_client.lrange("q", 0, -1)] == ["stays"]
+    record = json.loads(await redis_client.lindex(schema.dead_letter, 0))
+    assert (record["queue"], record["payload"], record["id"]) == ("gone", "p", "t9")
+    assert "not in this TaskQueue" in record["error"]
+    assert abs(record["failed_at"] - time.time()) < 60

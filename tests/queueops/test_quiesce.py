@@ -7,9 +7,9 @@ import time
 from typing import Any
 
 import pytest
-import redis
 import redis.asyncio as aioredis
 
+import redis
 from taskqueue import keys, manifest, queueops
 from taskqueue.worker.store import Store
 
@@ -120,8 +120,8 @@ async def test_observe_reads_quiesce_taken_and_due_soon_in_one_evalsha(
 
 def test_the_observe_call_layout() -> None:
     schema = _schema("high", "low")
-    keys_, args = schema.observe_call(1234)
+    keys_, args = queueops.observe_call(schema, (), horizon_ms=1234)
     assert keys_ == [schema.workers, schema.delayed, schema.dead_letter, schema.stats,
                      schema.quiesced, "high", "low"]
-    assert args == [schema.processing_prefix, "list", "list", "taken:high", "taken:low", 1234]
+    assert args == [2, "list", "list", "taken:high", "taken:low", 1234]
     assert len(keys.OBSERVE_REPLY) == 7

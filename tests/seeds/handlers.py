@@ -8,7 +8,6 @@ import threading
 import time
 
 import redis
-
 from taskqueue.worker.handlers import TaskContext
 from tests.worker.handlers import URL_ENV
 

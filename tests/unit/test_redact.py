@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from taskqueue import crdgen, redact
+from taskqueue import crdgen, dsn, redact
 
 # a base64 password: '/' and '+' and '=' unencoded, as `openssl rand -base64` prints them
 B64 = "Zm9v/YmFy+cXV4=="
@@ -35,6 +35,13 @@ B64 = "Zm9v/YmFy+cXV4=="
                      id="query-password-with-at"),
         pytest.param("unix:///tmp/redis.sock?password=x", "unix:///tmp/redis.sock?password=***",
                      id="unix-query"),
+        pytest.param("redis+cluster://u:secret@a:1,b:2", "redis+cluster://u:***@a:1,b:2",
+                     id="several-hosts"),
+        pytest.param("redis+sentinel://s1,s2/m/0?sentinel_password=sp&socket_timeout=1",
+                     "redis+sentinel://s1,s2/m/0?sentinel_password=***&socket_timeout=1",
+                     id="sentinel-password-option"),
+        pytest.param("rediss://h?password=pw", "rediss://h?password=***", id="password-option"),
+        pytest.param("redis://:p%40ss@h/0", "redis://:***@h/0", id="percent-encoded"),
         pytest.param("not a url", "not a url", id="not-a-url"),
         pytest.param("user:pw@host:6379", "user:***@host:6379", id="no-scheme"),
         pytest.param("host:6379", "host:6379", id="no-scheme-no-userinfo"),
@@ -42,6 +49,7 @@ B64 = "Zm9v/YmFy+cXV4=="
 )
 def test_url_hides_the_password(url: str, shown: str) -> None:
     assert redact.url(url) == shown
+    assert dsn.redact(url) == shown  # connection/dsn messages use the same redactor
 
 
 @pytest.mark.parametrize(
@@ -70,6 +78,7 @@ def test_scrub_hides_urls_inside_text(text: str, secret: str) -> None:
         pytest.param("redis://h/0?password=x", True, id="query"),
         pytest.param("redis://h/0?db=0&PASSWORD=x", True, id="query-upper"),
         pytest.param("redis://h/0?password=", False, id="query-empty"),
+        pytest.param("redis+sentinel://s1/m?sentinel_password=x", True, id="sentinel-option"),
     ],
 )
 def test_has_password(url: str, has: bool) -> None:
@@ -90,6 +99,7 @@ def test_the_crd_rule_uses_the_same_expressions() -> None:
         pytest.param("redis://host:99999/0", "99999", id="port-range"),
         pytest.param("redis://host/0?db=secretish", "secretish", id="db"),
         pytest.param("redis://host/0?socket_timeout=abc", "abc", id="timeout"),
+        pytest.param("redis+cluster://a:7000,b:secretport", "secretport", id="cluster-port"),
     ],
 )
 def test_check_names_the_field_never_the_value(url: str, fragment: str) -> None:
@@ -106,6 +116,8 @@ def test_check_names_the_field_never_the_value(url: str, fragment: str) -> None:
         pytest.param("redis://host:6379/0", True, id="plain"),
         pytest.param("rediss://:p%2Fw@host:6380/0", True, id="encoded-password"),
         pytest.param("unix:///run/redis.sock?db=2", True, id="unix"),
+        pytest.param("redis+cluster://a:7000,b:7001", True, id="cluster"),
+        pytest.param("rediss+sentinel://s1:26379,[::1]:26380/m/0", True, id="sentinel"),
         pytest.param("http://host", False, id="scheme"),
         pytest.param("redis://", False, id="no-host"),
     ],

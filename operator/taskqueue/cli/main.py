@@ -7,7 +7,6 @@ import sys
 from collections.abc import Callable, Sequence
 
 import redis
-
 from taskqueue import redact
 from taskqueue.cli import dlq, drain, enqueue, inflight, keycheck, simulate, stats, target
 from taskqueue.cli.errors import (
@@ -48,6 +47,13 @@ def _redis_error(exc: redis.RedisError, resolved: target.Target) -> CliError:
                         EXIT_UNREACHABLE)
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         return CliError(f"cannot reach Redis at {where}: {why}", EXIT_UNREACHABLE)
+    if "EXEC without MULTI" in str(exc):  # MULTI was refused, and redis-py reports the EXEC
+        exc = redis.exceptions.NoPermissionError(
+            "this user has no permissions to run the 'multi' command")
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return CliError(f"the Redis user lacks a permission: {redact.scrub(str(exc))} (the "
+                        "CLI's ACL rule: `python -m taskqueue.acl cli`, docs/install.md)",
+                        EXIT_FAILURE)
     if isinstance(exc, redis.ResponseError) and "WRONGTYPE" in str(exc):
         return _wrong_type(resolved) or CliError(
             "WRONGTYPE: a key of this TaskQueue holds another type than expected "

@@ -154,8 +154,7 @@ def run(target: Target, args: argparse.Namespace) -> int:
 
 
 def _client(target: Target) -> aioredis.Redis:
-    return aioredis.Redis.from_url(target.redis_url, decode_responses=True,
-                                   socket_connect_timeout=3, socket_timeout=30)
+    return target.connect_async()
 
 
 async def _once(target: Target, schema: keys.KeySchema, args: argparse.Namespace,

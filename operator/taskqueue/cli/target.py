@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import base64
+import os
 from dataclasses import dataclass
 from typing import Any
 
-import redis
+import redis.asyncio as aioredis
 
-from taskqueue import keys, manifest, models, redact
+import redis
+from taskqueue import connection, keys, manifest, models, redact
 from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
 
 DEFAULT_URL = "redis://localhost:6379/0"
@@ -50,10 +52,15 @@ class Target:
     def connect(self) -> redis.Redis:
         """A client for this target; nothing is sent yet. Replies are decoded as UTF-8 with
         `surrogateescape`: bytes that are not UTF-8 survive a read and a write unchanged."""
-        return redis.Redis.from_url(
-            self.redis_url, decode_responses=True, encoding_errors="surrogateescape",
-            socket_connect_timeout=3, socket_timeout=30
-        )
+        return connection.sync_client(
+            connection.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
+            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=30)
+
+    def connect_async(self) -> aioredis.Redis:
+        """An asyncio client for this target (replies decoded); nothing is sent yet."""
+        return connection.async_client(
+            connection.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
+            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=30)
 
 
 class _QueueAction(argparse.Action):
@@ -117,7 +124,22 @@ def _check_url(url: str, source: str) -> None:
 def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
     ns = tq.metadata.namespace
     name = f"{ns}/{tq.metadata.name}" if ns else tq.metadata.name
-    return Target(redis_url=url, schema=keys.KeySchema.from_spec(tq.spec), name=name)
+    url = connection.dsn_for(url, tq.spec.redis.mode, sentinel=tq.spec.redis.sentinel)
+    url = connection.with_sentinel_password(
+        url, os.environ.get("TASKQUEUE_REDIS_SENTINEL_PASSWORD"))
+    tls_dir = os.environ.get("TASKQUEUE_REDIS_TLS_DIR")
+    if tq.spec.redis.tls is not None and tls_dir is None and "ssl_ca_certs" not in url:
+        raise CliError(
+            f"spec.redis.tls: the CA is in Secret {tq.spec.redis.tls.secretName!r}; save its "
+            "keys as files in a folder and set TASKQUEUE_REDIS_TLS_DIR to it, or pass "
+            "--redis-url 'rediss://...?ssl_ca_certs=/path/ca.crt'", EXIT_USAGE)
+    if tls_dir is not None:
+        url = connection.with_tls_dir(url, tq.spec.redis.tls, tls_dir)
+    schema = keys.KeySchema.from_spec(tq.spec)
+    problem = schema.cluster_problem() if connection.is_cluster_dsn(url) else None
+    if problem:
+        raise CliError(problem, EXIT_USAGE)
+    return Target(redis_url=url, schema=schema, name=name)
 
 
 def _spec_url(tq: models.TaskQueue, path: str) -> str:

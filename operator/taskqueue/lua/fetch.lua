@@ -1,8 +1,9 @@
 -- fetch.lua: ack finished tasks, promote due retries, then take up to COUNT tasks by priority and
 -- starvation limits, moving each into the caller's processing list, all in one atomic call.
 -- KEYS[1] processing list of the caller, KEYS[2] delayed zset, KEYS[3] starvation hash,
--- KEYS[4] stats hash, KEYS[5] quiesced set, KEYS[6..] the queues in priority order.
--- A caller whose processing list is in KEYS[5] (quiesced by the operator) acks and promotes but
+-- KEYS[4] stats hash, KEYS[5] dead-letter list (a due retry whose queue left the spec),
+-- KEYS[6] quiesced set, KEYS[7..] the queues in priority order.
+-- A caller whose processing list is in KEYS[6] (quiesced by the operator) acks and promotes but
 -- takes nothing. Each take adds to the stats field "taken:<queue key>" (keys.TAKEN_FIELD_PREFIX).
 -- ARGV[1] now (unix ms; "" skips promoting due retries in this call), ARGV[2] COUNT (0: ack and
 -- promote only), ARGV[3] hold ("1": LPUSH the entries into KEYS[1] (AtLeastOnce); "0": hand them
@@ -14,6 +15,7 @@
 -- non-empty later queue and the counter restarts. Without any limit the queues are simply drained
 -- in order (one pop per queue, no length reads).
 -- include: entry
+local queue_set = key_set(7)
 local now, count, hold = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
 local nacks = tonumber(ARGV[4])
 if nacks > 0 then
@@ -29,17 +31,17 @@ if now then
   local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
   for _, entry in ipairs(due) do
     redis.call('ZREM', KEYS[2], entry)
-    put_back(entry)
+    put_back(entry, queue_set, KEYS[5])
   end
 end
 if count <= 0 then return {} end
-if redis.call('SISMEMBER', KEYS[5], KEYS[1]) == 1 then return {} end
+if redis.call('SISMEMBER', KEYS[6], KEYS[1]) == 1 then return {} end
 
-local nq = #KEYS - 5
+local nq = #KEYS - 6
 local keys, types, limits = {}, {}, {}
 local any_limit = false
 for i = 1, nq do
-  keys[i] = KEYS[5 + i]
+  keys[i] = KEYS[6 + i]
   types[i] = ARGV[4 + nacks + 2 * i - 1]
   limits[i] = tonumber(ARGV[4 + nacks + 2 * i])
   if limits[i] then any_limit = true end
@@ -52,12 +54,12 @@ local function take(i, n)
   if types[i] == 'zset' then
     local popped = redis.call('ZPOPMIN', keys[i], n)
     for k = 1, #popped, 2 do
-      out[#out + 1] = keys[i] .. '\n' .. popped[k + 1] .. '\n' .. popped[k]
+      out[#out + 1] = join_entry(keys[i], popped[k + 1], popped[k])
     end
   else
     local popped = redis.call('RPOP', keys[i], n)
     if popped then
-      for k = 1, #popped do out[#out + 1] = keys[i] .. '\n\n' .. popped[k] end
+      for k = 1, #popped do out[#out + 1] = join_entry(keys[i], '', popped[k]) end
     end
   end
   local got = #out - before

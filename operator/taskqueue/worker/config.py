@@ -8,9 +8,8 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from taskqueue import keys
+from taskqueue import connection, keys, models
 from taskqueue.models import Delivery, TaskQueueSpec
-from taskqueue.worker.store import connection_pool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +50,8 @@ class WorkerConfig:
     """Serve Prometheus metrics on this port."""
     idempotency_window: float | None = None
     """Idempotent consumption: seconds a completed id is remembered (None: off)."""
+    wait_replicas: int = 0
+    """Durable mode (spec.redis.waitForReplicas): WAIT for this many replicas after a fetch."""
 
 
 def default_worker_id() -> str:
@@ -60,7 +61,8 @@ def default_worker_id() -> str:
     )
 
 
-URL_SCHEMES = ("redis", "rediss", "unix")
+URL_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel",
+               "rediss+sentinel")
 
 
 def redis_url_problem(url: str) -> str | None:
@@ -71,7 +73,10 @@ def redis_url_problem(url: str) -> str | None:
     except ValueError:
         return "not a URL; expected redis://host:port/db"
     if parts.scheme not in URL_SCHEMES:
-        return "scheme must be redis://, rediss:// (TLS) or unix://"
+        return ("scheme must be redis://, rediss:// (TLS), unix://, redis+cluster:// or "
+                "redis+sentinel://")
+    if "+" in parts.scheme:  # several hosts: the DSN parser checks them
+        return _settings_problem(url)
     if parts.scheme == "unix":
         return None if parts.path else "unix:// needs a socket path"
     try:
@@ -84,10 +89,14 @@ def redis_url_problem(url: str) -> str | None:
     db = parts.path.lstrip("/")
     if db and not db.isdigit():
         return "database (the path after the port) is not a number"
+    return _settings_problem(url)
+
+
+def _settings_problem(url: str) -> str | None:
     try:
-        connection_pool(url)
-    except (ValueError, TypeError):
-        return "not a valid Redis URL; expected redis://[user:password@]host:port/db"
+        connection.RedisSettings.from_dsn(url)
+    except ValueError as exc:  # SettingsError: the message shows the URL redacted
+        return str(exc)
     return None
 
 
@@ -106,10 +115,19 @@ def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
     problem = redis_url_problem(url)
     if problem:
         raise ValueError(f"{field}: {problem}")
+    url = connection.dsn_for(url, spec.redis.mode, sentinel=spec.redis.sentinel)
+    url = connection.with_sentinel_password(
+        url, os.environ.get("TASKQUEUE_REDIS_SENTINEL_PASSWORD"))
+    url = connection.with_tls_dir(url, spec.redis.tls, os.environ.get(
+        "TASKQUEUE_REDIS_TLS_DIR", models.REDIS_TLS_DIR))
+    schema = keys.KeySchema.from_spec(spec)
+    problem = schema.cluster_problem() if connection.is_cluster_dsn(url) else None
+    if problem:
+        raise ValueError(problem)
     w = spec.worker
     return WorkerConfig(
         redis_url=url,
-        schema=keys.KeySchema.from_spec(spec),
+        schema=schema,
         worker_id=worker_id or default_worker_id(),
         handler=w.handler,
         command=tuple(w.command) if w.command else None,
@@ -124,4 +142,5 @@ def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
         grace_seconds=float(w.terminationGracePeriodSeconds),
         metrics_port=w.metricsPort,
         idempotency_window=w.idempotency.windowSeconds if w.idempotency else None,
+        wait_replicas=spec.redis.waitForReplicas,
     )

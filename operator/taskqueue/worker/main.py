@@ -18,6 +18,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from redis.exceptions import NoPermissionError
+
 from taskqueue import manifest, metrics
 from taskqueue.models import TaskQueue, TaskQueueSpec
 from taskqueue.worker import config as cfg
@@ -161,7 +163,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # everything imported so far lives as long as the process: keep it out of the cyclic GC, so
     # a full collection scans only what tasks allocate (a pause of ~20 ms otherwise)
     gc.freeze()
-    return worker.run_until_signal()
+    try:
+        return worker.run_until_signal()
+    except NoPermissionError as exc:  # refused at registration: say which command, and stop
+        print(f"taskqueue-worker: the Redis user lacks a permission: {exc} (the worker's ACL "
+              "rule: `python -m taskqueue.acl worker KEY_PATTERN`, docs/install.md)",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import threading
 import time
 from types import FrameType
 
+from redis.exceptions import NoPermissionError
+
 from taskqueue import backoff
 from taskqueue.worker import keycheck
 from taskqueue.worker.config import WorkerConfig
@@ -81,8 +83,10 @@ class Worker:
             keycheck.check(self.heartbeat.store, self.state.skips)
 
         with contextlib.suppress(backoff.GaveUpError):  # stopped before Redis could be reached
+            # an ACL refusal is not transient: the worker does not start, naming the command
             backoff.retry(register, what="registering with Redis", log=log,
-                          wait=self.state.stopping.wait, retry_on=REDIS_ERRORS)
+                          wait=self.state.stopping.wait, retry_on=REDIS_ERRORS,
+                          fatal=(NoPermissionError,))
 
     def stop(self) -> None:
         """Stop taking tasks (idle slots return at once); `join()` drains."""

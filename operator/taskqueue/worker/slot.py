@@ -69,7 +69,7 @@ class Slot:
         self.wakeup = wakeup
         self.mode = fetch_mode(config)
         self.store = Store(url=config.redis_url, schema=config.schema,
-                           worker_id=config.worker_id)
+                           worker_id=config.worker_id, wait_replicas=config.wait_replicas)
         self.executor = Executor(config=config, handler=handler, store=self.store,
                                  stopping=state.stopping)
         self.acks: list[str] = []

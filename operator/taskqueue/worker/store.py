@@ -1,5 +1,10 @@
 """The worker's Redis calls: one dedicated connection, the Lua scripts by EVALSHA, no pool.
 
+The connection goes to the master that serves the TaskQueue's keys (`taskqueue.connection`:
+one server, the Cluster node owning the TaskQueue's hash slot, or the master Sentinel names);
+after a connection loss, MOVED, READONLY or CLUSTERDOWN it is found again on the next call, which
+is how a worker follows a failover.
+
 Each consume slot, the heartbeat and the wake-up listener own one `Store` each, so a blocking
 call never waits for another thread. Payloads are decoded as UTF-8 with `surrogateescape` and
 encoded back the same way by our own command packer (redis-py's hiredis packer would reject
@@ -9,30 +14,44 @@ The fetch command, sent once per task, is mostly pre-encoded.
 
 from __future__ import annotations
 
-import hashlib
+import logging
 import time
 from collections.abc import Collection, Sequence
 from typing import Any
 
-import redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import (
+    ClusterDownError,
+    MovedError,
+    ReadOnlyError,
+    TryAgainError,
+)
 
-from taskqueue import keys, queueops
+import redis
+from taskqueue import connection, keys, queueops
+
+log = logging.getLogger(__name__)
+
+WAIT_TIMEOUT_MS = 2000
+"""How long durable mode waits for replicas before going on (and logging it)."""
 
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    redis.ConnectionError, redis.TimeoutError, OSError,
+    redis.ConnectionError, redis.TimeoutError, OSError, MovedError, ReadOnlyError,
+    ClusterDownError, TryAgainError,
 )
-"""Errors after which a call may be retried on a new connection."""
+"""Errors after which a call may be retried on a new connection (to the master found again):
+no script ran, or the connection broke and the caller's own recovery applies."""
 REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, *CONNECTION_ERRORS)
 """Every error a Redis call can raise: connection loss and error replies (OOM, BUSY, WRONGTYPE,
 READONLY, MISCONF, NOSCRIPT...). Long-lived worker threads retry all of them with backoff."""
 
 
-def connection_pool(url: str, *, protocol: int = 2) -> redis.ConnectionPool:
-    """A pool used only to build connections with the URL's settings (auth, TLS, db)."""
-    return redis.ConnectionPool.from_url(
-        url, decode_responses=True, encoding_errors="surrogateescape", protocol=protocol,
-        socket_connect_timeout=5, socket_timeout=30, socket_keepalive=True,
+def connect(url: str, *, key: str, protocol: int = 2) -> Any:
+    """A new raw connection (not yet connected) to the master serving `key`, with the URL's
+    settings (auth, TLS, db, topology)."""
+    return connection.node_connection(
+        connection.RedisSettings.from_dsn(url), key=key, decode_responses=True,
+        encoding_errors="surrogateescape", protocol=protocol, socket_connect_timeout=5,
+        socket_timeout=30, socket_keepalive=True,
     )
 
 
@@ -79,25 +98,19 @@ def pack(args: Sequence[str | bytes | int | float]) -> bytes:
     return b"*%d\r\n" % len(args) + b"".join(bulk(a) for a in args)
 
 
-_SHAS: dict[str, str] = {}
-
-
-def script_sha(name: str) -> str:
-    sha = _SHAS.get(name)
-    if sha is None:
-        sha = _SHAS[name] = hashlib.sha1(keys.lua(name).encode("utf-8")).hexdigest()
-    return sha
-
-
 class Store:
     """Redis operations of one worker thread over a connection of its own."""
 
-    def __init__(self, *, url: str, schema: keys.KeySchema, worker_id: str) -> None:
+    def __init__(self, *, url: str, schema: keys.KeySchema, worker_id: str,
+                 wait_replicas: int = 0) -> None:
         self.schema = schema
+        self.wait_replicas = wait_replicas
         self.worker_id = worker_id
         self.processing = schema.processing(worker_id)
-        self._conn: Any = connection_pool(url).make_connection()
+        self._url = url
+        self._conn: Any = None
         self._hold_flag = {True: bulk("1"), False: bulk("0")}
+        self._release_keys = queueops.release_keys(schema, worker_id)
         self.queue_keys: tuple[str, ...] = ()
         self.use_queues(skip=())
 
@@ -109,10 +122,10 @@ class Store:
         queue_args: list[str] = []
         for q in queues:
             queue_args += [q.type, "" if q.starvation_limit is None else str(q.starvation_limit)]
-        fetch_keys = [self.processing, schema.delayed, schema.starvation, schema.stats,
-                      schema.quiesced, *self.queue_keys]
+        fetch_keys = queueops.fetch_keys(schema, self.worker_id, queue_keys=self.queue_keys)
         # EVALSHA <sha> <numkeys> <keys...> | now count hold nacks acks... | queue args...
-        head: list[str | int] = ["EVALSHA", script_sha("fetch"), len(fetch_keys), *fetch_keys]
+        head: list[str | int] = ["EVALSHA", queueops.script("fetch").sha, len(fetch_keys),
+                                 *fetch_keys]
         self._fetch_head = b"".join(bulk(a) for a in head)
         self._fetch_tail = b"".join(bulk(a) for a in queue_args)
         self._fetch_fixed = 3 + len(fetch_keys) + 4 + len(queue_args)
@@ -124,29 +137,35 @@ class Store:
         return {name: str(self.call("TYPE", name)) for name in names}
 
     def close(self) -> None:
-        self._conn.disconnect()
+        if self._conn is not None:
+            self._conn.disconnect()
 
     def send(self, packed: bytes, *, timeout: float | None = None) -> Any:
-        """One packed command and its reply; the connection is re-opened after an error."""
-        self._conn.send_packed_command([packed], check_health=False)
-        if timeout is None:
-            return self._conn.read_response()
-        return self._conn.read_response(timeout=timeout)
+        """One packed command and its reply; after a connection error, MOVED or READONLY the
+        master is found again and a new connection opened on the next call."""
+        if self._conn is None:
+            self._conn = connect(self._url, key=self.processing)
+        try:
+            self._conn.send_packed_command([packed], check_health=False)
+            if timeout is None:
+                return self._conn.read_response()
+            return self._conn.read_response(timeout=timeout)
+        except CONNECTION_ERRORS:
+            conn, self._conn = self._conn, None
+            conn.disconnect()
+            raise
 
     def call(self, *args: Any, timeout: float | None = None) -> Any:
         """One command and its reply."""
         return self.send(pack(args), timeout=timeout)
 
     def script(self, name: str, keys_: Sequence[str], args: Sequence[Any]) -> Any:
-        packed = pack(["EVALSHA", script_sha(name), len(keys_), *keys_, *args])
+        packed = pack(["EVALSHA", queueops.script(name).sha, len(keys_), *keys_, *args])
         return self._evalsha(name, packed)
 
     def _evalsha(self, name: str, packed: bytes) -> Any:
-        try:
-            return self.send(packed)
-        except NoScriptError:
-            self.call("SCRIPT", "LOAD", keys.lua(name))
-            return self.send(packed)
+        return queueops.script(name).on_noscript(
+            lambda: self.send(packed), lambda source: self.call("SCRIPT", "LOAD", source))
 
     def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True,
               promote: bool = True) -> list[str]:
@@ -159,6 +178,13 @@ class Store:
             bulk(len(acks)), *[bulk(a) for a in acks], self._fetch_tail,
         ))
         result: list[str] = self._evalsha("fetch", packed)
+        if result and self.wait_replicas and hold:
+            # durable mode: the move into our processing list reaches a replica before we run
+            # the task, so a failover now cannot hand it out again while we hold it
+            acked = int(self.call("WAIT", self.wait_replicas, WAIT_TIMEOUT_MS))
+            if acked < self.wait_replicas:
+                log.warning("WAIT: %d of %d replica(s) confirmed the fetch within %d ms",
+                            acked, self.wait_replicas, WAIT_TIMEOUT_MS)
         return result
 
     def fail(self, *, entry: str, held: bool, dead: bool, value: str, due_ms: int) -> bool:
@@ -174,7 +200,7 @@ class Store:
         """Give back held entries unrun (attempts unchanged); see release.lua."""
         if not entries:
             return 0
-        return int(self.script("release", [self.processing], list(entries)))
+        return int(self.script("release", self._release_keys, list(entries)))
 
     def held_entries(self) -> list[str]:
         result: list[str] = self.call("LRANGE", self.processing, 0, -1)

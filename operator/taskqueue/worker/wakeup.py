@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from taskqueue import backoff
-from taskqueue.worker.store import connection_pool, pack
+from taskqueue.worker.store import connect, pack
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class Wakeup:
         self._wake_w.close()
 
     def _session(self) -> None:
-        conn: Any = connection_pool(self._url, protocol=3).make_connection()
+        conn: Any = connect(self._url, key=min(self._keys), protocol=3)
         try:
             conn.connect()
             conn._parser.set_invalidation_push_handler(lambda msg: msg)
