@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 import redis as redis_client
+
 from taskqueue_devcluster import BinariesNotBuiltError, ControlPlane, find_bin_dir
 from taskqueue_devcluster.node import RealNode, missing_requirements, nodeconfig
 from tests.fixtures.images import Engine

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import redis
+
 from tests.e2e_node.conftest import HANDLER_IMAGE, NodeCluster
 
 # The first test also pays for the fixtures: images, control plane, node, helm install --wait.

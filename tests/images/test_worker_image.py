@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 import redis
+
 from tests.fixtures.images import Engine
 
 WORKER_ID = "image-test-worker"

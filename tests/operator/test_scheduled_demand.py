@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 import redis
+
 from taskqueue import client as producer
 from taskqueue_devcluster import ControlPlane
 from tests.helpers.kube import OperatorThread, apply, get, replicas, taskqueue

@@ -7,9 +7,9 @@ import time
 from typing import Any
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 
-import redis
 from taskqueue import keys, manifest, queueops
 from taskqueue.worker.store import Store
 

@@ -8,6 +8,7 @@ import threading
 import time
 
 import redis
+
 from taskqueue.worker.handlers import TaskContext
 from tests.worker.handlers import URL_ENV
 

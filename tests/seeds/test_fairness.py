@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
 import redis
+
 from taskqueue import client as producer
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 import redis
+
 from taskqueue import client as producer
 from taskqueue import keys, queueops
 from tests.seeds import handlers as h

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
 import redis
+
 from taskqueue import client as producer
 from taskqueue import keys, queueops
 from tests.helpers.wait import wait_for

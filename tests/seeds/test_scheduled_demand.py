@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 
-import redis
 from taskqueue import client as producer
 from taskqueue import keys, queueops, status
 from taskqueue.models import ScalingSpec

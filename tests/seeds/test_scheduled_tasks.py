@@ -9,8 +9,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
 import redis
+
 from taskqueue import client as producer
 from taskqueue import keys
 from taskqueue.cli.enqueue import duration, point_in_time

@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 import redis
+
 from taskqueue import client as producer
 from taskqueue import keys
 from tests.helpers.cli import Run

@@ -2,7 +2,7 @@
 mid-way, and the outcome is counted against a separate Redis that only records executions:
 lost = acknowledged pushes never executed, duplicated = executed more than once.
 
-Used by tests/topologies/test_chaos.py (bounded) and bench/redis/failover.py (the table in
+Used by tests/topologies/test_chaos.py (bounded) and bench/failover/failover.py (the table in
 docs/benchmarks.md). Durable mode = spec.redis.waitForReplicas 1 for the workers and
 `wait_replicas=1` for the producer.
 """
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
+
 from taskqueue import client, connection, manifest
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers

@@ -5,7 +5,7 @@ mode: push 3,000 tasks with 3 workers and kill the master after 1,000 acknowledg
 restarted after the failover, as a pod would be), then count lost and duplicated tasks; and the
 same run without a kill for the throughput. Also one standalone server for the baseline.
 
-    python bench/redis/failover.py [--runs N]     (table for docs/benchmarks.md)
+    python bench/failover/failover.py [--runs N]     (table for docs/benchmarks.md)
 """
 
 from __future__ import annotations
