@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+
 from taskqueue import connection, manifest
 from taskqueue.connections import RedisPools
 from taskqueue.kube import DeploymentState, ObjectRef, PodState

@@ -39,9 +39,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-import yaml
-
 import redis
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import redis
 import redis.asyncio as aioredis
 
-import redis
 from taskqueue import connection, keys
 
 WAIT_TIMEOUT_MS = 2000

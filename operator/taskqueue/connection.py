@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import redis
 import redis.asyncio as aioredis
 import redis.asyncio.cluster as aiocluster
 import redis.asyncio.sentinel as aiosentinel
@@ -22,7 +23,6 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry as SyncRetry
 
-import redis
 from taskqueue.dsn import (
     Mode,
     RedisSettings,

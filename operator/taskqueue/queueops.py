@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, TypeVar
 
+import redis
 import redis.asyncio as aioredis
 from redis.exceptions import NoPermissionError, NoScriptError
 
-import redis
 from taskqueue import keys
 from taskqueue.observation import QueueObservation, WorkerObservation
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import redis
 import yaml
 
-import redis
 from taskqueue import keys, manifest
 from taskqueue.worker import main as worker_main
 from tests.helpers.chart import REPO

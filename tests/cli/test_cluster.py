@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 import redis
+
 from taskqueue_devcluster import ControlPlane
 from tests.helpers.cli import Run
 

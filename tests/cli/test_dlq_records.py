@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-
 import redis
+
 from taskqueue import keys
 from tests.helpers.cli import Run
 

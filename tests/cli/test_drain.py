@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 import redis
+
 from taskqueue.cli import drain
 from tests.helpers.cli import Run
 

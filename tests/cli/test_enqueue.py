@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 import redis
+
 from taskqueue import keys
 from tests.helpers.cli import Run
 

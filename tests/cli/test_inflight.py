@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 import redis
+
 from taskqueue import keys
 from tests.helpers.cli import Run
 

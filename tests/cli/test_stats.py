@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 import redis
+
 from taskqueue import keys
 from taskqueue.cli import stats
 from tests.fixtures.redis_server import RedisServer

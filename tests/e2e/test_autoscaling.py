@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 import redis
+
 from taskqueue import keys, manifest
 from taskqueue_devcluster import ControlPlane
 from tests.fixtures.cluster import ProcessKubeletFactory

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 import redis
+
 from taskqueue import keys, manifest
 from taskqueue_devcluster import ControlPlane
 from tests.e2e.test_autoscaling import running_pods

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+
 from taskqueue import manifest
 from taskqueue.worker import config as cfg
 from taskqueue.worker.runner import Worker

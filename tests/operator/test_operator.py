@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import redis
+
 from taskqueue import keys, manifest
 from taskqueue.kube import KubeClient
 from taskqueue.leader import LeaderElector

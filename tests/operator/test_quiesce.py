@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 import pytest
-
 import redis
+
 from taskqueue import keys, manifest
 from taskqueue_devcluster import ControlPlane
 from tests.helpers.kube import apply, get, replicas, taskqueue

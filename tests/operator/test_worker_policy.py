@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 import redis
+
 from taskqueue_devcluster import ControlPlane
 from tests.helpers.kube import apply, get, replicas, taskqueue
 from tests.helpers.wait import wait_for

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import redis
 from redis.exceptions import NoPermissionError
 
-import redis
 from taskqueue import acl, client, keys, manifest, models
 from taskqueue.poller import Poller
 from tests.fixtures.redis_server import RedisServer

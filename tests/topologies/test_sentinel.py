@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import redis
+
 from taskqueue import client, connection, keys, manifest, models, queueops, workload
 from taskqueue.connections import RedisPools
 from taskqueue.poller import Poller

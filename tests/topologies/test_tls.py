@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-import redis
 from taskqueue import client, connection, keys, manifest, models, queueops, tlsfiles, workload
 from taskqueue.kube import NotFoundError
 from taskqueue.poller import Poller

@@ -9,6 +9,7 @@ import os
 import time
 
 import redis
+
 from taskqueue.worker.handlers import TaskContext
 
 URL_ENV = "TASKQUEUE_TEST_REDIS_URL"

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 import redis
+
 from tests.helpers.wait import wait_for
 from tests.worker.procs import ROOT, running, spawn, worker_argv
 

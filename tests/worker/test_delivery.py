@@ -8,8 +8,8 @@ import sys
 import time
 
 import pytest
-
 import redis
+
 from taskqueue import client, keys
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker, wait_done

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 import redis
+
 from tests.helpers.wait import wait_for
 from tests.worker.procs import running, spawn
 

@@ -8,8 +8,8 @@ import signal
 from collections.abc import Iterator
 
 import pytest
-
 import redis
+
 from taskqueue.worker import logs, main
 from tests.helpers.wait import wait_for
 from tests.worker.procs import spawn

@@ -6,8 +6,8 @@ import threading
 import time
 
 import pytest
-
 import redis
+
 from taskqueue.worker.store import Store
 from tests.helpers.worker import MakeWorker, make_config, wait_done
 

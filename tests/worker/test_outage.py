@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 import redis
+
 from taskqueue import client
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers.wait import wait_for

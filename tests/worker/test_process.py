@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 import redis
+
 from taskqueue import client, keys
 from taskqueue.worker.runner import EXIT_THREAD_DIED
 from tests.fixtures.redis_server import RedisServer

@@ -8,8 +8,8 @@ import subprocess
 import time
 
 import pytest
-
 import redis
+
 from tests.helpers.wait import wait_for
 from tests.worker.handlers import PIDS
 from tests.worker.procs import spawn

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 import redis
+
 from tests.fixtures.redis_server import RedisServer, free_port
 from tests.helpers.wait import wait_for
 from tests.worker.procs import running

@@ -6,8 +6,8 @@ import json
 import time
 
 import pytest
-
 import redis
+
 from taskqueue import backoff, client, keys
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker, make_config, wait_done

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
 import redis
+
 from taskqueue import client
 from taskqueue.worker import wakeup
 from tests.helpers.wait import wait_for

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+
 from taskqueue import keys, models
 from taskqueue.cli import drain, ui
 from taskqueue.cli.errors import EXIT_FAILURE, EXIT_USAGE, CliError, wrong_type

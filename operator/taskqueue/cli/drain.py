@@ -14,6 +14,7 @@ import argparse
 from collections.abc import Callable
 
 import redis
+
 from taskqueue.cli import ui
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.target import Target

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
 import redis
+
 from taskqueue import client as producer
 from taskqueue import keys, models
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type

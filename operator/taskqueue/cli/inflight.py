@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import redis
+
 from taskqueue import keys
 from taskqueue.cli import ui
 from taskqueue.cli.records import json_safe, payload_fields, printable, to_bytes

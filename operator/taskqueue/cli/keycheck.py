@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis
+
 from taskqueue import keys
 from taskqueue.cli.errors import CliError, wrong_type
 from taskqueue.cli.records import to_bytes

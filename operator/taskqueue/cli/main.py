@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import redis
+
 from taskqueue import redact
 from taskqueue.cli import dlq, drain, enqueue, inflight, keycheck, simulate, stats, target
 from taskqueue.cli.errors import (

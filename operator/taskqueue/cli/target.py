@@ -14,9 +14,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 import redis.asyncio as aioredis
 
-import redis
 from taskqueue import connection, keys, manifest, models, redact
 from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Collection, Sequence
 from typing import Any
 
+import redis
 from redis.exceptions import (
     ClusterDownError,
     MovedError,
@@ -26,7 +27,6 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-import redis
 from taskqueue import connection, keys, queueops
 
 log = logging.getLogger(__name__)
