@@ -14,7 +14,7 @@ from taskqueue.cli.main import main
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers
 from taskqueue.worker.runner import Worker
-from tests.cli.conftest import Result, Run
+from tests.helpers.cli import Result, Run
 from tests.topologies import handlers as topo_handlers
 
 StartWorker = Callable[..., Worker]

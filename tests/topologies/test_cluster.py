@@ -12,7 +12,7 @@ import pytest
 
 from taskqueue import acl, client, connection, keys, manifest, queueops
 from taskqueue.connections import RedisPools
-from tests.cli.conftest import Run
+from tests.helpers.cli import Run
 from tests.fixtures.redis_cluster import RedisCluster, wait_until
 from tests.topologies import handlers
 from tests.topologies.conftest import StartWorker, taskqueue
