@@ -12,8 +12,8 @@ import pytest
 
 from taskqueue import acl, client, connection, keys, manifest, queueops
 from taskqueue.connections import RedisPools
-from tests.helpers.cli import Run
 from tests.fixtures.redis_cluster import RedisCluster, wait_until
+from tests.helpers.cli import Run
 from tests.topologies import handlers
 from tests.topologies.conftest import StartWorker, taskqueue
 
