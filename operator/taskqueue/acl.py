@@ -20,7 +20,8 @@ from taskqueue import keys
 Component = Literal["worker", "operator", "cli"]
 
 SCRIPTS: dict[Component, tuple[str, ...]] = {
-    "worker": ("fetch", "fail", "release", "heartbeat", "recover"),
+    # claim/complete/lease: idempotent consumption (spec.worker.idempotency)
+    "worker": ("fetch", "fail", "release", "heartbeat", "recover", "claim", "complete", "lease"),
     "operator": ("observe", "recover"),
     "cli": ("observe",),
 }
@@ -29,9 +30,10 @@ SCRIPTS: dict[Component, tuple[str, ...]] = {
 DIRECT: dict[Component, tuple[str, ...]] = {
     # SCRIPT LOAD: after NOSCRIPT (restart/failover); LRANGE/LLEN/ZREM: held entries and leaving
     # the workers set; BRPOP/BZPOPMIN: AtMostOnce; CLIENT TRACKING: the idle wake-up; TYPE: the
-    # startup key check (worker/keycheck.py: wrong-type queue keys are skipped, named in the log)
+    # startup key check (worker/keycheck.py: wrong-type queue keys are skipped, named in the log);
+    # ZRANGE: the promoter's look at the next due delayed task (worker/promoter.py)
     "worker": ("evalsha", "script|load", "lrange", "llen", "zrem", "brpop", "bzpopmin",
-               "client|tracking", "type"),
+               "client|tracking", "type", "zrange"),
     # PING: the connection pool's health check after 30 s idle; MULTI/SADD/SREM/LLEN/EXEC:
     # quiescing workers before scale-in (queueops.quiesce, one transaction)
     "operator": ("evalsha", "script|load", "ping", "multi", "sadd", "srem", "llen", "exec"),
