@@ -10,11 +10,9 @@ from typing import Any
 import pytest
 
 from taskqueue import manifest, redact
-from taskqueue.cli.main import main
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers
 from taskqueue.worker.runner import Worker
-from tests.helpers.cli import Result, Run
 from tests.topologies import handlers as topo_handlers
 
 StartWorker = Callable[..., Worker]
@@ -59,16 +57,3 @@ def start_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[StartWorker]:
     for worker in started:
         if not worker.stopped.is_set():
             worker.join(grace=5)
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Run:
-    """`cli("stats", ...)` -> Result(code, stdout, stderr), as in the CLI tests."""
-
-    def run(*argv: str) -> Result:
-        capsys.readouterr()
-        code = main(list(argv))
-        captured = capsys.readouterr()
-        return Result(code, captured.out, captured.err)
-
-    return run

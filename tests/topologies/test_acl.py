@@ -19,9 +19,10 @@ from redis.exceptions import NoPermissionError
 from taskqueue import acl, client, keys, manifest, models
 from taskqueue.poller import Poller
 from tests.fixtures.redis_server import RedisServer
+from tests.helpers.cli import Run
 from tests.helpers.poll import observe_taskqueue
 from tests.topologies import handlers
-from tests.topologies.conftest import Run, StartWorker, taskqueue
+from tests.topologies.conftest import StartWorker, taskqueue
 
 KEY_PATTERNS = ["{emails}*"]
 QUEUES = [{"key": "{emails}:vip"}, {"key": "{emails}:normal", "type": "zset"}]

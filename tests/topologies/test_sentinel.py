@@ -17,9 +17,10 @@ from taskqueue import client, connection, keys, manifest, models, queueops, work
 from taskqueue.connections import RedisPools
 from taskqueue.poller import Poller
 from tests.fixtures.redis_cluster import SentinelGroup, wait_until
+from tests.helpers.cli import Run
 from tests.helpers.poll import observe_taskqueue
 from tests.topologies import handlers
-from tests.topologies.conftest import Run, StartWorker, taskqueue
+from tests.topologies.conftest import StartWorker, taskqueue
 
 SCHEMA = keys.KeySchema.from_spec(manifest.parse(taskqueue("redis://x")).spec)
 

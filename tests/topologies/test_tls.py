@@ -23,9 +23,10 @@ from taskqueue.poller import Poller
 from taskqueue.record import SpecError
 from tests.fixtures.redis_cluster import wait_until
 from tests.fixtures.redis_tls import TlsRedis
+from tests.helpers.cli import Run
 from tests.helpers.poll import observe_taskqueue
 from tests.topologies import handlers
-from tests.topologies.conftest import Run, StartWorker, taskqueue
+from tests.topologies.conftest import StartWorker, taskqueue
 
 SCHEMA = keys.KeySchema.from_spec(manifest.parse(taskqueue("redis://x")).spec)
 TLS = {"secretName": "redis-tls", "caKey": "ca.crt", "certKey": "tls.crt", "keyKey": "tls.key"}
