@@ -9,6 +9,9 @@ Options (docs/worker.md, "Scheduled tasks" and "Unique tasks"):
   (`<key_prefix>:delayed`) until it is due; the workers promote it within a second of that time.
   `key_prefix` is the TaskQueue's spec.keyPrefix, which defaults to its FIRST queue key: pass it
   when `key` is not the first queue or the TaskQueue sets keyPrefix.
+- `wait_replicas=N` (durable mode, spec.redis.waitForReplicas): the push is followed by WAIT on
+  the same connection and returns once N replicas have it, else raises NotReplicated (the push
+  may be lost if the master fails now: push again); `wait_timeout_ms` bounds the wait.
 - `unique_for=` seconds: a second enqueue of the same id within that window is a no-op that
   returns the id (one atomic script, `enqueue.lua`). The id is `task_id`, else the payload's
   `keys.content_id` (same payload, same task).
@@ -44,22 +47,86 @@ def connect_async(url: str, **options: Any) -> aioredis.Redis:
     return connection.async_client(connection.RedisSettings.from_dsn(url), **options)
 
 
-def _push_durably(client: Any, key: str, push: str, args: list[Any], replicas: int) -> None:
-    """`push` (LPUSH/ZADD) then WAIT on the same connection: the push reached `replicas`."""
-    node = client.get_node_from_key(key).redis_connection if hasattr(
-        client, "get_node_from_key") else client  # a cluster: the node that owns the key
-    pipe = node.pipeline(transaction=False)
-    pipe.execute_command(push, key, *args)
-    pipe.execute_command("WAIT", replicas, WAIT_TIMEOUT_MS)
+def _owner(client: Any, key: str) -> Any:
+    """The client to push `key` on: the node that owns it on a cluster (WAIT must follow the
+    push on the same connection, and all keys of a TaskQueue share one hash tag), else `client`."""
+    if hasattr(client, "get_node_from_key"):
+        return client.get_node_from_key(key).redis_connection
+    return client
+
+
+def _confirm(acked: int, *, key: str, replicas: int, timeout_ms: int) -> None:
+    if acked < replicas:
+        raise NotReplicated(f"{acked} of {replicas} replica(s) confirmed the push to {key} "
+                            f"within {timeout_ms} ms")
+
+
+def _execute_durably(client: Any, node: Any, pipe: Any, *, key: str, replicas: int,
+                     timeout_ms: int) -> list[Any]:
+    """Run `pipe` (the pushes) with a WAIT at its end; the pushes' replies."""
+    pipe.execute_command("WAIT", replicas, timeout_ms)
     try:
-        acked = int(pipe.execute()[1])
+        replies = pipe.execute()
     except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
         if node is not client:  # a failover moved the slot: learn the new map, then retry
             client.nodes_manager.initialize()
         raise
-    if acked < replicas:
-        raise NotReplicated(f"{acked} of {replicas} replica(s) confirmed the push to {key} "
-                            f"within {WAIT_TIMEOUT_MS} ms")
+    _confirm(int(replies[-1]), key=key, replicas=replicas, timeout_ms=timeout_ms)
+    return list(replies[:-1])
+
+
+def push_durably(client: Any, pushes: list[Push], *, replicas: int,
+                 timeout_ms: int = WAIT_TIMEOUT_MS) -> list[bool]:
+    """Send `pushes` (one TaskQueue's) in one pipeline ending in WAIT: they reached `replicas`
+    replicas, else NotReplicated. Whether each was pushed (False: a unique no-op)."""
+    if not pushes:
+        return []
+    node = _owner(client, pushes[0].target)
+    pipe = node.pipeline(transaction=False)
+    for push in pushes:
+        push_sync(pipe, push)
+    replies = _execute_durably(client, node, pipe, key=pushes[0].queue_key, replicas=replicas,
+                               timeout_ms=timeout_ms)
+    return [bool(r) for r in replies]
+
+
+def _push_durably(client: Any, key: str, push: str, args: list[Any], replicas: int,
+                  timeout_ms: int) -> None:
+    """`push` (LPUSH/ZADD of many elements) then WAIT on the same connection."""
+    node = _owner(client, key)
+    pipe = node.pipeline(transaction=False)
+    pipe.execute_command(push, key, *args)
+    _execute_durably(client, node, pipe, key=key, replicas=replicas, timeout_ms=timeout_ms)
+
+
+async def _push_durably_async(client: Any, push: Push, *, replicas: int,
+                              timeout_ms: int) -> None:
+    """The asyncio `push_durably` of one push. A cluster client gets a connection of its own to
+    the node that owns the key (WAIT needs the push's connection)."""
+    owned = None
+    node: Any = client
+    if hasattr(client, "get_node_from_key"):
+        await client.initialize()  # a no-op once the slot map is known
+        cluster_node = client.get_node_from_key(push.target)
+        owned = node = aioredis.Redis(connection_pool=aioredis.ConnectionPool(
+            connection_class=cluster_node.connection_class, **{
+                k: v for k, v in cluster_node.connection_kwargs.items()
+                if k != "event_dispatcher"}))
+    try:
+        pipe = node.pipeline(transaction=False)
+        if push.script:
+            keys_, args = push.script_call()
+            await node.register_script(keys.lua("enqueue"))(keys=keys_, args=args, client=pipe)
+        elif push.how == "zadd":
+            pipe.zadd(push.target, {push.element: push.score})
+        else:
+            pipe.lpush(push.target, push.element)
+        pipe.execute_command("WAIT", replicas, timeout_ms)
+        replies = await pipe.execute()
+    finally:
+        if owned is not None:
+            await owned.aclose()
+    _confirm(int(replies[-1]), key=push.queue_key, replicas=replicas, timeout_ms=timeout_ms)
 
 When = float | datetime
 """A point in time: unix seconds or an aware datetime (a naive one is taken as UTC)."""
@@ -156,24 +223,32 @@ def push_sync(client: redis.Redis | redis.client.Pipeline, push: Push) -> bool |
 def enqueue_sync(client: redis.Redis, key: str, payload: str, *,
                  priority: float | None = None, task_id: str | None = None,
                  delay: float | timedelta | None = None, at: When | None = None,
-                 unique_for: float | None = None, key_prefix: str | None = None) -> str:
+                 unique_for: float | None = None, key_prefix: str | None = None,
+                 wait_replicas: int = 0, wait_timeout_ms: int = WAIT_TIMEOUT_MS) -> str:
     """Push one task; a `priority` makes it a ZADD to a zset queue. Returns the task id (also
     when `unique_for` found it already enqueued). See the module doc for the options."""
     push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
                 unique_for=unique_for, key_prefix=key_prefix)
-    push_sync(client, push)
+    if wait_replicas:
+        push_durably(client, [push], replicas=wait_replicas, timeout_ms=wait_timeout_ms)
+    else:
+        push_sync(client, push)
     return push.task_id
 
 
 async def enqueue(client: aioredis.Redis, key: str, payload: str, *,
                   priority: float | None = None, task_id: str | None = None,
                   delay: float | timedelta | None = None, at: When | None = None,
-                  unique_for: float | None = None, key_prefix: str | None = None) -> str:
+                  unique_for: float | None = None, key_prefix: str | None = None,
+                  wait_replicas: int = 0, wait_timeout_ms: int = WAIT_TIMEOUT_MS) -> str:
     """Push one task; a `priority` makes it a ZADD to a zset queue. Returns the task id (also
     when `unique_for` found it already enqueued). See the module doc for the options."""
     push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
                 unique_for=unique_for, key_prefix=key_prefix)
-    if push.script:
+    if wait_replicas:
+        await _push_durably_async(client, push, replicas=wait_replicas,
+                                  timeout_ms=wait_timeout_ms)
+    elif push.script:
         keys_, args = push.script_call()
         await client.register_script(keys.lua("enqueue"))(keys=keys_, args=args)
     elif push.how == "zadd":
@@ -184,7 +259,8 @@ async def enqueue(client: aioredis.Redis, key: str, payload: str, *,
 
 
 def enqueue_many_sync(client: redis.Redis, key: str, payloads: list[str], *,
-                      priority: float | None = None, wait_replicas: int = 0) -> list[str]:
+                      priority: float | None = None, wait_replicas: int = 0,
+                      wait_timeout_ms: int = WAIT_TIMEOUT_MS) -> list[str]:
     """Push many tasks in one command (LPUSH or ZADD), in order. Returns their ids.
 
     `wait_replicas` (durable mode) returns only once that many replicas have the push, and
@@ -194,10 +270,11 @@ def enqueue_many_sync(client: redis.Redis, key: str, payloads: list[str], *,
         return []
     if wait_replicas:
         if priority is None:
-            _push_durably(client, key, "LPUSH", [e for _, e in pairs], wait_replicas)
+            _push_durably(client, key, "LPUSH", [e for _, e in pairs], wait_replicas,
+                          wait_timeout_ms)
         else:
             _push_durably(client, key, "ZADD", [a for _, e in pairs for a in (priority, e)],
-                          wait_replicas)
+                          wait_replicas, wait_timeout_ms)
     elif priority is None:
         client.lpush(key, *[e for _, e in pairs])
     else:

@@ -8,7 +8,8 @@ line. Pushes are pipelined 1000 at a time. Prints the task ids.
 `--in 30s` / `--at TIME` schedule the tasks: they wait in the TaskQueue's delayed zset and the
 workers promote them when due. `--unique-for SECONDS` makes a second enqueue of the same id
 within that window a no-op (the id is `--id`, else the payload's sha1); the id is printed
-either way and stderr counts the no-ops.
+either way and stderr counts the no-ops. `--wait-replicas N` (durable mode) returns only once
+N replicas have the tasks, else exits 1 saying they may be lost.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--id", dest="task_id", default=None,
                    help="task id (a business id; one payload only); default a new id, "
                         "or with --unique-for the payload's sha1")
+    p.add_argument("--wait-replicas", metavar="N", type=replica_count, default=0,
+                   help="durable mode: return only once N replicas have the tasks (WAIT after "
+                        "each batch); exit 1 when they do not confirm within 2 s")
     p.set_defaults(run=run)
 
 
@@ -66,6 +70,13 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a duration; use e.g. 30s, 5m, 2h, 1d or seconds")
     return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def replica_count(text: str) -> int:
+    """A number of replicas (>= 0). Pure."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of replicas; use 0, 1, 2...")
+    return int(text)
 
 
 def point_in_time(text: str) -> float:
@@ -116,36 +127,35 @@ def queue_type(client: redis.Redis, target: Target, key: str,
     return kind
 
 
-def push(client: redis.Redis, key: str, kind: models.QueueType, items: Iterable[str], *,
-         priority: float, raw: bool) -> list[str]:
-    """Push every item (pipelined by PIPELINE_BATCH); returns the task ids (empty when raw)."""
-    ids: list[str] = []
-    pipe = client.pipeline(transaction=False)
-    pending = 0
+def plain_pushes(key: str, kind: models.QueueType, items: Iterable[str], *,
+                 priority: float, raw: bool) -> list[producer.Push]:
+    """The LPUSH/ZADD of each item, enveloped unless `raw` (a raw push has no task id). Pure
+    apart from the ids and the clock."""
+    pushes: list[producer.Push] = []
     for payload in items:
-        element = payload
-        if not raw:
-            element = keys.wrap(payload)  # the id keys.wrap makes (time-ordered: FIFO in a zset)
-            ids.append(keys.unwrap(element).id)
-        if kind == "zset":
-            pipe.zadd(key, {element: priority})
-        else:
-            pipe.lpush(key, element)
-        pending += 1
-        if pending >= PIPELINE_BATCH:
-            pipe.execute()
-            pending = 0
-    if pending:
-        pipe.execute()
-    return ids
+        element = payload if raw else keys.wrap(payload)  # time-ordered ids: FIFO in a zset
+        pushes.append(producer.Push(
+            task_id="" if raw else keys.unwrap(element).id, queue_key=key, target=key,
+            how="zadd" if kind == "zset" else "lpush", score=priority, element=element,
+            unique_ms=0, unique_key=""))
+    return pushes
 
 
-def push_with_options(client: redis.Redis, pushes: list[producer.Push]) -> list[bool]:
-    """Send scheduled/unique pushes (pipelined); whether each was pushed (False: a unique no-op)."""
+def send(client: redis.Redis, pushes: list[producer.Push], *, wait_replicas: int) -> list[bool]:
+    """Send the pushes, pipelined PIPELINE_BATCH at a time; with `wait_replicas` each batch ends
+    in WAIT (durable mode). Whether each was pushed (False: a unique no-op)."""
     created: list[bool] = []
     for start in range(0, len(pushes), PIPELINE_BATCH):
+        batch = pushes[start:start + PIPELINE_BATCH]
+        if wait_replicas:
+            try:
+                created += producer.push_durably(client, batch, replicas=wait_replicas)
+            except producer.NotReplicated as exc:
+                raise CliError(f"{exc}: the tasks may be lost if the master fails now; push "
+                               f"them again ({start} of {len(pushes)} confirmed before)") from None
+            continue
         pipe = client.pipeline(transaction=False)
-        for p in pushes[start:start + PIPELINE_BATCH]:
+        for p in batch:
             producer.push_sync(pipe, p)
         created += [bool(r) for r in pipe.execute()]
     return created
@@ -159,9 +169,11 @@ def run(target: Target, args: argparse.Namespace) -> int:
     if args.task_id is not None and len(items) != 1:
         raise CliError(f"--id names one task; {len(items)} payloads given", EXIT_USAGE)
     if not options and args.task_id is None:
-        ids = push(client, args.key, kind, items, priority=args.priority or 0.0, raw=args.raw)
-        for task_id in ids:
-            print(task_id)
+        pushes = plain_pushes(args.key, kind, items, priority=args.priority or 0.0, raw=args.raw)
+        send(client, pushes, wait_replicas=args.wait_replicas)
+        for p in pushes:
+            if p.task_id:
+                print(p.task_id)
         print(f"enqueued {len(items)} task(s) to {args.key} ({kind})", file=sys.stderr)
         return 0
     if args.raw:
@@ -174,7 +186,7 @@ def run(target: Target, args: argparse.Namespace) -> int:
                             task_id=args.task_id, delay=args.delay, at=args.at,
                             unique_for=args.unique_for, key_prefix=prefix, now=now)
               for item in items]
-    created = push_with_options(client, pushes)
+    created = send(client, pushes, wait_replicas=args.wait_replicas)
     for p in pushes:
         print(p.task_id)
     skipped = created.count(False)
