@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 pytest_plugins = [
-    "tests.fixtures.redis_server", "tests.fixtures.redis_cluster", "tests.fixtures.redis_tls",
+    "tests.fixtures.redis_server", "tests.fixtures.redis_tls", "tests.fixtures.redis_cluster",
     "tests.fixtures.cluster",
     "tests.fixtures.operator",
     "tests.fixtures.images",

@@ -142,10 +142,10 @@ class RedisSettings:
 
 def _parse_network(dsn: str, mode: Mode, data_scheme: str) -> RedisSettings:
     rest = dsn.split("://", 1)[1]
-    netloc, _, tail = rest.partition("/")
-    path, _, query_text = tail.partition("?")
-    if "?" in netloc:
-        netloc, _, query_text = netloc.partition("?")
+    # the query starts at the first '?' (the authority and path cannot hold one unencoded), and
+    # its values may hold '/' (ssl_ca_certs=/path): split it off before looking for the path
+    before_query, _, query_text = rest.partition("?")
+    netloc, _, path = before_query.partition("/")
     userinfo, _, hostlist = netloc.rpartition("@")
     username, _, password = userinfo.partition(":")
     query = urllib.parse.parse_qsl(query_text)

@@ -4,31 +4,17 @@ sentinel), recording what they ran through `tests.topologies.handlers`."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from taskqueue import manifest, redact
+from taskqueue import manifest
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers
 from taskqueue.worker.runner import Worker
 from tests.topologies import handlers as topo_handlers
-
-StartWorker = Callable[..., Worker]
-
-
-def taskqueue(url: str, **spec: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {"redis": {"url": url},
-                            "queues": [{"key": "{emails}:vip"}, {"key": "{emails}:normal"}]}
-    data.update(spec)
-    if redact.has_password(data["redis"].get("url") or ""):
-        # a password never goes in the spec (the CRD refuses it): the URL is in a Secret, which
-        # callers hand over as a Secret would be (RedisUrls, TASKQUEUE_REDIS_URL, --redis-url)
-        data["redis"] = {**{k: v for k, v in data["redis"].items() if k != "url"},
-                         "urlSecretRef": {"name": "redis", "key": "url"}}
-    return {"apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue",
-            "metadata": {"name": "emails", "namespace": "mail"}, "spec": data}
+from tests.topologies.manifests import StartWorker, taskqueue
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from tests.fixtures.redis_server import RedisServer
 from tests.helpers.cli import Run
 from tests.helpers.poll import observe_taskqueue
 from tests.topologies import handlers
-from tests.topologies.conftest import StartWorker, taskqueue
+from tests.topologies.manifests import StartWorker, taskqueue
 
 KEY_PATTERNS = ["{emails}*"]
 QUEUES = [{"key": "{emails}:vip"}, {"key": "{emails}:normal", "type": "zset"}]

@@ -15,7 +15,7 @@ from taskqueue.connections import RedisPools
 from tests.fixtures.redis_cluster import RedisCluster, wait_until
 from tests.helpers.cli import Run
 from tests.topologies import handlers
-from tests.topologies.conftest import StartWorker, taskqueue
+from tests.topologies.manifests import StartWorker, taskqueue
 
 SCHEMA = keys.KeySchema.from_spec(manifest.parse(taskqueue("redis://x", redis={
     "url": "redis://x", "mode": "cluster"})).spec)

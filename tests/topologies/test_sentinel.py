@@ -20,7 +20,7 @@ from tests.fixtures.redis_cluster import SentinelGroup, wait_until
 from tests.helpers.cli import Run
 from tests.helpers.poll import observe_taskqueue
 from tests.topologies import handlers
-from tests.topologies.conftest import StartWorker, taskqueue
+from tests.topologies.manifests import StartWorker, taskqueue
 
 SCHEMA = keys.KeySchema.from_spec(manifest.parse(taskqueue("redis://x")).spec)
 

@@ -27,6 +27,13 @@ from taskqueue.connection import RedisSettings, SettingsError
                      id="sentinel"),
         pytest.param("redis://[::1]:6380", "standalone", (("::1", 6380),), None, 0,
                      "redis://[::1]:6380/0", id="ipv6"),
+        pytest.param("rediss://r:6380?ssl_ca_certs=/etc/ca.pem", "standalone", (("r", 6380),),
+                     None, 0, "rediss://r:6380/0?ssl_ca_certs=%2Fetc%2Fca.pem",
+                     id="no-path-query-with-slashes"),
+        pytest.param("rediss+cluster://a:7000,b:7001?ssl_ca_certs=/ca/ca.crt", "cluster",
+                     (("a", 7000), ("b", 7001)), None, 0,
+                     "rediss://a:7000/0?ssl_ca_certs=%2Fca%2Fca.crt",
+                     id="cluster-no-path-query-with-slashes"),
     ],
 )
 def test_dsns_name_the_topology(dsn: str, mode: str, hosts: tuple[tuple[str, int], ...],
