@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,13 +12,14 @@ from typing import Any
 import pytest
 import redis
 
-from taskqueue import client, connection, keys, manifest, models, queueops, workload
+from taskqueue import connection, keys, manifest, models, queueops, workload
 from taskqueue.connections import RedisPools
 from taskqueue.poller import Poller
-from tests.fixtures.redis_cluster import SentinelGroup, wait_until
+from tests.fixtures.redis_cluster import SentinelGroup, running, wait_until
 from tests.helpers.cli import Run
 from tests.helpers.poll import observe_taskqueue
 from tests.topologies import handlers
+from tests.topologies.failover import push_while_failing_over
 from tests.topologies.manifests import StartWorker, taskqueue
 
 SCHEMA = keys.KeySchema.from_spec(manifest.parse(taskqueue("redis://x")).spec)
@@ -28,19 +28,6 @@ SCHEMA = keys.KeySchema.from_spec(manifest.parse(taskqueue("redis://x")).spec)
 def sync(url: str) -> connection.SyncClient:
     return connection.sync_client(connection.RedisSettings.from_dsn(url), decode_responses=True,
                                   socket_timeout=2, socket_connect_timeout=2)
-
-
-def _push(r: connection.SyncClient, prefix: str, n: int, *, timeout: float = 30) -> None:
-    """Enqueue, retrying while the master is being replaced (the client asks Sentinel again)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            client.enqueue_many_sync(r, "{emails}:vip", [f"{prefix}{i}" for i in range(n)])
-            return
-        except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
 
 
 @pytest.mark.timeout(240)
@@ -54,7 +41,7 @@ async def test_worker_operator_and_cli_follow_a_sentinel_failover(
         "addresses": [f"127.0.0.1:{s.port}" for s in sentinel_group.sentinels]}}
     start_worker(url, worker_id="w1", redis=by_spec)
     r = sync(url)
-    _push(r, "a", 20)
+    push_while_failing_over(r, "a", 20)
     wait_until(lambda: r.llen(handlers.DONE) >= 20, timeout=20, what="first tasks not done")
     sentinel_group.master().client().execute_command("WAIT", 1, 2000)
     pools = RedisPools()
@@ -62,7 +49,7 @@ async def test_worker_operator_and_cli_follow_a_sentinel_failover(
         before = await queueops.observe(pools.get(url), SCHEMA)
         assert before.completed_total == 20
         old = sentinel_group.kill_master()
-        _push(r, "b", 20)
+        push_while_failing_over(r, "b", 20)
         wait_until(lambda: {f"b{i}" for i in range(20)} <= set(r.lrange(handlers.DONE, 0, -1)),
                    timeout=60, what="the worker did not follow the failover")
         after = await queueops.observe(pools.get(url), SCHEMA)  # the same pooled client
@@ -81,12 +68,8 @@ async def test_worker_operator_and_cli_follow_a_sentinel_failover(
 @pytest.fixture
 def locked_sentinels(tmp_path: Path) -> Iterator[SentinelGroup]:
     """Sentinels that require a password of their own."""
-    group = SentinelGroup(root=tmp_path / "locked", sentinel_password="s3ntinel")
-    try:
-        group.start()
+    with running(SentinelGroup(root=tmp_path / "locked", sentinel_password="s3ntinel")) as group:
         yield group
-    finally:
-        group.stop()
 
 
 def test_sentinels_with_their_own_password_from_a_secret(
@@ -101,7 +84,7 @@ def test_sentinels_with_their_own_password_from_a_secret(
     monkeypatch.setenv("TASKQUEUE_REDIS_SENTINEL_PASSWORD", "s3ntinel")
     start_worker(with_password, worker_id="w1", redis=spec)
     r = sync(with_password)
-    _push(r, "p", 5)
+    push_while_failing_over(r, "p", 5)
     wait_until(lambda: r.llen(handlers.DONE) >= 5, timeout=20, what="tasks not run")
 
     class SecretKube:

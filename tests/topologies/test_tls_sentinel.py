@@ -6,34 +6,20 @@ runs every task, follows a failover, and a client that trusts another CA is refu
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
-import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError
 
-from taskqueue import client, connection
+from taskqueue import connection
 from tests.fixtures.redis_cluster import SentinelGroup, wait_until
 from tests.topologies import handlers
+from tests.topologies.failover import push_while_failing_over
 from tests.topologies.manifests import StartWorker
 
 TLS = {"secretName": "redis-tls", "caKey": "ca.crt", "certKey": "tls.crt", "keyKey": "tls.key"}
-
-
-def _push(r: connection.SyncClient, prefix: str, n: int, *, timeout: float = 30) -> None:
-    """Enqueue, retrying while the master is being replaced (the client asks Sentinel again)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            client.enqueue_many_sync(r, "{emails}:vip", [f"{prefix}{i}" for i in range(n)])
-            return
-        except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
 
 
 @pytest.mark.timeout(240)
@@ -54,11 +40,11 @@ def test_a_worker_over_tls_sentinel_follows_a_failover(
     start_worker(group.url, worker_id="w1", redis=by_spec)
     r = connection.sync_client(connection.RedisSettings.from_dsn(group.url),
                                decode_responses=True, socket_timeout=2, socket_connect_timeout=2)
-    _push(r, "a", 20)
+    push_while_failing_over(r, "a", 20)
     wait_until(lambda: r.llen(handlers.DONE) >= 20, timeout=20, what="tasks not run over TLS")
     group.master().client().execute_command("WAIT", 1, 2000)
     old = group.kill_master()
-    _push(r, "b", 20)
+    push_while_failing_over(r, "b", 20)
     wait_until(lambda: {f"b{i}" for i in range(20)} <= set(r.lrange(handlers.DONE, 0, -1)),
                timeout=60, what="the worker did not follow the failover over TLS")
     assert group.master().port != old.port
