@@ -116,13 +116,41 @@ def kubelet_config(*, ca_file: Path, runtime_socket: Path, port: int,
     }
 
 
+def kube_proxy_config(*, kubeconfig: Path, node_name: str, healthz_port: int,
+                      metrics_port: int) -> dict[str, Any]:
+    """KubeProxyConfiguration: iptables mode, Services routed for the pod subnet as in any cluster.
+
+    `clusterCIDR` is the pod subnet (traffic from outside it to a ClusterIP is masqueraded, so
+    replies come back through this node); conntrack limits are left as the kernel has them
+    (`maxPerCore: 0`: the sandbox may refuse to change them); health and metrics listen on
+    loopback only and NodePorts are not opened on 127.0.0.1 (`localhostNodePorts: false`).
+    """
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "hostnameOverride": node_name,
+        "bindAddress": POD_GATEWAY,  # the node's IP, as the kubelet registers it (--node-ip)
+        "mode": "iptables",
+        "clusterCIDR": POD_SUBNET,
+        "healthzBindAddress": f"127.0.0.1:{healthz_port}",
+        "metricsBindAddress": f"127.0.0.1:{metrics_port}",
+        "conntrack": {"maxPerCore": 0, "min": 0},
+        "iptables": {"localhostNodePorts": False, "syncPeriod": "10s", "minSyncPeriod": "0s"},
+        "nodePortAddresses": [f"{POD_GATEWAY}/32"],
+    }
+
+
 def nat_rules(*, chain: str, apiserver_port: int,
               service_ip: str = "10.0.0.1") -> list[list[str]]:
-    """iptables (table nat) rules that stand in for kube-proxy on this one node.
+    """iptables (table nat) rules for what runs on this machine's loopback, beside kube-proxy.
 
-    Pods reach the API server through the `kubernetes` Service IP (in-cluster config) and any
-    loopback-only service of this machine (the test's redis-server) through the bridge gateway:
-    both are DNATed to 127.0.0.1, which the kernel routes only with `route_localnet=1`.
+    Pods reach the API server through the `kubernetes` Service IP (in-cluster config; the API
+    server advertises 127.0.0.1, which no endpoint may be, so kube-proxy has none to route to) and
+    any loopback-only service of this machine (the test's redis-server) through the bridge gateway:
+    both are DNATed to 127.0.0.1, which the kernel routes only with `route_localnet=1`. The same
+    chain hooked on OUTPUT lets the API server reach the kubelet (serving on 127.0.0.1) at the
+    node's InternalIP, for `kubectl logs/exec` and `helm test --logs`.
     """
     return [
         ["-N", chain],
@@ -131,12 +159,15 @@ def nat_rules(*, chain: str, apiserver_port: int,
         ["-A", chain, "-d", f"{POD_GATEWAY}/32", "-p", "tcp",
          "-j", "DNAT", "--to-destination", "127.0.0.1"],
         ["-I", "PREROUTING", "-i", CNI_BRIDGE, "-j", chain],
+        ["-I", "OUTPUT", "-d", f"{POD_GATEWAY}/32", "-p", "tcp", "-j", chain],
     ]
 
 
 def nat_cleanup(chain: str) -> list[list[str]]:
     """The rules undoing `nat_rules` (each may fail harmlessly if already gone)."""
-    return [["-D", "PREROUTING", "-i", CNI_BRIDGE, "-j", chain], ["-F", chain], ["-X", chain]]
+    return [["-D", "PREROUTING", "-i", CNI_BRIDGE, "-j", chain],
+            ["-D", "OUTPUT", "-d", f"{POD_GATEWAY}/32", "-p", "tcp", "-j", chain],
+            ["-F", chain], ["-X", chain]]
 
 
 def _tar_bytes(files: Mapping[str, tuple[bytes, int]]) -> bytes:

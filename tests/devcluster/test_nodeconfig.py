@@ -60,9 +60,29 @@ def test_nat_rules_dnat_service_ip_and_gateway_to_loopback_and_cleanup_undoes_th
             "--to-destination", "127.0.0.1:6443"] in rules
     assert ["-A", "TQ-X", "-d", "10.244.0.1/32", "-p", "tcp", "-j", "DNAT",
             "--to-destination", "127.0.0.1"] in rules
-    assert rules[-1] == ["-I", "PREROUTING", "-i", "tqnode0", "-j", "TQ-X"]
-    assert nodeconfig.nat_cleanup("TQ-X") == [
-        ["-D", "PREROUTING", "-i", "tqnode0", "-j", "TQ-X"], ["-F", "TQ-X"], ["-X", "TQ-X"]]
+    hooks = [r for r in rules if r[0] == "-I"]
+    assert ["-I", "PREROUTING", "-i", "tqnode0", "-j", "TQ-X"] in hooks
+    assert ["-I", "OUTPUT", "-d", "10.244.0.1/32", "-p", "tcp", "-j", "TQ-X"] in hooks
+    cleanup = nodeconfig.nat_cleanup("TQ-X")
+    assert cleanup == [["-D", *h[1:]] for h in hooks] + [["-F", "TQ-X"], ["-X", "TQ-X"]]
+
+
+@pytest.mark.parametrize("path, value", [
+    pytest.param(("mode",), "iptables", id="iptables-mode"),
+    pytest.param(("clusterCIDR",), nodeconfig.POD_SUBNET, id="pod-subnet-is-cluster-cidr"),
+    pytest.param(("hostnameOverride",), "tq-node", id="node-name"),
+    pytest.param(("healthzBindAddress",), "127.0.0.1:7", id="healthz-loopback"),
+    pytest.param(("metricsBindAddress",), "127.0.0.1:8", id="metrics-loopback"),
+    pytest.param(("conntrack", "maxPerCore"), 0, id="conntrack-limits-untouched"),
+    pytest.param(("iptables", "localhostNodePorts"), False, id="no-nodeports-on-loopback"),
+])
+def test_kube_proxy_config(tmp_path: Path, path: tuple[str, ...], value: object) -> None:
+    conf: object = nodeconfig.kube_proxy_config(kubeconfig=tmp_path / "k", node_name="tq-node",
+                                                healthz_port=7, metrics_port=8)
+    for key in path:
+        assert isinstance(conf, dict)
+        conf = conf[key]
+    assert conf == value
 
 
 def test_pause_image_tar_is_a_docker_archive(tmp_path: Path) -> None:
