@@ -10,6 +10,7 @@ chart's ServiceAccount and workers are local `taskqueue-worker` processes.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taskqueue_devcluster import nodeconfig
-from taskqueue_devcluster.controlplane import ControlPlane, find_bin_dir
+from taskqueue_devcluster.controlplane import BinariesNotBuiltError, ControlPlane, find_bin_dir
 from taskqueue_devcluster.kubelet import ProcessKubelet
 from taskqueue_devcluster.node import NODE_CONTROLLERS, RealNode, missing_requirements
 
@@ -60,7 +61,7 @@ def node_missing() -> list[str]:
     """What this machine lacks for the real node (binaries, tools, root); empty when it can."""
     try:
         bin_dir = find_bin_dir()
-    except Exception as e:  # BinariesNotBuiltError, or no build script at all
+    except (BinariesNotBuiltError, OSError) as e:
         return [str(e)]
     return missing_requirements(bin_dir)
 
@@ -104,7 +105,7 @@ def real_node_cluster(work: Path, redis_port: int, namespace: str,
         finally:
             cp.helm("uninstall", RELEASE, "-n", RELEASE_NS, check=False)
     if not node.mounts():
-        subprocess.run(["rm", "-rf", str(state)], check=False)
+        shutil.rmtree(state, ignore_errors=True)
 
 
 @contextmanager
