@@ -10,10 +10,11 @@
   Kubernetes version as the API server (cgroupfs driver, `failCgroupV1: false`);
 - **kube-proxy** (iptables mode) from the same build: Services route to their pods as in any
   cluster (ClusterIPs, the `<SVC>_SERVICE_HOST/PORT` variables the kubelet injects);
-- two iptables NAT rules for what lives on this machine's loopback: the `kubernetes` Service IP
+- **CoreDNS** (the `kube-dns` Service, 10.0.0.10, the pods' nameserver) on 127.0.0.1;
+- iptables NAT rules for what lives on this machine's loopback: the `kubernetes` Service IP
   (10.0.0.1:443, the operator pod's in-cluster config; the API server advertises 127.0.0.1, which
-  no endpoint may be) and the bridge gateway 10.244.0.1:<port> (e.g. the test's redis-server) are
-  DNATed to 127.0.0.1.
+  no endpoint may be), the `kube-dns` Service IP (to CoreDNS) and the bridge gateway
+  10.244.0.1:<port> (e.g. the test's redis-server) are DNATed to 127.0.0.1.
 
 Images are loaded with `ctr -n k8s.io images import` (`load_image`). Pods then run for real: the
 kubelet pulls nothing, starts the containers with their security context, sends SIGTERM on deletion
@@ -45,7 +46,7 @@ from taskqueue_devcluster.controlplane import (
 )
 
 NODE_BUILD_COMMAND = "scripts/control-plane build-node"
-NODE_BINARIES = ("kubelet", "kube-scheduler", "kube-proxy", "pause")
+NODE_BINARIES = ("kubelet", "kube-scheduler", "kube-proxy", "coredns", "pause")
 HOST_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables")
 NODE_NAME = "tq-node"
 CNI_STATE_DIR = "/var/lib/cni/networks"
@@ -100,6 +101,7 @@ class RealNode:
         self._procs: list[_Process] = []
         self._nat = False
         self._netns_before: set[str] = set()
+        self.dns_port = 0
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> RealNode:
@@ -125,10 +127,12 @@ class RealNode:
             self._start_containerd()
             self.load_image(nodeconfig.pause_image_tar(self.bin_dir / "pause",
                                                        self.state_dir / "pause.tar"))
+            self.dns_port = free_port()
             self._install_nat()
             self._start_scheduler()
             self._start_kubelet()
             self._start_kube_proxy()
+            self._start_coredns()
             # The kubelet registers with this taint; the node-lifecycle controller (not run by
             # the harness) would lift it once the node is Ready.
             self.cp.kubectl("taint", "node", self.name, "node.kubernetes.io/not-ready:NoSchedule-",
@@ -243,7 +247,8 @@ class RealNode:
                     "net.bridge.bridge-nf-call-iptables"):
             subprocess.run(["sysctl", "-qw", f"{key}=1"], capture_output=True, check=False)
         self._nat = True
-        for rule in nodeconfig.nat_rules(chain=self.chain, apiserver_port=self.cp.port):
+        for rule in nodeconfig.nat_rules(chain=self.chain, apiserver_port=self.cp.port,
+                                         dns_port=self.dns_port):
             proc = subprocess.run(["iptables", "-t", "nat", *rule], capture_output=True,
                                   text=True, check=False)
             if proc.returncode != 0:
@@ -274,6 +279,16 @@ class RealNode:
         proc = self._spawn("kube-proxy", [str(self.bin_dir / "kube-proxy"), f"--config={config}",
                                           "--v=1"])
         self._wait(proc, "kube-proxy's first sync", lambda: _http_ok(healthz, "/healthz"))
+
+    def _start_coredns(self) -> None:
+        self.cp.kubectl("apply", "-f", "-", input=json.dumps(nodeconfig.dns_service()))
+        corefile = self.state_dir / "Corefile"
+        ready = free_port()
+        corefile.write_text(nodeconfig.corefile(kubeconfig=Path(self.cp.kubeconfig),
+                                                port=self.dns_port, health_port=free_port(),
+                                                ready_port=ready))
+        proc = self._spawn("coredns", [str(self.bin_dir / "coredns"), "-conf", str(corefile)])
+        self._wait(proc, "CoreDNS ready", lambda: _http_ok(ready, "/ready"))
 
     def _node_ready(self) -> bool:
         try:

@@ -2,7 +2,8 @@
 
 One release for the module, in order: the operator pod (its ServiceAccount, in-cluster config,
 leader election, probes, metrics); `helm test`, its pod reaching the operator through the metrics
-Service (kube-proxy's rules), and failing when the Service has no endpoint; a TaskQueue whose
+Service (kube-proxy's rules), and failing when the Service has no endpoint; Service names
+resolved by the cluster DNS (CoreDNS); a TaskQueue whose
 worker image is built `FROM` the base with the handler package `e2etasks`; activation 0 -> 1; a
 burst scaling out to maxReplicas; idle scale-in to zero, the kubelet delivering SIGTERM (workers
 deregister: they drained); a worker pod deleted mid-task (its task requeued and finished
@@ -150,6 +151,46 @@ def test_helm_test_passes_through_the_service(cluster: Cluster) -> None:
     assert re.search(r"Phase:\s+Succeeded", out), out
     service = cluster.get("service", f"{RELEASE}-taskqueue-operator-metrics")
     assert f"ok: http://{service['spec']['clusterIP']}:9090/metrics" in out, out
+
+
+DNS_CHECK = """
+import socket, sys, urllib.request
+for name in sys.argv[1:]:
+    print(name, socket.gethostbyname(name))
+with urllib.request.urlopen(f"http://{sys.argv[1]}:9090/metrics", timeout=10) as resp:
+    print("metrics", resp.status)
+"""
+
+
+def test_pods_resolve_service_names_through_the_cluster_dns(cluster: Cluster) -> None:
+    """CoreDNS behind the kube-dns Service: a pod resolves Service names (short, and fully
+    qualified) to their ClusterIPs and reaches the operator by name."""
+    service = f"{RELEASE}-taskqueue-operator-metrics"
+    names = [service, f"{service}.{NS}.svc.cluster.local", "kubernetes.default"]
+    [operator] = cluster.pods("app.kubernetes.io/component=operator")
+    image = operator["spec"]["containers"][0]["image"]  # present on the node
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dns-check", "namespace": NS},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "check", "image": image,
+            "command": ["python3", "-c", DNS_CHECK, *names]}]},
+    }
+    cp = cluster.nc.cp
+    cp.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    try:
+        phase = wait_for(lambda: cluster.get("pod", "dns-check")["status"].get("phase")
+                         in ("Succeeded", "Failed") and
+                         cluster.get("pod", "dns-check")["status"]["phase"],
+                         "the DNS check pod to finish", diagnose=cluster.diagnose)
+        logs = cp.kubectl("logs", "-n", NS, "dns-check").stdout
+        assert phase == "Succeeded", logs
+    finally:
+        cp.kubectl("delete", "pod", "-n", NS, "dns-check", "--wait=false", check=False)
+    cluster_ip = cluster.get("service", service)["spec"]["clusterIP"]
+    assert f"{service} {cluster_ip}" in logs
+    assert f"{service}.{NS}.svc.cluster.local {cluster_ip}" in logs
+    assert "kubernetes.default 10.0.0.1" in logs
+    assert "metrics 200" in logs
 
 
 def test_helm_test_fails_when_the_service_has_no_endpoint(cluster: Cluster) -> None:
