@@ -29,7 +29,7 @@ RELEASE = "taskqueue-operator"
 RELEASE_NS = "taskqueue-system"
 MODES = ("auto", "node", "process")
 MODE_TEXT = {
-    "node": "real node: kubelet + containerd + kube-proxy, the images scripts/images builds",
+    "node": "real node: kubelet + containerd + kube-proxy + CoreDNS, images from scripts/images",
     "process": "process kubelet: worker pods are local processes, the operator runs here",
 }
 
@@ -50,7 +50,7 @@ def choose_mode(requested: str, missing: list[str]) -> tuple[str, str]:
     if requested == "process":
         return "process", "--mode process"
     if not missing:
-        return "node", "kubelet, containerd and kube-proxy are available"
+        return "node", "its binaries, containerd, runc and the CNI plugins are available"
     why = "missing: " + "; ".join(missing)
     if requested == "node":
         raise ValueError(f"--mode node: the real node cannot run here ({why})")
