@@ -1,17 +1,18 @@
 """The local demo: Redis + control plane + helm chart + operator + a burst of tasks, watched live.
 
-Run through `scripts/demo` (which installs what is needed first). Every part is real except the
-container runtime: the process kubelet runs worker pods as local `taskqueue-worker` processes.
+Run through `scripts/demo` (which installs what is needed first). It runs on the real node
+(kubelet + containerd + kube-proxy: the operator and the workers are containers of the images
+`scripts/images` builds) when this machine can run it, else on the process kubelet (worker pods are
+local `taskqueue-worker` processes, the operator runs here); it prints which. `--mode` forces one.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,18 +26,25 @@ sys.path.insert(0, str(REPO / "operator"))
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "devcluster"))
 
+import demo_node  # noqa: E402 (beside this file)
 from tests.fixtures.redis_server import RedisServer  # noqa: E402
 
 from taskqueue import client as tq_client  # noqa: E402
 from taskqueue_devcluster.controlplane import ControlPlane, ControlPlaneError  # noqa: E402
-from taskqueue_devcluster.kubelet import ProcessKubelet  # noqa: E402
+from taskqueue_devcluster.node import NodeError  # noqa: E402
 
-RELEASE_NS = "taskqueue-system"
 DEMO_NS = "demo"
-CHART = REPO / "charts" / "taskqueue-operator"
 
 
-def manifest(redis_url: str, *, max_replicas: int) -> dict[str, Any]:
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def manifest(redis_url: str, *, max_replicas: int, image: str | None) -> dict[str, Any]:
+    worker: dict[str, Any] = {"handler": "taskqueue.worker.builtin:sleep", "concurrency": 2,
+                              "terminationGracePeriodSeconds": 10}
+    if image:
+        worker["image"] = image
     return {
         "apiVersion": "taskqueue.dev/v1alpha1",
         "kind": "TaskQueue",
@@ -44,8 +52,7 @@ def manifest(redis_url: str, *, max_replicas: int) -> dict[str, Any]:
         "spec": {
             "redis": {"url": redis_url},
             "queues": [{"key": "demo:vip", "starvationLimit": 3}, {"key": "demo:normal"}],
-            "worker": {"handler": "taskqueue.worker.builtin:sleep", "concurrency": 2,
-                       "terminationGracePeriodSeconds": 10},
+            "worker": worker,
             "scaling": {"minReplicas": 0, "maxReplicas": max_replicas,
                         "targetBacklogPerReplica": 20, "pollIntervalSeconds": 1,
                         "scaleDownStabilizationSeconds": 5, "idleCooldownSeconds": 8},
@@ -88,22 +95,11 @@ def watch(cp: ControlPlane, *, timeout: float) -> bool:
     return False
 
 
-def start_operator(cp: ControlPlane, kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
-    """`taskqueue-operator` as a local process authenticated as the chart's ServiceAccount."""
-    proc = subprocess.Popen(
-        ["taskqueue-operator", "--kubeconfig", str(kubeconfig), "--namespace", DEMO_NS,
-         "--leader-election-namespace", RELEASE_NS, "--metrics-port", "0", "--health-port", "0"],
-        stdout=log.open("wb"), stderr=subprocess.STDOUT,
-        env={**os.environ, "PATH": f"{cp.bin_dir}:{os.environ['PATH']}"},
-    )
-    print(f"operator running with the chart's ServiceAccount (log {log})", flush=True)
-    return proc
-
-
-def run_burst(cp: ControlPlane, redis_url: str, args: argparse.Namespace) -> int:
+def run_burst(cluster: demo_node.DemoCluster, redis_url: str, args: argparse.Namespace) -> int:
     """Apply the TaskQueue, push the burst, watch until the workers are back to zero."""
-    cp.kubectl("apply", "-f", "-", input=json.dumps(manifest(redis_url,
-                                                             max_replicas=args.max_replicas)))
+    cp = cluster.cp
+    cp.kubectl("apply", "-f", "-", input=json.dumps(manifest(
+        cluster.redis_url, max_replicas=args.max_replicas, image=cluster.worker_image)))
     print(cp.kubectl("get", "tq", "-n", DEMO_NS).stdout, flush=True)
     time.sleep(2)
     r = redis.Redis.from_url(redis_url)
@@ -122,28 +118,30 @@ def run_burst(cp: ControlPlane, redis_url: str, args: argparse.Namespace) -> int
 
 
 def demo(args: argparse.Namespace, work: Path) -> int:
+    missing = demo_node.node_missing() if args.mode != "process" else []
+    mode, why = demo_node.choose_mode(args.mode, missing)
+    say(f"mode: {demo_node.MODE_TEXT[mode]} ({why})")
     server = RedisServer(data_dir=work / "redis")
     server.start()
-    print(f"redis-server on {server.url}", flush=True)
+    say(f"redis-server on {server.url}")
     try:
-        with ControlPlane(state_dir=work / "cluster") as cp:
-            print(f"control plane up: {cp.server} (kubeconfig {cp.kubeconfig})", flush=True)
-            cp.kubectl("create", "namespace", DEMO_NS)
-            cp.helm("install", "taskqueue-operator", str(CHART), "-n", RELEASE_NS,
-                    "--create-namespace", "--set", f"watchNamespaces={{{DEMO_NS}}}",
-                    "--set", "replicaCount=0")
-            print("helm install taskqueue-operator charts/taskqueue-operator: deployed "
-                  "(replicaCount=0: the operator runs here, with the chart's ServiceAccount)",
-                  flush=True)
-            sa_kubeconfig = cp.token_kubeconfig(RELEASE_NS, "taskqueue-operator",
-                                                work / "operator.kubeconfig")
-            with ProcessKubelet(cp.kubeconfig, namespaces=[DEMO_NS], log_dir=work / "pods"):
-                operator = start_operator(cp, sa_kubeconfig, work / "operator.log")
+        with contextlib.ExitStack() as stack:
+            cluster = None
+            if mode == "node":
+                # Still on 127.0.0.1 only; pods reach it through the node's DNAT, from pod IPs.
+                redis.Redis.from_url(server.url).config_set("protected-mode", "no")
                 try:
-                    return run_burst(cp, server.url, args)
-                finally:
-                    operator.terminate()
-                    operator.wait(timeout=15)
+                    cluster = stack.enter_context(
+                        demo_node.real_node_cluster(work, server.port, DEMO_NS, say))
+                except (NodeError, RuntimeError) as e:
+                    if args.mode == "node":
+                        raise
+                    say(f"mode: the real node failed ({e}); falling back to the "
+                        f"{demo_node.MODE_TEXT['process']}")
+            if cluster is None:
+                cluster = stack.enter_context(
+                    demo_node.process_cluster(work, server.url, DEMO_NS, say))
+            return run_burst(cluster, server.url, args)
     finally:
         server.stop()
 
@@ -161,6 +159,9 @@ def main() -> int:
     parser.add_argument("--task-seconds", type=float, default=0.2, help="handler sleep per task")
     parser.add_argument("--max-replicas", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--mode", choices=demo_node.MODES, default="auto",
+                        help="node: the real node (kubelet + containerd); process: the process "
+                             "kubelet; auto (default): the real node when this machine can run it")
     parser.add_argument("--keep", action="store_true",
                         help="keep the work folder (logs, etcd data) instead of removing it")
     args = parser.parse_args()
@@ -173,7 +174,7 @@ def main() -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: everything the demo started is stopped", flush=True)
         code = 130
-    except ControlPlaneError as e:
+    except (ControlPlaneError, ValueError, RuntimeError) as e:
         print(f"demo: {e}", file=sys.stderr, flush=True)
         code = 2
     finally:

@@ -11,6 +11,7 @@ pytest_plugins = [
     "tests.fixtures.cluster",
     "tests.fixtures.operator",
     "tests.fixtures.images",
+    "tests.fixtures.registry",
     "tests.fixtures.worker",
     "tests.fixtures.cli",
 ]

@@ -280,6 +280,12 @@ class ControlPlane:
         )
         self._admin = ca.issue("admin", common_name="admin", organization="system:masters")
         kcm = ca.issue("controller-manager", common_name="system:kube-controller-manager")
+        # What the API server shows a kubelet (logs, exec); kubelets trust this CA's clients.
+        self._kubelet_client = ca.issue(
+            "apiserver-kubelet-client",
+            common_name="kube-apiserver-kubelet-client",
+            organization="system:masters",
+        )
         self._sa_keys = write_service_account_keys(pki)
         write_kubeconfig(
             self.kubeconfig, server=self.server, ca=ca.cert_path, user=_cert_user(self._admin)
@@ -365,6 +371,10 @@ class ControlPlane:
                 "--advertise-address=127.0.0.1",
                 # Loopback is not a valid endpoint of the `kubernetes` Service: do not reconcile it.
                 "--endpoint-reconciler-type=none",
+                # Reach a kubelet (logs, exec) at its node's InternalIP: node names do not resolve.
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-client-certificate={self._kubelet_client.cert}",
+                f"--kubelet-client-key={self._kubelet_client.key}",
                 f"--cert-dir={pki}",
                 f"--tls-cert-file={self._serving.cert}",
                 f"--tls-private-key-file={self._serving.key}",

@@ -8,9 +8,13 @@
 - the locally built **pause** image as the sandbox image (no registry can be pulled from here);
 - **kube-scheduler** and **kubelet** built by ``scripts/control-plane build-node`` from the same
   Kubernetes version as the API server (cgroupfs driver, `failCgroupV1: false`);
-- a few iptables NAT rules instead of kube-proxy: the `kubernetes` Service IP (10.0.0.1:443, the
-  in-cluster config of the operator pod) and the bridge gateway 10.244.0.1:<port> (any loopback
-  service of this machine, e.g. the test's redis-server) are DNATed to 127.0.0.1.
+- **kube-proxy** (iptables mode) from the same build: Services route to their pods as in any
+  cluster (ClusterIPs, the `<SVC>_SERVICE_HOST/PORT` variables the kubelet injects);
+- **CoreDNS** (the `kube-dns` Service, 10.0.0.10, the pods' nameserver) on 127.0.0.1;
+- iptables NAT rules for what lives on this machine's loopback: the `kubernetes` Service IP
+  (10.0.0.1:443, the operator pod's in-cluster config; the API server advertises 127.0.0.1, which
+  no endpoint may be), the `kube-dns` Service IP (to CoreDNS) and the bridge gateway
+  10.244.0.1:<port> (e.g. the test's redis-server) are DNATed to 127.0.0.1.
 
 Images are loaded with `ctr -n k8s.io images import` (`load_image`). Pods then run for real: the
 kubelet pulls nothing, starts the containers with their security context, sends SIGTERM on deletion
@@ -26,12 +30,14 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from types import TracebackType
 
 from taskqueue_devcluster import nodeconfig
 from taskqueue_devcluster.controlplane import (
+    DEFAULT_CONTROLLERS,
     ControlPlane,
     ControlPlaneError,
     _Process,
@@ -40,10 +46,12 @@ from taskqueue_devcluster.controlplane import (
 )
 
 NODE_BUILD_COMMAND = "scripts/control-plane build-node"
-NODE_BINARIES = ("kubelet", "kube-scheduler", "pause")
+NODE_BINARIES = ("kubelet", "kube-scheduler", "kube-proxy", "coredns", "pause")
 HOST_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables")
 NODE_NAME = "tq-node"
 CNI_STATE_DIR = "/var/lib/cni/networks"
+#: The control plane's controllers for a real node: EndpointSlices are what kube-proxy routes by.
+NODE_CONTROLLERS = (*DEFAULT_CONTROLLERS, "endpointslice-controller")
 
 
 def _cni_netns() -> set[str]:
@@ -51,6 +59,13 @@ def _cni_netns() -> set[str]:
     with contextlib.suppress(OSError):
         return {n for n in os.listdir("/var/run/netns") if n.startswith("cni-")}
     return set()
+
+
+def _http_ok(port: int, path: str) -> bool:
+    with contextlib.suppress(OSError), \
+            urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+        return bool(resp.status == 200)
+    return False
 
 
 class NodeError(ControlPlaneError):
@@ -86,6 +101,7 @@ class RealNode:
         self._procs: list[_Process] = []
         self._nat = False
         self._netns_before: set[str] = set()
+        self.dns_port = 0
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> RealNode:
@@ -99,6 +115,10 @@ class RealNode:
         missing = missing_requirements(self.bin_dir, self.cni_bin_dir)
         if missing:
             raise NodeError("cannot run a real node here, missing: " + "; ".join(missing))
+        if "endpointslice-controller" not in self.cp.controllers:
+            raise NodeError("the control plane runs no endpointslice-controller: Services "
+                            "would route nowhere; start it with "
+                            "ControlPlane(controllers=NODE_CONTROLLERS)")
         try:
             for sub in ("logs", "cni", "containerd/root", "containerd/state", "kubelet"):
                 (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -107,9 +127,12 @@ class RealNode:
             self._start_containerd()
             self.load_image(nodeconfig.pause_image_tar(self.bin_dir / "pause",
                                                        self.state_dir / "pause.tar"))
+            self.dns_port = free_port()
             self._install_nat()
             self._start_scheduler()
             self._start_kubelet()
+            self._start_kube_proxy()
+            self._start_coredns()
             # The kubelet registers with this taint; the node-lifecycle controller (not run by
             # the harness) would lift it once the node is Ready.
             self.cp.kubectl("taint", "node", self.name, "node.kubernetes.io/not-ready:NoSchedule-",
@@ -128,6 +151,8 @@ class RealNode:
                 self._remove_all_containers()
             terminate_process_group(proc.popen, grace=10.0)
             proc.log_file.close()
+        if self._procs:
+            self._remove_kube_chains()
         self._procs.clear()
         if self._nat:
             for rule in nodeconfig.nat_cleanup(self.chain):
@@ -216,10 +241,14 @@ class RealNode:
                    and self.ctr("version", check=False, timeout=10).returncode == 0)
 
     def _install_nat(self) -> None:
-        for key in ("net.ipv4.conf.all.route_localnet", "net.ipv4.ip_forward"):
+        # bridge-nf-call-iptables: a reply from a Service's pod to a pod on the same bridge must
+        # pass conntrack to be un-DNATed (what kubeadm's preflight requires too).
+        for key in ("net.ipv4.conf.all.route_localnet", "net.ipv4.ip_forward",
+                    "net.bridge.bridge-nf-call-iptables"):
             subprocess.run(["sysctl", "-qw", f"{key}=1"], capture_output=True, check=False)
         self._nat = True
-        for rule in nodeconfig.nat_rules(chain=self.chain, apiserver_port=self.cp.port):
+        for rule in nodeconfig.nat_rules(chain=self.chain, apiserver_port=self.cp.port,
+                                         dns_port=self.dns_port):
             proc = subprocess.run(["iptables", "-t", "nat", *rule], capture_output=True,
                                   text=True, check=False)
             if proc.returncode != 0:
@@ -240,6 +269,26 @@ class RealNode:
             f"--kubeconfig={self.cp.kubeconfig}", f"--root-dir={self.state_dir / 'kubelet'}",
             f"--hostname-override={self.name}", f"--node-ip={nodeconfig.POD_GATEWAY}", "--v=1"])
         self._wait(proc, f"node {self.name} Ready", self._node_ready)
+
+    def _start_kube_proxy(self) -> None:
+        config = self.state_dir / "kube-proxy.yaml"
+        healthz = free_port()
+        config.write_text(json.dumps(nodeconfig.kube_proxy_config(
+            kubeconfig=Path(self.cp.kubeconfig), node_name=self.name, healthz_port=healthz,
+            metrics_port=free_port())))
+        proc = self._spawn("kube-proxy", [str(self.bin_dir / "kube-proxy"), f"--config={config}",
+                                          "--v=1"])
+        self._wait(proc, "kube-proxy's first sync", lambda: _http_ok(healthz, "/healthz"))
+
+    def _start_coredns(self) -> None:
+        self.cp.kubectl("apply", "-f", "-", input=json.dumps(nodeconfig.dns_service()))
+        corefile = self.state_dir / "Corefile"
+        ready = free_port()
+        corefile.write_text(nodeconfig.corefile(kubeconfig=Path(self.cp.kubeconfig),
+                                                port=self.dns_port, health_port=free_port(),
+                                                ready_port=ready))
+        proc = self._spawn("coredns", [str(self.bin_dir / "coredns"), "-conf", str(corefile)])
+        self._wait(proc, "CoreDNS ready", lambda: _http_ok(ready, "/ready"))
 
     def _node_ready(self) -> bool:
         try:
@@ -266,6 +315,18 @@ class RealNode:
         proc = self.ctr("tasks", "list", "-q", check=False, timeout=30)
         for task in proc.stdout.split():
             self.ctr("tasks", "kill", "--signal", "SIGKILL", task, check=False, timeout=30)
+
+    def _remove_kube_chains(self) -> None:
+        """kube-proxy's chains (KUBE-*) are the machine's: remove them with the node, and the
+        KUBE-FIREWALL hooks left behind when that chain is empty."""
+        subprocess.run([str(self.bin_dir / "kube-proxy"), "--cleanup"], capture_output=True,
+                       check=False, timeout=60)
+        rules = subprocess.run(["iptables", "-S", "KUBE-FIREWALL"], capture_output=True,
+                               text=True, check=False).stdout.split("\n")
+        if [r for r in rules if r.strip()] == ["-N KUBE-FIREWALL"]:
+            for args in (["-D", "INPUT", "-j", "KUBE-FIREWALL"],
+                         ["-D", "OUTPUT", "-j", "KUBE-FIREWALL"], ["-X", "KUBE-FIREWALL"]):
+                subprocess.run(["iptables", *args], capture_output=True, check=False)
 
     def mounts(self) -> list[str]:
         """Mount points under the state directory, deepest first."""

@@ -20,6 +20,9 @@ PAUSE_IMAGE = "localhost/taskqueue-pause:1"
 CNI_BRIDGE = "tqnode0"
 POD_SUBNET = "10.244.0.0/24"
 POD_GATEWAY = "10.244.0.1"
+#: The `kube-dns` Service's ClusterIP (kube-system), the pods' nameserver: CoreDNS behind it.
+DNS_SERVICE_IP = "10.0.0.10"
+CLUSTER_DOMAIN = "cluster.local"
 
 
 def containerd_config(*, root: Path, state: Path, socket: Path, cni_conf_dir: Path,
@@ -99,7 +102,8 @@ def kubelet_config(*, ca_file: Path, runtime_socket: Path, port: int,
         "failCgroupV1": False,
         "failSwapOn": False,
         "containerRuntimeEndpoint": f"unix://{runtime_socket}",
-        "clusterDomain": "cluster.local",
+        "clusterDomain": CLUSTER_DOMAIN,
+        "clusterDNS": [DNS_SERVICE_IP],
         "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%",
                          "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
         "imageGCHighThresholdPercent": 100,
@@ -116,27 +120,93 @@ def kubelet_config(*, ca_file: Path, runtime_socket: Path, port: int,
     }
 
 
-def nat_rules(*, chain: str, apiserver_port: int,
-              service_ip: str = "10.0.0.1") -> list[list[str]]:
-    """iptables (table nat) rules that stand in for kube-proxy on this one node.
+def kube_proxy_config(*, kubeconfig: Path, node_name: str, healthz_port: int,
+                      metrics_port: int) -> dict[str, Any]:
+    """KubeProxyConfiguration: iptables mode, Services routed for the pod subnet as in any cluster.
 
-    Pods reach the API server through the `kubernetes` Service IP (in-cluster config) and any
-    loopback-only service of this machine (the test's redis-server) through the bridge gateway:
-    both are DNATed to 127.0.0.1, which the kernel routes only with `route_localnet=1`.
+    `clusterCIDR` is the pod subnet (traffic from outside it to a ClusterIP is masqueraded, so
+    replies come back through this node); conntrack limits are left as the kernel has them
+    (`maxPerCore: 0`: the sandbox may refuse to change them); health and metrics listen on
+    loopback only and NodePorts are not opened on 127.0.0.1 (`localhostNodePorts: false`).
+    """
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "hostnameOverride": node_name,
+        "bindAddress": POD_GATEWAY,  # the node's IP, as the kubelet registers it (--node-ip)
+        "mode": "iptables",
+        "clusterCIDR": POD_SUBNET,
+        "healthzBindAddress": f"127.0.0.1:{healthz_port}",
+        "metricsBindAddress": f"127.0.0.1:{metrics_port}",
+        "conntrack": {"maxPerCore": 0, "min": 0},
+        "iptables": {"localhostNodePorts": False, "syncPeriod": "10s", "minSyncPeriod": "0s"},
+        "nodePortAddresses": [f"{POD_GATEWAY}/32"],
+    }
+
+
+def corefile(*, kubeconfig: Path, port: int, health_port: int, ready_port: int) -> str:
+    """CoreDNS's Corefile: the cluster's names from the API server, the rest from the host's
+    resolver; on 127.0.0.1 only (pods reach it at `DNS_SERVICE_IP`:53 through `nat_rules`)."""
+    return f""".:{port} {{
+    bind 127.0.0.1
+    errors
+    health 127.0.0.1:{health_port}
+    ready 127.0.0.1:{ready_port}
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    cache 30
+    forward . /etc/resolv.conf
+}}
+"""
+
+
+def dns_service() -> dict[str, Any]:
+    """The `kube-dns` Service pods' resolv.conf points at (no selector: CoreDNS runs on the host
+    and is reached through `nat_rules`, as the API server is behind `kubernetes`)."""
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kube-dns", "namespace": "kube-system",
+                     "labels": {"k8s-app": "kube-dns"}},
+        "spec": {"clusterIP": DNS_SERVICE_IP,
+                 "ports": [{"name": "dns", "port": 53, "protocol": "UDP"},
+                           {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]},
+    }
+
+
+def nat_rules(*, chain: str, apiserver_port: int, dns_port: int,
+              service_ip: str = "10.0.0.1") -> list[list[str]]:
+    """iptables (table nat) rules for what runs on this machine's loopback, beside kube-proxy.
+
+    Pods reach the API server through the `kubernetes` Service IP (in-cluster config; the API
+    server advertises 127.0.0.1, which no endpoint may be, so kube-proxy has none to route to) and
+    any loopback-only service of this machine (the test's redis-server) through the bridge gateway:
+    both are DNATed to 127.0.0.1, which the kernel routes only with `route_localnet=1`; so is the
+    cluster DNS (`kube-dns`, `DNS_SERVICE_IP`:53, UDP and TCP) to CoreDNS's port. The same
+    chain hooked on OUTPUT lets the API server reach the kubelet (serving on 127.0.0.1) at the
+    node's InternalIP, for `kubectl logs/exec` and `helm test --logs`.
     """
     return [
         ["-N", chain],
         ["-A", chain, "-d", f"{service_ip}/32", "-p", "tcp", "--dport", "443",
          "-j", "DNAT", "--to-destination", f"127.0.0.1:{apiserver_port}"],
+        *(["-A", chain, "-d", f"{DNS_SERVICE_IP}/32", "-p", proto, "--dport", "53",
+           "-j", "DNAT", "--to-destination", f"127.0.0.1:{dns_port}"] for proto in ("udp", "tcp")),
         ["-A", chain, "-d", f"{POD_GATEWAY}/32", "-p", "tcp",
          "-j", "DNAT", "--to-destination", "127.0.0.1"],
         ["-I", "PREROUTING", "-i", CNI_BRIDGE, "-j", chain],
+        ["-I", "OUTPUT", "-d", f"{POD_GATEWAY}/32", "-p", "tcp", "-j", chain],
     ]
 
 
 def nat_cleanup(chain: str) -> list[list[str]]:
     """The rules undoing `nat_rules` (each may fail harmlessly if already gone)."""
-    return [["-D", "PREROUTING", "-i", CNI_BRIDGE, "-j", chain], ["-F", chain], ["-X", chain]]
+    return [["-D", "PREROUTING", "-i", CNI_BRIDGE, "-j", chain],
+            ["-D", "OUTPUT", "-d", f"{POD_GATEWAY}/32", "-p", "tcp", "-j", chain],
+            ["-F", chain], ["-X", chain]]
 
 
 def _tar_bytes(files: Mapping[str, tuple[bytes, int]]) -> bytes:

@@ -243,15 +243,6 @@ def test_dashboard_configmap_follows_the_dashboard_file(render: Render) -> None:
     assert cm["data"]["taskqueue.json"].strip() == dashboard.read_text().strip()
 
 
-def test_helm_test_pod_probes_the_metrics_service(render: Render) -> None:
-    objs = render(tests=True)
-    pod = one(objs, "Pod")
-    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
-    service = one(objs, "Service")["metadata"]["name"]
-    assert f"http://{service}:9090/metrics" in pod["spec"]["containers"][0]["args"][0]
-    assert pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
-
-
 def test_notes_tell_the_next_step(helm: Path) -> None:
     proc = run_helm(helm, "install", "taskqueue-operator", str(CHART), "-n", "taskqueue",
                     "--dry-run=client", "--set", "rbac.secretNames={redis-url}")

@@ -24,7 +24,12 @@ import pytest
 import redis as redis_client
 
 from taskqueue_devcluster import BinariesNotBuiltError, ControlPlane, find_bin_dir
-from taskqueue_devcluster.node import RealNode, missing_requirements, nodeconfig
+from taskqueue_devcluster.node import (
+    NODE_CONTROLLERS,
+    RealNode,
+    missing_requirements,
+    nodeconfig,
+)
 from tests.fixtures.images import Engine
 from tests.fixtures.redis_server import RedisServer
 
@@ -95,7 +100,8 @@ def node_cluster(engine: Engine, tmp_path_factory: pytest.TempPathFactory,
     redis_client.Redis(port=redis.port).config_set("protected-mode", "no")
     # A short state path: unix socket paths are limited to 108 bytes.
     state = Path(tempfile.mkdtemp(prefix="tqnode-"))
-    with ControlPlane(state_dir=work / "cp", bin_dir=bin_dir) as cp, \
+    with ControlPlane(state_dir=work / "cp", bin_dir=bin_dir,
+                      controllers=NODE_CONTROLLERS) as cp, \
             RealNode(cp, state_dir=state) as node:
         for image in (engine.operator_image, engine.worker_image,
                       _handler_image(engine, work)):

@@ -1,16 +1,20 @@
 """The chart and the operator on a real node: kubelet + containerd + runc, real pods.
 
 One release for the module, in order: the operator pod (its ServiceAccount, in-cluster config,
-leader election, probes, metrics); a TaskQueue whose worker image is built `FROM` the base with the
-handler package `e2etasks`; activation 0 -> 1; a burst scaling out to maxReplicas; idle scale-in
-to zero, the kubelet delivering SIGTERM (workers deregister: they drained); a worker pod deleted
-mid-task (its task requeued and finished elsewhere); a container SIGKILLed mid-task behind the
-kubelet's back (restarted in place; the restarted worker recovers its task).
+leader election, probes, metrics); `helm test`, its pod reaching the operator through the metrics
+Service (kube-proxy's rules), and failing when the Service has no endpoint; Service names
+resolved by the cluster DNS (CoreDNS); a TaskQueue whose
+worker image is built `FROM` the base with the handler package `e2etasks`; activation 0 -> 1; a
+burst scaling out to maxReplicas; idle scale-in to zero, the kubelet delivering SIGTERM (workers
+deregister: they drained); a worker pod deleted mid-task (its task requeued and finished
+elsewhere); a container SIGKILLed mid-task behind the kubelet's back (restarted in place; the
+restarted worker recovers its task).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -137,6 +141,71 @@ def test_operator_runs_as_a_pod_with_its_service_account(cluster: Cluster) -> No
     url = f"http://{pod['status']['podIP']}:9090/metrics"
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert "taskqueue_poll_duration_seconds" in resp.read().decode()
+
+
+def test_helm_test_passes_through_the_service(cluster: Cluster) -> None:
+    """The chart's test pod runs on the node and reaches the operator through its Service's
+    ClusterIP (kube-proxy's rules), found by the variables the kubelet injects."""
+    out = cluster.nc.cp.helm("test", RELEASE, "-n", NS, "--logs", "--timeout", "180s",
+                             timeout=240).stdout
+    assert re.search(r"Phase:\s+Succeeded", out), out
+    service = cluster.get("service", f"{RELEASE}-taskqueue-operator-metrics")
+    assert f"ok: http://{service['spec']['clusterIP']}:9090/metrics" in out, out
+
+
+DNS_CHECK = """
+import socket, sys, urllib.request
+for name in sys.argv[1:]:
+    print(name, socket.gethostbyname(name))
+with urllib.request.urlopen(f"http://{sys.argv[1]}:9090/metrics", timeout=10) as resp:
+    print("metrics", resp.status)
+"""
+
+
+def test_pods_resolve_service_names_through_the_cluster_dns(cluster: Cluster) -> None:
+    """CoreDNS behind the kube-dns Service: a pod resolves Service names (short, and fully
+    qualified) to their ClusterIPs and reaches the operator by name."""
+    service = f"{RELEASE}-taskqueue-operator-metrics"
+    names = [service, f"{service}.{NS}.svc.cluster.local", "kubernetes.default"]
+    [operator] = cluster.pods("app.kubernetes.io/component=operator")
+    image = operator["spec"]["containers"][0]["image"]  # present on the node
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dns-check", "namespace": NS},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "check", "image": image,
+            "command": ["python3", "-c", DNS_CHECK, *names]}]},
+    }
+    cp = cluster.nc.cp
+    cp.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    try:
+        phase = wait_for(lambda: cluster.get("pod", "dns-check")["status"].get("phase")
+                         in ("Succeeded", "Failed") and
+                         cluster.get("pod", "dns-check")["status"]["phase"],
+                         "the DNS check pod to finish", diagnose=cluster.diagnose)
+        logs = cp.kubectl("logs", "-n", NS, "dns-check").stdout
+        assert phase == "Succeeded", logs
+    finally:
+        cp.kubectl("delete", "pod", "-n", NS, "dns-check", "--wait=false", check=False)
+    cluster_ip = cluster.get("service", service)["spec"]["clusterIP"]
+    assert f"{service} {cluster_ip}" in logs
+    assert f"{service}.{NS}.svc.cluster.local {cluster_ip}" in logs
+    assert "kubernetes.default 10.0.0.1" in logs
+    assert "metrics 200" in logs
+
+
+def test_helm_test_fails_when_the_service_has_no_endpoint(cluster: Cluster) -> None:
+    name = f"{RELEASE}-taskqueue-operator-metrics"
+    selector = cluster.get("service", name)["spec"]["selector"]
+    patch = json.dumps({"spec": {"selector": {"app.kubernetes.io/component": "nothing"}}})
+    cluster.nc.cp.kubectl("patch", "service", name, "-n", NS, "-p", patch)
+    try:
+        proc = cluster.nc.cp.helm("test", RELEASE, "-n", NS, "--logs", "--timeout", "180s",
+                                  check=False, timeout=240)
+    finally:
+        restore = json.dumps({"spec": {"selector": selector}})
+        cluster.nc.cp.kubectl("patch", "service", name, "-n", NS, "-p", restore)
+    assert proc.returncode != 0, proc.stdout
+    assert "FAIL: http://" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
 def test_activation_from_zero(cluster: Cluster) -> None:
