@@ -89,9 +89,31 @@ def slots_for_queue(*, service: float, load_before: float, load_through: float,
     return MAX_SLOTS
 
 
+@dataclass(frozen=True)
+class WaitSizing:
+    """The slots for the wait targets, and the part of them the arrival rates alone need."""
+
+    slots: int
+    steady: int
+    """Slots for the measured arrivals without the burst term (<= `slots`)."""
+    why: str
+
+    @property
+    def burst(self) -> bool:
+        """More is queued than the fleet sized for the arrivals would have queued."""
+        return self.slots > self.steady
+
+
 def slots_for_wait(queues: Sequence[QueueLoad], *, service: float,
                    horizon: float = 0.0) -> tuple[int, str]:
-    """Slots so each queue with a target meets it, and why (the binding queue).
+    """Slots so each queue with a target meets it, and why (the binding queue)."""
+    sizing = size_for_wait(queues, service=service, horizon=horizon)
+    return sizing.slots, sizing.why
+
+
+def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
+                  horizon: float = 0.0) -> WaitSizing:
+    """`slots_for_wait` with its steady part.
 
     `service` is the fleet-wide mean service time (used for queues without their own). A burst
     is drained within max(target, `horizon`): more slots than that cannot help before the next
@@ -101,7 +123,7 @@ def slots_for_wait(queues: Sequence[QueueLoad], *, service: float,
     load_total = sum(q.arrival_rate * s_of(q) for q in queues)
     rate_total = sum(q.arrival_rate for q in queues)
     mix = load_total / rate_total if rate_total > 0 else service
-    best, why = 0, ""
+    best, steadiest, why = 0, 0, ""
     before, queued, work, age = 0.0, 0, 0.0, 0.0
     for q in queues:
         age = max(age, q.oldest_age)
@@ -117,9 +139,10 @@ def slots_for_wait(queues: Sequence[QueueLoad], *, service: float,
             per_task = work / queued if queued else mix
             backlog = math.ceil(through + max(0, excess) * per_task / window)
             need = max(steady, backlog)
+            steadiest = max(steadiest, steady)
             if need > best:
                 best = need
                 why = (f"p95 wait of {q.key} <= {q.target_wait:g}s at {q.arrival_rate:.3g}/s, "
                        f"S {s_of(q):.3g}s, {queued} queued: {need} slots")
         before = through
-    return best, why
+    return WaitSizing(slots=best, steady=steadiest, why=why)

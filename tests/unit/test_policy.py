@@ -35,6 +35,8 @@ def scaling(**kw: Any) -> ScalingSpec:
 
 def run(spec: ScalingSpec, observation: QueueObservation | None, replicas: int,
         **state: Any) -> Decision:
+    # without wait targets every recommendation is steady: both windows hold the same history
+    state.setdefault("steady_recommendations", state.get("recommendations", ()))
     return decide(spec=spec, observation=observation, state=PolicyState(replicas=replicas, **state),
                   now=NOW)
 
@@ -351,3 +353,34 @@ def test_tasks_due_soon_count_beside_the_wait_targets(due_soon: int, expected: i
                       concurrency=1, queue_order=("q",))
     assert decision.recommendation == expected
     assert why in decision.reason
+
+
+# -- a burst's pods leave with its backlog -----------------------------------------------
+@pytest.mark.parametrize("backlog, expected, why", [
+    # 9.8/s x 2 s needs 6 pods at concurrency 4; the window remembers 13 from the burst
+    pytest.param(0, 6, "scale down 13 -> 6", id="backlog-gone-steady-window-only"),
+    pytest.param(19, 6, "scale down 13 -> 6", id="normal-fluctuation-is-not-a-burst"),
+    pytest.param(60, 13, "hold 13", id="burst-still-draining-holds-the-window"),
+])
+def test_burst_pods_are_not_stabilised(backlog: int, expected: int, why: str) -> None:
+    spec = scaling(maxReplicas=100, targetWaitSeconds={"q": 2.0},
+                   scaleDownStabilizationSeconds=60)
+    state = PolicyState(replicas=13, rates=measured({"q": 9.8}, 2.0), last_active=NOW,
+                        recommendations=((NOW - 10, 13),), steady_recommendations=((NOW - 10, 6),))
+    decision = decide(spec=spec, observation=wait_obs({"q": backlog}, 4), state=state, now=NOW,
+                      concurrency=4, queue_order=("q",))
+    assert decision.replicas == expected
+    assert why in decision.reason
+    assert decision.state.steady_recommendations[-1] == (NOW, 6)
+
+
+def test_a_steady_rise_is_still_stabilised() -> None:
+    # no burst: the steady window (the rates measured a minute ago) holds the fleet as the HPA's
+    spec = scaling(maxReplicas=100, targetWaitSeconds={"q": 2.0},
+                   scaleDownStabilizationSeconds=60)
+    state = PolicyState(replicas=8, rates=measured({"q": 9.8}, 2.0), last_active=NOW,
+                        recommendations=((NOW - 10, 8),), steady_recommendations=((NOW - 10, 8),))
+    decision = decide(spec=spec, observation=wait_obs({"q": 0}, 4), state=state, now=NOW,
+                      concurrency=4, queue_order=("q",))
+    assert decision.recommendation == 6
+    assert decision.replicas == 8

@@ -10,6 +10,7 @@ from taskqueue.waitmodel import (
     QueueLoad,
     erlang_c,
     normal_queue,
+    size_for_wait,
     slots_for_queue,
     slots_for_wait,
     wait_tail,
@@ -94,3 +95,15 @@ def test_horizon_bounds_the_burst_slots() -> None:
     queues = [QueueLoad("q", 0.0, 100, 1.0)]
     assert slots_for_wait(queues, service=1.0)[0] == 100
     assert slots_for_wait(queues, service=1.0, horizon=5.0)[0] == 20
+
+
+@pytest.mark.parametrize("queued, slots, steady, burst", [
+    pytest.param(0, 22, 22, False, id="no-backlog"),
+    pytest.param(19, 22, 22, False, id="normal-fluctuation"),
+    # 100 beyond the normal 19, started within the 5 s horizon: 19.6 + 100 x 2 s / 5 s
+    pytest.param(119, 60, 22, True, id="burst"),
+])
+def test_the_steady_part_excludes_the_burst(queued: int, slots: int, steady: int,
+                                            burst: bool) -> None:
+    sizing = size_for_wait([QueueLoad("q", 9.8, queued, 2.0)], service=2.0, horizon=5.0)
+    assert (sizing.slots, sizing.steady, sizing.burst) == (slots, steady, burst)
