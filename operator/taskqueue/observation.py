@@ -37,6 +37,9 @@ class QueueObservation:
     """Redeliveries skipped by idempotent consumption (stats hash `duplicates`)."""
     taken: dict[str, int] = field(default_factory=dict)
     """Tasks ever taken from each queue by fetch.lua (empty when the counters are unknown)."""
+    service: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """Per queue: seconds workers spent running its tasks and the attempts they ran (stats
+    `service_ms:`/`served:`, added by workers with each heartbeat; absent when never written)."""
     quiesced: frozenset[str] = frozenset()
     """Worker ids the operator has quiesced (they take no task)."""
 

@@ -10,10 +10,16 @@ follows a change in about that time and a quiet period does not divide by zero; 
 sums decay per completed task (`SERVICE_MEMORY_TASKS`), so an idle spell keeps the estimate for
 the next burst and slow tasks are remembered as long as fast ones.
 
-Per queue, the service time comes from a least-squares fit of each interval's held
-task-seconds against the tasks taken from each queue in it (busy ~= sum S_q x taken_q), pulled
-toward the overall mean (ridge), so a queue whose tasks are slower than the others' is seen as
-such once its share of the work has varied; with one queue, or no counters, it is the mean.
+Workers report what they measured: the seconds they spent on each queue's tasks and the attempts
+(`QueueObservation.service`, added to the stats hash with each heartbeat). Where those totals
+exist, a queue's service time is their decayed ratio, exact however bursty the traffic; the
+estimates below are the fallback for workers that do not report them.
+
+Per queue, without reported totals, the service time comes from a least-squares fit of each
+interval's held task-seconds against the tasks taken from each queue in it (busy ~= sum S_q x
+taken_q), pulled toward the overall mean (ridge), so a queue whose tasks are slower than the
+others' is seen as such once its share of the work has varied; with one queue, or no counters,
+it is the mean.
 """
 
 from __future__ import annotations
@@ -61,6 +67,17 @@ class Rates:
     """Decayed sums of taken_q x taken_r per interval (the fit's normal matrix)."""
     mix_busy: tuple[tuple[str, float], ...] = ()
     """Decayed sums of taken_q x held task-seconds per interval."""
+    reported: tuple[tuple[str, float, int], ...] = ()
+    """The workers' service totals at the last observation (queue, seconds, attempts)."""
+    measured: tuple[tuple[str, float, float], ...] = ()
+    """Decayed sums of the reported (seconds, attempts) per queue."""
+
+    def measured_service(self, queue: str) -> float | None:
+        """Mean seconds per attempt the workers reported for `queue` (None: too few)."""
+        for q, seconds, attempts in self.measured:
+            if q == queue and attempts >= MIN_COMPLETIONS:
+                return seconds / attempts
+        return None
 
     def arrival_rate(self, queue: str) -> float:
         """Tasks/s into `queue`: the lower of the long and the short average."""
@@ -75,6 +92,10 @@ class Rates:
     def service_seconds(self) -> float | None:
         """Mean seconds a task is held; before MIN_COMPLETIONS, the lower bound held
         task-seconds / (completed + held tasks) (the tasks in hand have run at least that)."""
+        seconds = sum(m[1] for m in self.measured)
+        attempts = sum(m[2] for m in self.measured)
+        if attempts >= MIN_COMPLETIONS:
+            return seconds / attempts
         if self.busy_seconds <= 0:
             return None
         if self.completions < MIN_COMPLETIONS:
@@ -88,6 +109,10 @@ class Rates:
         mean = self.service_seconds
         if mean is None:
             return None
+        estimated = self._estimated_by_queue(queues, mean)
+        return {q: self.measured_service(q) or estimated[q] for q in queues}
+
+    def _estimated_by_queue(self, queues: list[str], mean: float) -> dict[str, float]:
         if len(queues) < 2 or not self.mix_busy:
             return dict.fromkeys(queues, mean)
         a = {(q, r): v for q, r, v in self.mix}
@@ -108,6 +133,8 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
     counters = replace(
         rates, at=obs.at, backlog=tuple(obs.backlog.items()), taken=tuple(obs.taken.items()),
         in_flight=obs.in_flight, completed=obs.completed_total,
+        reported=tuple((q, s, n) for q, (s, n) in obs.service.items()),
+        measured=_measured(rates, obs),
     )
     if rates.at is None or obs.at <= rates.at:
         return counters
@@ -178,3 +205,26 @@ def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float] | None:
     for r in range(size - 1, -1, -1):
         out[r] = (m[r][size] - sum(m[r][c] * out[c] for c in range(r + 1, size))) / m[r][r]
     return out
+
+
+def _measured(rates: Rates, obs: QueueObservation) -> tuple[tuple[str, float, float], ...]:
+    """The decayed reported service sums after `obs` (each queue forgets per attempt, as the
+    estimate does; a total that went down, a reset stats hash, starts that queue again). A
+    queue's first totals (a new operator, or its first heartbeat) count as the history of their
+    last SERVICE_MEMORY_TASKS attempts, so an operator restart knows the service time at once."""
+    before = {q: (s, n) for q, s, n in rates.reported}
+    sums = {q: (s, n) for q, s, n in rates.measured}
+    for q, (seconds, attempts) in obs.service.items():
+        if q not in before:
+            weight = min(float(attempts), SERVICE_MEMORY_TASKS)
+            if attempts > 0 and q not in sums:
+                sums[q] = (seconds / attempts * weight, weight)
+            continue
+        d_seconds, d_attempts = seconds - before[q][0], attempts - before[q][1]
+        if d_seconds < 0 or d_attempts < 0:
+            sums.pop(q, None)
+            continue
+        keep = math.exp(-d_attempts / SERVICE_MEMORY_TASKS)
+        old_s, old_n = sums.get(q, (0.0, 0.0))
+        sums[q] = (old_s * keep + d_seconds, old_n * keep + d_attempts)
+    return tuple((q, s, n) for q, (s, n) in sums.items())

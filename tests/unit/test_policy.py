@@ -384,3 +384,23 @@ def test_a_steady_rise_is_still_stabilised() -> None:
                       concurrency=4, queue_order=("q",))
     assert decision.recommendation == 6
     assert decision.replicas == 8
+
+
+def test_the_workers_reported_service_time_sizes_the_wait_target() -> None:
+    # every task ran between two polls: the in-flight samples see none, the workers' totals
+    # say 60 low tasks took 4 s each; 60 just queued on low then need 60 x 4 s / 10 s slots
+    spec = scaling(maxReplicas=100, targetWaitSeconds={"low": 10.0})
+    state, seen = PolicyState(replicas=1, last_active=NOW), []
+    for at, backlog, service in [
+        (NOW - 10, {"high": 0, "low": 0}, {"high": (0.0, 0), "low": (0.0, 0)}),
+        (NOW - 5, {"high": 0, "low": 0}, {"high": (10.0, 20), "low": (240.0, 60)}),
+        (NOW, {"high": 0, "low": 60}, {"high": (10.0, 20), "low": (240.0, 60)}),
+    ]:
+        observation = QueueObservation(at=at, backlog=backlog, service=service,
+                                       oldest_enqueued_at={"low": at} if backlog["low"] else {})
+        decision = decide(spec=spec, observation=observation, state=state, now=at,
+                          concurrency=1, queue_order=("high", "low"))
+        state = decision.state
+        seen.append(decision)
+    assert "S 4s" in seen[-1].reason
+    assert seen[-1].recommendation == 24

@@ -86,3 +86,41 @@ def test_one_queue_or_no_counters_use_the_mean() -> None:
     assert rates.service_by_queue(["q"]) == {"q": pytest.approx(2.0)}
     assert rates.service_by_queue(["a", "b"]) == {"a": pytest.approx(2.0),
                                                   "b": pytest.approx(2.0)}
+
+
+def reported(at: float, service: dict[str, tuple[float, int]], *, in_flight: int = 0,
+             completed: int = 0) -> QueueObservation:
+    queues = dict.fromkeys(service, 0)
+    return QueueObservation(at=at, backlog=queues, service=service, completed_total=completed,
+                            workers=(WorkerObservation("w", int((at + 15) * 1000), in_flight),))
+
+
+@pytest.mark.parametrize("observations, expected", [
+    # the in-flight samples see nothing (every task ran between two polls): only the workers'
+    # totals know the service time
+    pytest.param([reported(0, {"q": (0.0, 0)}), reported(5, {"q": (20.0, 10)})],
+                 {"q": 2.0}, id="bursty-between-polls"),
+    pytest.param([reported(0, {"a": (0.0, 0), "b": (0.0, 0)}),
+                  reported(5, {"a": (5.0, 10), "b": (40.0, 8)})],
+                 {"a": 0.5, "b": 5.0}, id="per-queue"),
+    pytest.param([reported(0, {"q": (600.0, 100)})], {"q": 6.0},
+                 id="first-totals-are-history-a-restart-knows-at-once"),
+    pytest.param([reported(0, {"q": (1000.0, 1000)}), reported(5, {"q": (1030.0, 1010)})],
+                 {"q": pytest.approx((300 * 0.9672 + 30) / (300 * 0.9672 + 10), rel=0.01)},
+                 id="old-history-weighs-at-most-300-attempts"),
+    pytest.param([reported(0, {"q": (500.0, 100)}), reported(5, {"q": (4.0, 2)}),
+                  reported(10, {"q": (16.0, 6)})],
+                 {"q": 3.0}, id="reset-stats-start-again"),
+])
+def test_the_workers_totals_give_the_service_time(observations: list[QueueObservation],
+                                                  expected: dict[str, float]) -> None:
+    rates = feed(*observations)
+    assert rates.service_by_queue(list(expected)) == {
+        q: v if not isinstance(v, float) else pytest.approx(v) for q, v in expected.items()}
+
+
+def test_too_few_reported_attempts_fall_back_to_the_estimate() -> None:
+    sampled = [obs(t, {"q": 0}, in_flight=4, completed=int(t * 2)) for t in range(0, 60, 5)]
+    rates = feed(*sampled, reported(60, {"q": (10.0, 2)}, in_flight=4, completed=120))
+    assert rates.measured_service("q") is None
+    assert rates.service_seconds == pytest.approx(2.0, rel=0.05)
