@@ -43,6 +43,10 @@ SHORT_MIN_TASKS = 10.0
 """The short average is used only when it spans this many tasks (at the long rate)."""
 MIN_COMPLETIONS = 3.0
 """Completions (decayed) needed before the service time is trusted."""
+BATCH_SIGMAS = 4.0
+BATCH_SLACK = 3.0
+"""Arrivals in one interval beyond rate x dt + BATCH_SIGMAS x sqrt(rate x dt) + BATCH_SLACK are a
+batch, not a rate (`_steady_part`)."""
 RIDGE = 0.05
 """Weight of the overall mean in the per-queue fit (relative to each queue's own diagonal)."""
 
@@ -144,7 +148,7 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
     if done < 0:  # the stats hash was reset: start the sums again
         return replace(counters, elapsed=0.0, arrivals=(), elapsed_short=0.0,
                        arrivals_short=(), busy_seconds=0.0, completions=0.0)
-    entered = _arrivals(rates, obs, done)
+    entered = _steady_part(rates, _arrivals(rates, obs, done), dt)
     busy = dt * (rates.in_flight + obs.in_flight) / 2
     held = math.exp(-done / SERVICE_MEMORY_TASKS)
     keep_short = math.exp(-dt / SHORT_MEMORY_SECONDS)
@@ -160,6 +164,24 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
         completions=rates.completions * held + done,
         **_fit(rates, obs, busy, held),
     )
+
+
+def _steady_part(rates: Rates, entered: dict[str, float], dt: float) -> dict[str, float]:
+    """`entered` without what is beyond a plausible Poisson count for the rate measured so far
+    (the higher of the two averages x `dt`, + BATCH_SIGMAS standard deviations + BATCH_SLACK):
+    a batch. The wait model starts a batch from the backlog (its burst term); counted as a rate,
+    it would also hold standing capacity for a minute after it was served. A real rise passes
+    the cap more each poll (the cap follows the rate it lets in)."""
+    if rates.elapsed <= 0:
+        return entered
+    long, short = dict(rates.arrivals), dict(rates.arrivals_short)
+    out = {}
+    for q, n in entered.items():
+        rate = max(long.get(q, 0.0) / rates.elapsed,
+                   short.get(q, 0.0) / rates.elapsed_short if rates.elapsed_short > 0 else 0.0)
+        expected = rate * dt
+        out[q] = min(n, expected + BATCH_SIGMAS * math.sqrt(expected) + BATCH_SLACK)
+    return out
 
 
 def _arrivals(rates: Rates, obs: QueueObservation, done: int) -> dict[str, float]:

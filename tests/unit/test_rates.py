@@ -124,3 +124,36 @@ def test_too_few_reported_attempts_fall_back_to_the_estimate() -> None:
     rates = feed(*sampled, reported(60, {"q": (10.0, 2)}, in_flight=4, completed=120))
     assert rates.measured_service("q") is None
     assert rates.service_seconds == pytest.approx(2.0, rel=0.05)
+
+
+def steady_then(batch: int, *, rate: float = 2.0, polls: int = 24) -> Rates:
+    """`rate`/s on one queue for `polls` polls of 5 s (all taken at once), then `batch` more
+    tasks in the next 5 s."""
+    observations, taken = [], 0
+    for i in range(polls + 1):
+        taken += round(rate * 5) if i else 0
+        observations.append(obs(5.0 * i, {"q": 0}, taken={"q": taken}))
+    observations.append(obs(5.0 * (polls + 1), {"q": batch}, taken={"q": taken + round(rate * 5)}))
+    return feed(*observations)
+
+
+@pytest.mark.parametrize("batch, lowest, highest", [
+    # the cap at 2/s: 10 + 4 x sqrt(10) + 3 = 25.6 per 5 s interval
+    pytest.param(0, 1.9, 2.1, id="steady-rate"),
+    pytest.param(8, 2.0, 2.5, id="poisson-noise-counts-in-full"),
+    pytest.param(600, 2.0, 2.5, id="a-batch-counts-only-up-to-the-cap"),
+])
+def test_a_batch_is_not_a_rate(batch: int, lowest: float, highest: float) -> None:
+    assert lowest <= steady_then(batch).arrival_rate("q") <= highest
+
+
+def test_a_real_rise_is_learned_within_a_few_polls() -> None:
+    # 2/s for two minutes, then 20/s: the cap follows the rate it lets in (a plain 60 s
+    # average would be at 13.9/s after the same minute)
+    observations, taken, t = [], 0, 0.0
+    for i in range(24 + 12):
+        rate = 2.0 if i < 24 else 20.0
+        taken += round(rate * 5) if i else 0
+        observations.append(obs(t, {"q": 0}, taken={"q": taken}))
+        t += 5.0
+    assert feed(*observations).arrival_rate("q") > 10.0
