@@ -20,7 +20,8 @@ The rules, in the order they are applied:
    Erlang C with the measured rates, `taskqueue.rates`), divided by the worker concurrency; the
    length target then only counts the queues without a wait target, plus the tasks due soon.
    The part of it the arrival rates need is the *steady* recommendation; a backlog beyond the
-   normal fluctuation (a burst) adds slots to start it within the target.
+   normal fluctuation (a burst) adds slots to start it within the target, but not faster than
+   `burst_horizon` (podStartupSeconds, at least a poll).
 6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
    passed since work was last seen; until then at least one replica stays.
 7. Clamp to [minReplicas, maxReplicas].
@@ -252,7 +253,14 @@ def _by_wait(spec: ScalingSpec, state: PolicyState, obs: QueueObservation,
                             service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0)
         for q in fleet.queue_order
     ]
-    return waitmodel.size_for_wait(loads, service=service, horizon=spec.pollIntervalSeconds)
+    return waitmodel.size_for_wait(loads, service=service, horizon=burst_horizon(spec))
+
+
+def burst_horizon(spec: ScalingSpec) -> float:
+    """The shortest time a burst's backlog is started in: a pod added for it is up only after
+    podStartupSeconds, so a pod with less work than that costs more in start-up than it runs
+    (and no decision comes before the next poll)."""
+    return max(spec.pollIntervalSeconds, spec.podStartupSeconds)
 
 
 def _window(

@@ -116,8 +116,8 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
     """`slots_for_wait` with its steady part.
 
     `service` is the fleet-wide mean service time (used for queues without their own). A burst
-    is drained within max(target, `horizon`): more slots than that cannot help before the next
-    decision (the poll interval) anyway."""
+    is started within max(target - the oldest task's age, `horizon`) (the policy's
+    `burst_horizon`: pod start-up, at least a poll)."""
     def s_of(q: QueueLoad) -> float:
         return q.service if q.service is not None else service
     load_total = sum(q.arrival_rate * s_of(q) for q in queues)

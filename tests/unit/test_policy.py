@@ -8,7 +8,7 @@ import pytest
 
 from taskqueue.models import ScalingSpec
 from taskqueue.observation import QueueObservation, WorkerObservation
-from taskqueue.policy import Decision, PolicyState, decide
+from taskqueue.policy import Decision, PolicyState, burst_horizon, decide
 from taskqueue.rates import Rates
 
 NOW = 1_000_000.0
@@ -303,7 +303,7 @@ def wait_obs(backlog: dict[str, int], *held: int) -> QueueObservation:
     pytest.param({"q": 2.0}, {"q": 0}, {"q": 9.8}, 4, 6, id="steady-c4"),
     pytest.param({"q": 2.0}, {"q": 0}, {"q": 9.8}, 1, 22, id="steady-c1"),
     pytest.param({"q": 60.0}, {"q": 0}, {"q": 9.8}, 4, 5, id="loose-target-fewer"),
-    # 100 queued beyond the normal 19: 19.6 + 81 x 2 s / max(2 s, poll 5 s) slots
+    # 100 queued beyond the normal 19: 19.6 + 81 x 2 s / max(2 s, start-up 5 s) slots
     pytest.param({"q": 2.0}, {"q": 100}, {"q": 9.8}, 4, 13, id="burst-within-a-poll"),
     pytest.param({"high": 1.0}, {"high": 0, "low": 0}, {"high": 2.0, "low": 2.0}, 1, 10,
                  id="high-priority-target"),
@@ -313,7 +313,7 @@ def wait_obs(backlog: dict[str, int], *held: int) -> QueueObservation:
 def test_wait_target_sizes_the_fleet(targets: dict[str, float], backlog: dict[str, int],
                                      rate: dict[str, float], concurrency: int,
                                      expected: int) -> None:
-    spec = scaling(maxReplicas=100, targetWaitSeconds=targets)
+    spec = scaling(maxReplicas=100, targetWaitSeconds=targets, podStartupSeconds=5)
     state = PolicyState(replicas=3, rates=measured(rate, 2.0), last_active=NOW)
     decision = decide(spec=spec, observation=wait_obs(backlog, 1), state=state, now=NOW,
                       concurrency=concurrency, queue_order=tuple(backlog))
@@ -390,7 +390,7 @@ def test_the_workers_reported_service_time_sizes_the_wait_target() -> None:
     # every task ran between two polls: the in-flight samples see none, the workers' totals
     # say 60 low tasks took 4 s each; 60 just queued on low then need 60 x 4 s / 10 s slots,
     # plus one for the arrivals they count as (a batch: capped at 3 tasks in 5 s)
-    spec = scaling(maxReplicas=100, targetWaitSeconds={"low": 10.0})
+    spec = scaling(maxReplicas=100, targetWaitSeconds={"low": 10.0}, podStartupSeconds=5)
     state, seen = PolicyState(replicas=1, last_active=NOW), []
     for at, backlog, service in [
         (NOW - 10, {"high": 0, "low": 0}, {"high": (0.0, 0), "low": (0.0, 0)}),
@@ -405,3 +405,21 @@ def test_the_workers_reported_service_time_sizes_the_wait_target() -> None:
         seen.append(decision)
     assert "S 4s" in seen[-1].reason
     assert seen[-1].recommendation == 25
+
+
+@pytest.mark.parametrize("poll, startup, horizon, slots", [
+    # 19.6 busy + (100 - 19 normal) x 2 s / horizon, at concurrency 1
+    pytest.param(5, 5, 5, 52, id="pods-up-in-a-poll"),
+    pytest.param(1, 5, 5, 52, id="fast-polls-do-not-overreact"),
+    pytest.param(5, 30, 30, 25, id="slow-start-up-fewer-pods"),
+    pytest.param(10, 0, 10, 36, id="at-least-a-poll"),
+])
+def test_a_burst_is_started_no_faster_than_pods_start(poll: float, startup: float,
+                                                      horizon: float, slots: int) -> None:
+    spec = scaling(maxReplicas=1000, targetWaitSeconds={"q": 2.0},
+                   pollIntervalSeconds=poll, podStartupSeconds=startup)
+    assert burst_horizon(spec) == horizon
+    state = PolicyState(replicas=3, rates=measured({"q": 9.8}, 2.0), last_active=NOW)
+    decision = decide(spec=spec, observation=wait_obs({"q": 100}, 1), state=state, now=NOW,
+                      concurrency=1, queue_order=("q",))
+    assert decision.recommendation == slots
