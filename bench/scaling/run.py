@@ -5,6 +5,7 @@ concurrency (bench/scaling/taskqueue.yaml: defaults, plus targetWaitSeconds 2 s 
 queue and 10 s on the low one) and prints a markdown table and the issue-11 targets, met or not.
 
     python bench/scaling/run.py [--duration 3600] [--json results.json] [--set key=value ...]
+                                [--warm N] [--only TRACES] [--concurrency 1,4]
 
 `--set scaling.idleCooldownSeconds=30` (repeatable) overrides a manifest field for a what-if.
 """
@@ -52,7 +53,8 @@ def taskqueue(concurrency: int, two_queues: bool, overrides: list[str]) -> TaskQ
     return manifest.parse(data)
 
 
-def run(name: str, concurrency: int, duration: float, overrides: list[str]) -> list[Result]:
+def run(name: str, concurrency: int, duration: float, overrides: list[str],
+        history: int = 0) -> list[Result]:
     tq = taskqueue(concurrency, name == "two-priority", overrides)
     keys = [q.key for q in tq.spec.queues]
     arrivals = trace.generate(name, trace.Load(rate=RATES[name] * concurrency, service=SERVICE,
@@ -61,7 +63,7 @@ def run(name: str, concurrency: int, duration: float, overrides: list[str]) -> l
         rename = {trace.HIGH: keys[0], trace.LOW: keys[1]}
         arrivals = [trace.Arrival(a.at, rename[a.queue], a.service) for a in arrivals]
     scalers = [OperatorScaler(tq), KedaScaler(tq, KEDA_TUNED), KedaScaler(tq, KEDA_DEFAULTS)]
-    return [simulate(tq, arrivals, s, Settings()) for s in scalers]
+    return [simulate(tq, arrivals, s, Settings(history=history)) for s in scalers]
 
 
 def checks(name: str, concurrency: int, results: list[Result],
@@ -100,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma list of traces (default: all)")
     parser.add_argument("--concurrency", default="1,4")
     parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument("--warm", type=int, default=0, metavar="N",
+                        help="start with N attempts per queue in the service totals (a "
+                             "TaskQueue that ran before; default 0: a new one)")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     names = [n for n in trace.GENERATORS if not args.only or n in args.only.split(",")]
@@ -107,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for concurrency in (int(c) for c in args.concurrency.split(",")):
         for name in names:
-            results = run(name, concurrency, args.duration, args.overrides)
+            results = run(name, concurrency, args.duration, args.overrides, args.warm)
             tq = taskqueue(concurrency, name == "two-priority", args.overrides)
             print(f"\n### {name}, concurrency {concurrency}\n```")
             print(report.table(results))

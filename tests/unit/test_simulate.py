@@ -10,7 +10,7 @@ import pytest
 
 from taskqueue.models import TaskQueue
 from taskqueue.simulate import trace
-from taskqueue.simulate.run import Settings, percentile, simulate
+from taskqueue.simulate.run import Settings, history, percentile, simulate
 from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
 from taskqueue.simulate.trace import Arrival, Load
 from taskqueue.simulate.world import World
@@ -143,3 +143,16 @@ def test_a_trace_queue_missing_from_the_manifest_is_named() -> None:
     tq = manifest()
     with pytest.raises(ValueError, match=r"trace queues \['other'\] are not in spec.queues"):
         simulate(tq, [Arrival(0.0, "other", 1.0)], OperatorScaler(tq))
+
+
+def test_a_taskqueue_with_history_knows_the_service_time_at_the_first_spike() -> None:
+    # a spike of 30 two-second tasks at concurrency 1: a new TaskQueue sizes it by length (the
+    # service time is unknown), one with history by the wait target from the first poll
+    tq = manifest(concurrency=1, maxReplicas=40, targetWaitSeconds={"tasks": 2},
+                  podStartupSeconds=5)
+    arrivals = [Arrival(50.0 + i * 0.01, "tasks", 2.0) for i in range(30)]
+    new = simulate(tq, arrivals, OperatorScaler(tq), Settings(tail=120))
+    warm = simulate(tq, arrivals, OperatorScaler(tq), Settings(tail=120, history=300))
+    assert history(arrivals, 300) == {"tasks": (600.0, 300)}
+    assert warm.max_replicas > new.max_replicas
+    assert warm.p95() < new.p95()
