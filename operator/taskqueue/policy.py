@@ -253,7 +253,8 @@ def _by_wait(spec: ScalingSpec, state: PolicyState, obs: QueueObservation,
                             service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0)
         for q in fleet.queue_order
     ]
-    return waitmodel.size_for_wait(loads, service=service, horizon=burst_horizon(spec))
+    return waitmodel.size_for_wait(loads, service=service, horizon=burst_horizon(spec),
+                                   startup=spec.podStartupSeconds)
 
 
 def burst_horizon(spec: ScalingSpec) -> float:

@@ -112,12 +112,13 @@ def slots_for_wait(queues: Sequence[QueueLoad], *, service: float,
 
 
 def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
-                  horizon: float = 0.0) -> WaitSizing:
+                  horizon: float = 0.0, startup: float = 0.0) -> WaitSizing:
     """`slots_for_wait` with its steady part.
 
     `service` is the fleet-wide mean service time (used for queues without their own). A burst
-    is started within max(target - the oldest task's age, `horizon`) (the policy's
-    `burst_horizon`: pod start-up, at least a poll)."""
+    is started within max(target - the oldest task's age - `startup`, `horizon`): the pods added
+    for it take `startup` seconds to come up (the policy's `burst_horizon`: pod start-up, at
+    least a poll)."""
     def s_of(q: QueueLoad) -> float:
         return q.service if q.service is not None else service
     load_total = sum(q.arrival_rate * s_of(q) for q in queues)
@@ -135,7 +136,7 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                                      load_total=load_total, target=q.target_wait)
             # queued beyond a normal fluctuation (a burst) must start within the target as well
             excess = queued - normal_queue(slots=steady, load=load_total)
-            window = max(q.target_wait - age, horizon)
+            window = max(q.target_wait - age - startup, horizon)
             per_task = work / queued if queued else mix
             backlog = math.ceil(through + max(0, excess) * per_task / window)
             need = max(steady, backlog)

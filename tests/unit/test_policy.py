@@ -388,8 +388,9 @@ def test_a_steady_rise_is_still_stabilised() -> None:
 
 def test_the_workers_reported_service_time_sizes_the_wait_target() -> None:
     # every task ran between two polls: the in-flight samples see none, the workers' totals
-    # say 60 low tasks took 4 s each; 60 just queued on low then need 60 x 4 s / 10 s slots,
-    # plus one for the arrivals they count as (a batch: capped at 3 tasks in 5 s)
+    # say 60 low tasks took 4 s each; 60 just queued on low, with pods up in 5 s, have the
+    # other 5 s of their 10 s target to start in: 60 x 4 s / 5 s slots, plus one for the
+    # arrivals they count as (a batch: capped at 3 tasks in 5 s)
     spec = scaling(maxReplicas=100, targetWaitSeconds={"low": 10.0}, podStartupSeconds=5)
     state, seen = PolicyState(replicas=1, last_active=NOW), []
     for at, backlog, service in [
@@ -404,7 +405,7 @@ def test_the_workers_reported_service_time_sizes_the_wait_target() -> None:
         state = decision.state
         seen.append(decision)
     assert "S 4s" in seen[-1].reason
-    assert seen[-1].recommendation == 25
+    assert seen[-1].recommendation == 49
 
 
 @pytest.mark.parametrize("poll, startup, horizon, slots", [

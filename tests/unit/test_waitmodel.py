@@ -107,3 +107,17 @@ def test_the_steady_part_excludes_the_burst(queued: int, slots: int, steady: int
                                             burst: bool) -> None:
     sizing = size_for_wait([QueueLoad("q", 9.8, queued, 2.0)], service=2.0, horizon=5.0)
     assert (sizing.slots, sizing.steady, sizing.burst) == (slots, steady, burst)
+
+
+@pytest.mark.parametrize("age, startup, horizon, slots", [
+    # 60 tasks of 2 s, target 10 s, no arrivals: 120 task-seconds over the window
+    pytest.param(0.0, 0.0, 0.0, 12, id="whole-target-ahead"),
+    pytest.param(0.0, 5.0, 0.0, 24, id="pods-up-after-5s-leave-5s"),
+    pytest.param(2.0, 5.0, 0.0, 40, id="the-oldest-waited-2s"),
+    pytest.param(8.0, 5.0, 5.0, 24, id="late-no-faster-than-the-horizon"),
+])
+def test_a_burst_is_started_on_pods_that_take_startup_to_come_up(
+        age: float, startup: float, horizon: float, slots: int) -> None:
+    sizing = size_for_wait([QueueLoad("low", 0.0, 60, 10.0, oldest_age=age)], service=2.0,
+                           horizon=horizon, startup=startup)
+    assert sizing.slots == slots
