@@ -110,6 +110,24 @@ def test_sigterm_grace_interrupts_only_what_runs_past_it() -> None:
     assert len(world.queues["q"]) == 1  # requeued
 
 
+@pytest.mark.parametrize("at, reported", [
+    pytest.param(1.9, {}, id="done-but-no-heartbeat-yet"),
+    pytest.param(2.0, {"q": (1.5, 1)}, id="first-heartbeat-reports-the-first"),
+    # the second ends at 2.5, the third at 4.0 (it waited for the one slot)
+    pytest.param(3.9, {"q": (1.5, 1)}, id="second-done-waits-for-the-next-beat"),
+    pytest.param(4.0, {"q": (4.0, 3)}, id="second-heartbeat"),
+])
+def test_service_totals_are_seen_as_of_the_last_heartbeat(
+        at: float, reported: dict[str, tuple[float, int]]) -> None:
+    arrivals = [Arrival(0.0, "q", 1.5), Arrival(1.5, "q", 1.0), Arrival(1.6, "q", 1.5)]
+    world = World(arrivals, queues=["q"], concurrency=1, startup=0.0, grace=30.0,
+                  heartbeat=2.0)
+    world.scale(1, 0.0)
+    for n in range(round(at * 10) + 1):
+        world.advance(n * 0.1)
+    assert world.observe(at).service == reported
+
+
 @pytest.mark.parametrize("values, q, expected", [
     pytest.param([], 0.95, 0.0, id="empty"),
     pytest.param([1.0], 0.5, 1.0, id="one"),

@@ -100,7 +100,8 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
     world = World(trace, queues=order, concurrency=tq.spec.worker.concurrency,
                   startup=settings.startup,
                   grace=tq.spec.worker.terminationGracePeriodSeconds if grace is None else grace,
-                  dispatch=settings.dispatch, seed=settings.seed)
+                  dispatch=settings.dispatch, seed=settings.seed,
+                  heartbeat=tq.spec.worker.heartbeatSeconds)
     if settings.history > 0:
         world.counters.service = history(trace, settings.history)
         world.reported = dict(world.counters.service)
