@@ -11,8 +11,11 @@ where C(c, A) is the Erlang C probability that a task waits at all (1 when c <= 
 queue this is the exact Erlang C tail. `slots_for_wait` returns the fewest slots that keep the
 p95 (`QUANTILE`) wait of each queue with a target under it, highest priority first; and, when
 more tasks are queued (in k and ahead of it) than that fleet would have queued 95 % of the time
-(P(queue > n) = C * rho^(n+1)), the slots that start the excess within the target as well:
-a_k + excess x S / (target - oldest age) (a burst; a normal fluctuation adds nothing).
+(P(queue > n) = C * rho^(n+1)), the slots that start the excess within the target as well
+(a burst; a normal fluctuation adds nothing): with w = target - oldest age - pod start-up the
+time left once pods added now are up, k new slots start k tasks at once and k / S a second
+after, so a_k + 0.95 x excess / (1 + w / S); once w <= 0 (the target is missed for them), a_k +
+excess x S / horizon, each added slot getting `horizon` seconds of the work (`_burst_slots`).
 """
 
 from __future__ import annotations
@@ -136,9 +139,9 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                                      load_total=load_total, target=q.target_wait)
             # queued beyond a normal fluctuation (a burst) must start within the target as well
             excess = queued - normal_queue(slots=steady, load=load_total)
-            window = max(q.target_wait - age - startup, horizon)
-            per_task = work / queued if queued else mix
-            backlog = math.ceil(through + max(0, excess) * per_task / window)
+            backlog = math.ceil(through + _burst_slots(
+                excess, per_task=work / queued if queued else mix,
+                left=q.target_wait - age - startup, horizon=horizon))
             need = max(steady, backlog)
             steadiest = max(steadiest, steady)
             if need > best:
@@ -147,3 +150,16 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                        f"S {s_of(q):.3g}s, {queued} queued: {need} slots")
         before = through
     return WaitSizing(slots=best, steady=steadiest, why=why)
+
+
+def _burst_slots(excess: int, *, per_task: float, left: float, horizon: float) -> float:
+    """Slots for a burst of `excess` tasks of `per_task` seconds. While its target can still be
+    met (`left` > 0 seconds once pods added now are up), enough to start the quantile of them
+    within `left`: k new slots start k tasks as they come up, then k / per_task a second, so k
+    (1 + left / per_task) tasks. Once it cannot, each added slot gets `horizon` seconds of the
+    work (a pod with less work than its start-up costs more than it runs)."""
+    if excess <= 0:
+        return 0.0
+    if left > 0:
+        return QUANTILE * excess / (1 + left / per_task)
+    return min(float(excess), excess * per_task / horizon) if horizon > 0 else float(excess)

@@ -389,8 +389,8 @@ def test_a_steady_rise_is_still_stabilised() -> None:
 def test_the_workers_reported_service_time_sizes_the_wait_target() -> None:
     # every task ran between two polls: the in-flight samples see none, the workers' totals
     # say 60 low tasks took 4 s each; 60 just queued on low, with pods up in 5 s, have the
-    # other 5 s of their 10 s target to start in: 60 x 4 s / 5 s slots, plus one for the
-    # arrivals they count as (a batch: capped at 3 tasks in 5 s)
+    # other 5 s of their 10 s target to start in: k slots start k (1 + 5 s / 4 s) of them,
+    # 95 % of 60 -> 25.3 slots, plus the arrivals they count as (a batch: capped at 3 in 5 s)
     spec = scaling(maxReplicas=100, targetWaitSeconds={"low": 10.0}, podStartupSeconds=5)
     state, seen = PolicyState(replicas=1, last_active=NOW), []
     for at, backlog, service in [
@@ -405,15 +405,17 @@ def test_the_workers_reported_service_time_sizes_the_wait_target() -> None:
         state = decision.state
         seen.append(decision)
     assert "S 4s" in seen[-1].reason
-    assert seen[-1].recommendation == 49
+    assert seen[-1].recommendation == 26
 
 
 @pytest.mark.parametrize("poll, startup, horizon, slots", [
-    # 19.6 busy + (100 - 19 normal) x 2 s / horizon, at concurrency 1
+    # 19.6 busy + (100 - 19 normal) x 2 s / horizon, at concurrency 1, once the 2 s target is
+    # out of reach (start-up 5 s)
     pytest.param(5, 5, 5, 52, id="pods-up-in-a-poll"),
     pytest.param(1, 5, 5, 52, id="fast-polls-do-not-overreact"),
     pytest.param(5, 30, 30, 25, id="slow-start-up-fewer-pods"),
-    pytest.param(10, 0, 10, 36, id="at-least-a-poll"),
+    # no start-up: the 2 s target can still be met, 19.6 + 0.95 x 81 / (1 + 2 s / 2 s)
+    pytest.param(10, 0, 10, 59, id="reachable-target-not-slowed-by-the-poll"),
 ])
 def test_a_burst_is_started_no_faster_than_pods_start(poll: float, startup: float,
                                                       horizon: float, slots: int) -> None:

@@ -63,8 +63,8 @@ def test_slots_for_one_queue(service: float, load: float, target: float, expecte
 
 @pytest.mark.parametrize("queues, expected_slots, binding", [
     pytest.param([QueueLoad("q", 9.8, 0, 2.0)], 22, "q", id="steady"),
-    # 100 queued, 19 of them normal at 22 slots: 19.6 + 81 x 2 s / 2 s
-    pytest.param([QueueLoad("q", 9.8, 100, 2.0)], 101, "q", id="burst-drains-in-target"),
+    # 100 queued, 19 of them normal at 22 slots: 19.6 + 0.95 x 81 / (1 + 2 s / 2 s)
+    pytest.param([QueueLoad("q", 9.8, 100, 2.0)], 59, "q", id="burst-drains-in-target"),
     pytest.param([QueueLoad("q", 0.0, 0, None)], 0, None, id="no-target"),
     # the high queue's own load is 4 slots, but whether it waits at all depends on all 8
     pytest.param([QueueLoad("high", 2.0, 0, 1.0), QueueLoad("low", 2.0, 0, None)], 10, "high",
@@ -88,20 +88,25 @@ def test_a_normal_queue_adds_no_slots_a_burst_does() -> None:
     calm, _ = slots_for_wait([QueueLoad("q", 9.8, normal, 2.0)], service=2.0)
     burst, _ = slots_for_wait([QueueLoad("q", 9.8, normal + 50, 2.0)], service=2.0)
     assert calm == 22
-    assert burst == math.ceil(19.6 + 50 * 2.0 / 2.0)
+    # k new slots start k tasks at once, then k per 2 s: 0.95 x 50 = k (1 + 2 s / 2 s)
+    assert burst == math.ceil(19.6 + 0.95 * 50 / 2)
 
 
-def test_horizon_bounds_the_burst_slots() -> None:
-    queues = [QueueLoad("q", 0.0, 100, 1.0)]
-    assert slots_for_wait(queues, service=1.0)[0] == 100
-    assert slots_for_wait(queues, service=1.0, horizon=5.0)[0] == 20
+def test_horizon_bounds_the_burst_slots_once_the_target_is_missed() -> None:
+    # the oldest waited 2 s of a 1 s target: one slot per task without a horizon; with one,
+    # each slot gets 5 s of the work
+    late = [QueueLoad("q", 0.0, 100, 1.0, oldest_age=2.0)]
+    assert slots_for_wait(late, service=1.0)[0] == 100
+    assert slots_for_wait(late, service=1.0, horizon=5.0)[0] == 20
+    # while the target can be met the horizon does not slow it: 0.95 x 100 / (1 + 1 s / 1 s)
+    assert slots_for_wait([QueueLoad("q", 0.0, 100, 1.0)], service=1.0, horizon=5.0)[0] == 48
 
 
 @pytest.mark.parametrize("queued, slots, steady, burst", [
     pytest.param(0, 22, 22, False, id="no-backlog"),
     pytest.param(19, 22, 22, False, id="normal-fluctuation"),
-    # 100 beyond the normal 19, started within the 5 s horizon: 19.6 + 100 x 2 s / 5 s
-    pytest.param(119, 60, 22, True, id="burst"),
+    # 100 beyond the normal 19, 95 % started within the 2 s target: 19.6 + 95 / (1 + 2 / 2)
+    pytest.param(119, 68, 22, True, id="burst"),
 ])
 def test_the_steady_part_excludes_the_burst(queued: int, slots: int, steady: int,
                                             burst: bool) -> None:
@@ -110,10 +115,12 @@ def test_the_steady_part_excludes_the_burst(queued: int, slots: int, steady: int
 
 
 @pytest.mark.parametrize("age, startup, horizon, slots", [
-    # 60 tasks of 2 s, target 10 s, no arrivals: 120 task-seconds over the window
-    pytest.param(0.0, 0.0, 0.0, 12, id="whole-target-ahead"),
-    pytest.param(0.0, 5.0, 0.0, 24, id="pods-up-after-5s-leave-5s"),
-    pytest.param(2.0, 5.0, 0.0, 40, id="the-oldest-waited-2s"),
+    # 60 tasks of 2 s, target 10 s, no arrivals: k slots start k (1 + w / 2 s) of them within
+    # the w seconds left once pods are up; 95 % of them: k = 57 / (1 + w / 2)
+    pytest.param(0.0, 0.0, 0.0, 10, id="whole-target-ahead"),
+    pytest.param(0.0, 5.0, 0.0, 17, id="pods-up-after-5s-leave-5s"),
+    pytest.param(2.0, 5.0, 0.0, 23, id="the-oldest-waited-2s"),
+    # missed: each slot gets the horizon's 5 s of the 120 task-seconds
     pytest.param(8.0, 5.0, 5.0, 24, id="late-no-faster-than-the-horizon"),
 ])
 def test_a_burst_is_started_on_pods_that_take_startup_to_come_up(
