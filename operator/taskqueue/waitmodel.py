@@ -13,9 +13,9 @@ p95 (`QUANTILE`) wait of each queue with a target under it, highest priority fir
 more tasks are queued (in k and ahead of it) than that fleet would have queued 95 % of the time
 (P(queue > n) = C * rho^(n+1)), the slots that start the excess within the target as well
 (a burst; a normal fluctuation adds nothing): with w = target - oldest age - pod start-up the
-time left once pods added now are up, k new slots start k tasks at once and k / S a second
-after, so a_k + 0.95 x excess / (1 + w / S); once w <= 0 (the target is missed for them), a_k +
-excess x S / horizon, each added slot getting `horizon` seconds of the work (`_burst_slots`).
+time left once pods added now are up (but at least horizon - S, so that each added slot runs at
+least `horizon` seconds of the burst), k new slots start k tasks at once and k / S a second
+after: a_k + 0.95 x excess / (1 + w / S) (`_burst_slots`).
 """
 
 from __future__ import annotations
@@ -153,13 +153,13 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
 
 
 def _burst_slots(excess: int, *, per_task: float, left: float, horizon: float) -> float:
-    """Slots for a burst of `excess` tasks of `per_task` seconds. While its target can still be
-    met (`left` > 0 seconds once pods added now are up), enough to start the quantile of them
-    within `left`: k new slots start k tasks as they come up, then k / per_task a second, so k
-    (1 + left / per_task) tasks. Once it cannot, each added slot gets `horizon` seconds of the
-    work (a pod with less work than its start-up costs more than it runs)."""
+    """Slots that start 95 % of a burst of `excess` tasks of `per_task` seconds within w seconds
+    of coming up: k new slots start k tasks at once and k / per_task a second after, so k (1 + w
+    / per_task) tasks. w is what is left of the target once pods added now are up (`left`), but
+    at least `horizon` - per_task: each added slot then runs at least `horizon` seconds of the
+    burst (a pod with less work than its start-up costs more than it runs), which is also all
+    that is asked once the target is out of reach (`left` <= 0)."""
     if excess <= 0:
         return 0.0
-    if left > 0:
-        return QUANTILE * excess / (1 + left / per_task)
-    return min(float(excess), excess * per_task / horizon) if horizon > 0 else float(excess)
+    window = max(left, horizon - per_task, 0.0)
+    return QUANTILE * excess / (1 + window / per_task)

@@ -92,21 +92,26 @@ def test_a_normal_queue_adds_no_slots_a_burst_does() -> None:
     assert burst == math.ceil(19.6 + 0.95 * 50 / 2)
 
 
-def test_horizon_bounds_the_burst_slots_once_the_target_is_missed() -> None:
-    # the oldest waited 2 s of a 1 s target: one slot per task without a horizon; with one,
-    # each slot gets 5 s of the work
-    late = [QueueLoad("q", 0.0, 100, 1.0, oldest_age=2.0)]
-    assert slots_for_wait(late, service=1.0)[0] == 100
-    assert slots_for_wait(late, service=1.0, horizon=5.0)[0] == 20
-    # while the target can be met the horizon does not slow it: 0.95 x 100 / (1 + 1 s / 1 s)
-    assert slots_for_wait([QueueLoad("q", 0.0, 100, 1.0)], service=1.0, horizon=5.0)[0] == 48
+@pytest.mark.parametrize("target, age, horizon, slots", [
+    # 100 tasks of 1 s; k slots start k (1 + w / 1 s) of them within w, 95 % of them
+    pytest.param(1.0, 2.0, 0.0, 95, id="missed-no-horizon-one-slot-per-task"),
+    # each added slot runs at least the 5 s horizon: w >= 5 - 1 s
+    pytest.param(1.0, 2.0, 5.0, 19, id="missed-slots-get-the-horizon-of-work"),
+    pytest.param(1.0, 0.0, 5.0, 19, id="a-short-target-is-not-bought-below-the-horizon"),
+    pytest.param(10.0, 0.0, 5.0, 9, id="a-long-target-needs-fewer"),
+])
+def test_horizon_bounds_the_burst_slots(target: float, age: float, horizon: float,
+                                        slots: int) -> None:
+    queues = [QueueLoad("q", 0.0, 100, target, oldest_age=age)]
+    assert slots_for_wait(queues, service=1.0, horizon=horizon)[0] == slots
 
 
 @pytest.mark.parametrize("queued, slots, steady, burst", [
     pytest.param(0, 22, 22, False, id="no-backlog"),
     pytest.param(19, 22, 22, False, id="normal-fluctuation"),
-    # 100 beyond the normal 19, 95 % started within the 2 s target: 19.6 + 95 / (1 + 2 / 2)
-    pytest.param(119, 68, 22, True, id="burst"),
+    # 100 beyond the normal 19, 95 % started within max(2 s target, 5 s horizon - 2 s):
+    # 19.6 + 95 / (1 + 3 / 2)
+    pytest.param(119, 58, 22, True, id="burst"),
 ])
 def test_the_steady_part_excludes_the_burst(queued: int, slots: int, steady: int,
                                             burst: bool) -> None:
@@ -120,8 +125,8 @@ def test_the_steady_part_excludes_the_burst(queued: int, slots: int, steady: int
     pytest.param(0.0, 0.0, 0.0, 10, id="whole-target-ahead"),
     pytest.param(0.0, 5.0, 0.0, 17, id="pods-up-after-5s-leave-5s"),
     pytest.param(2.0, 5.0, 0.0, 23, id="the-oldest-waited-2s"),
-    # missed: each slot gets the horizon's 5 s of the 120 task-seconds
-    pytest.param(8.0, 5.0, 5.0, 24, id="late-no-faster-than-the-horizon"),
+    # missed: each added slot still runs the 5 s horizon (w = 5 - 2 s)
+    pytest.param(8.0, 5.0, 5.0, 23, id="late-no-faster-than-the-horizon"),
 ])
 def test_a_burst_is_started_on_pods_that_take_startup_to_come_up(
         age: float, startup: float, horizon: float, slots: int) -> None:
