@@ -40,6 +40,9 @@ class QueueObservation:
     service: dict[str, tuple[float, int]] = field(default_factory=dict)
     """Per queue: seconds workers spent running its tasks and the attempts they ran (stats
     `service_ms:`/`served:`, added by workers with each heartbeat; absent when never written)."""
+    service_sq: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """Per queue: the sum of the squared attempt times (seconds^2) and the attempts it counts
+    (stats `service_sq_ms2:`/`served_sq:`), for the variance of the service time."""
     quiesced: frozenset[str] = frozenset()
     """Worker ids the operator has quiesced (they take no task)."""
 

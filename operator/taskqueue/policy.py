@@ -20,8 +20,8 @@ The rules, in the order they are applied:
    Erlang C with the measured rates, `taskqueue.rates`), divided by the worker concurrency; the
    length target then only counts the queues without a wait target, plus the tasks due soon.
    The part of it the arrival rates need is the *steady* recommendation; a backlog beyond the
-   normal fluctuation (a burst) adds slots to start it within the target, but not faster than
-   `burst_horizon` (podStartupSeconds, at least a poll).
+   normal fluctuation (a burst) adds slots to start it within the target, each added slot
+   running at least `waitpolicy.burst_horizon` of it (podStartupSeconds, at least a poll).
 6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
    passed since work was last seen; until then at least one replica stays.
 7. Clamp to [minReplicas, maxReplicas].
@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass, replace
 
 from taskqueue import rates as rates_
-from taskqueue import waitmodel
+from taskqueue import waitpolicy
 from taskqueue.models import ScalingSpec
 from taskqueue.observation import QueueObservation
 
@@ -194,7 +194,7 @@ def _recommend(
 ) -> _Recommendation:
     rec, why = _by_length(spec, obs, state)
     steady, burst = rec, False
-    sizing = _by_wait(spec, state, obs, fleet)
+    sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order)
     if sizing is not None:
         rec, why = _by_length(spec, obs, state, exclude=frozenset(spec.targetWaitSeconds or {}))
         steady = max(rec, math.ceil(sizing.steady / fleet.concurrency))
@@ -237,31 +237,6 @@ def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
             why += f"; drain {queued} in {spec.targetDrainSeconds:g}s at {rate:.3g}/s/replica"
             why += f" = {drain}"
     return rec, why
-
-
-def _by_wait(spec: ScalingSpec, state: PolicyState, obs: QueueObservation,
-             fleet: _Fleet) -> waitmodel.WaitSizing | None:
-    """Slots for the wait targets; None until the service time is measured."""
-    targets = spec.targetWaitSeconds
-    service = state.rates.service_seconds
-    if not targets or service is None:
-        return None
-    services = state.rates.service_by_queue(list(fleet.queue_order)) or {}
-    loads = [
-        waitmodel.QueueLoad(key=q, arrival_rate=state.rates.arrival_rate(q),
-                            queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
-                            service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0)
-        for q in fleet.queue_order
-    ]
-    return waitmodel.size_for_wait(loads, service=service, horizon=burst_horizon(spec),
-                                   startup=spec.podStartupSeconds)
-
-
-def burst_horizon(spec: ScalingSpec) -> float:
-    """The shortest time a burst's backlog is started in: a pod added for it is up only after
-    podStartupSeconds, so a pod with less work than that costs more in start-up than it runs
-    (and no decision comes before the next poll)."""
-    return max(spec.pollIntervalSeconds, spec.podStartupSeconds)
 
 
 def _window(

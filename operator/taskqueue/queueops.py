@@ -173,11 +173,14 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
     )
     n = len(schema.queues)
     taken = _counters(schema, per_queue[:n])
-    ms, served = _counters(schema, per_queue[n:2 * n]), _counters(schema, per_queue[2 * n:])
+    ms, served = _counters(schema, per_queue[n:2 * n]), _counters(schema, per_queue[2 * n:3 * n])
+    squares, counted = _counters(schema, per_queue[3 * n:4 * n]), _counters(schema,
+                                                                            per_queue[4 * n:])
     return QueueObservation(
         at=at,
         taken=taken if len(taken) == n else {},
         service={q: (ms[q] / 1000, served[q]) for q in served if q in ms},
+        service_sq={q: (squares[q] / 1e6, counted[q]) for q in counted if q in squares},
         quiesced=frozenset(schema.worker_of(_text(k)) for k in quiesced),
         backlog=backlog,
         delayed=int(counters[0]),

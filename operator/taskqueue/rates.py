@@ -73,8 +73,22 @@ class Rates:
     """Decayed sums of taken_q x held task-seconds per interval."""
     reported: tuple[tuple[str, float, int], ...] = ()
     """The workers' service totals at the last observation (queue, seconds, attempts)."""
+    reported_sq: tuple[tuple[str, float, int], ...] = ()
+    """The workers' sums of squared attempt times at the last observation (queue, seconds^2,
+    attempts)."""
     measured: tuple[tuple[str, float, float], ...] = ()
     """Decayed sums of the reported (seconds, attempts) per queue."""
+    measured_sq: tuple[tuple[str, float, float], ...] = ()
+    """Decayed sums of the reported (seconds^2, attempts) per queue, where workers report them."""
+
+    def service_cv2(self, queue: str) -> float | None:
+        """Squared coefficient of variation of `queue`'s service time (variance / mean^2: 1 for
+        exponential times, 0 for constant ones); None until reported for MIN_COMPLETIONS."""
+        mean = self.measured_service(queue)
+        for q, squares, attempts in self.measured_sq:
+            if q == queue and attempts >= MIN_COMPLETIONS and mean:
+                return max(0.0, squares / attempts / (mean * mean) - 1)
+        return None
 
     def measured_service(self, queue: str) -> float | None:
         """Mean seconds per attempt the workers reported for `queue` (None: too few)."""
@@ -138,7 +152,9 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
         rates, at=obs.at, backlog=tuple(obs.backlog.items()), taken=tuple(obs.taken.items()),
         in_flight=obs.in_flight, completed=obs.completed_total,
         reported=tuple((q, s, n) for q, (s, n) in obs.service.items()),
+        reported_sq=tuple((q, s2, n) for q, (s2, n) in obs.service_sq.items()),
         measured=_measured(rates, obs),
+        measured_sq=_measured_sq(rates, obs),
     )
     if rates.at is None or obs.at <= rates.at:
         return counters
@@ -235,18 +251,31 @@ def _measured(rates: Rates, obs: QueueObservation) -> tuple[tuple[str, float, fl
     queue's first totals (a new operator, or its first heartbeat) count as the history of their
     last SERVICE_MEMORY_TASKS attempts, so an operator restart knows the service time at once."""
     before = {q: (s, n) for q, s, n in rates.reported}
-    sums = {q: (s, n) for q, s, n in rates.measured}
-    for q, (seconds, attempts) in obs.service.items():
+    return _decayed(before, obs.service, rates.measured)
+
+
+def _measured_sq(rates: Rates, obs: QueueObservation) -> tuple[tuple[str, float, float], ...]:
+    """The same for the sums of squared attempt times (queues whose workers report them)."""
+    before = {q: (s2, n) for q, s2, n in rates.reported_sq}
+    return _decayed(before, obs.service_sq, rates.measured_sq)
+
+
+def _decayed(before: dict[str, tuple[float, int]], now: dict[str, tuple[float, int]],
+             sums_before: tuple[tuple[str, float, float], ...],
+             ) -> tuple[tuple[str, float, float], ...]:
+    """Per queue, (total, attempts) sums forgetting per attempt, from cumulative totals."""
+    sums = {q: (v, n) for q, v, n in sums_before}
+    for q, (total, attempts) in now.items():
         if q not in before:
             weight = min(float(attempts), SERVICE_MEMORY_TASKS)
             if attempts > 0 and q not in sums:
-                sums[q] = (seconds / attempts * weight, weight)
+                sums[q] = (total / attempts * weight, weight)
             continue
-        d_seconds, d_attempts = seconds - before[q][0], attempts - before[q][1]
-        if d_seconds < 0 or d_attempts < 0:
+        d_total, d_attempts = total - before[q][0], attempts - before[q][1]
+        if d_total < 0 or d_attempts < 0:
             sums.pop(q, None)
             continue
         keep = math.exp(-d_attempts / SERVICE_MEMORY_TASKS)
-        old_s, old_n = sums.get(q, (0.0, 0.0))
-        sums[q] = (old_s * keep + d_seconds, old_n * keep + d_attempts)
-    return tuple((q, s, n) for q, (s, n) in sums.items())
+        old, old_n = sums.get(q, (0.0, 0.0))
+        sums[q] = (old * keep + d_total, old_n * keep + d_attempts)
+    return tuple((q, v, n) for q, (v, n) in sums.items())

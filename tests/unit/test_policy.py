@@ -8,8 +8,9 @@ import pytest
 
 from taskqueue.models import ScalingSpec
 from taskqueue.observation import QueueObservation, WorkerObservation
-from taskqueue.policy import Decision, PolicyState, burst_horizon, decide
+from taskqueue.policy import Decision, PolicyState, decide
 from taskqueue.rates import Rates
+from taskqueue.waitpolicy import burst_horizon
 
 NOW = 1_000_000.0
 

@@ -157,3 +157,20 @@ def test_a_real_rise_is_learned_within_a_few_polls() -> None:
         observations.append(obs(t, {"q": 0}, taken={"q": taken}))
         t += 5.0
     assert feed(*observations).arrival_rate("q") > 10.0
+
+
+@pytest.mark.parametrize("squares, cv2", [
+    # 10 attempts of 2 s on average; the sum of their squares says how they spread
+    pytest.param((40.0, 10), 0.0, id="all-2s-constant"),
+    pytest.param((80.0, 10), 1.0, id="exponential-like"),
+    pytest.param((20.0, 10), 0.0, id="inconsistent-clamped-at-0"),
+    pytest.param(None, None, id="not-reported-unknown"),
+])
+def test_the_service_time_variance_from_the_workers_squares(
+        squares: tuple[float, int] | None, cv2: float | None) -> None:
+    def at(t: float, seconds: float, attempts: int,
+           sq: tuple[float, int] | None) -> QueueObservation:
+        return QueueObservation(at=t, backlog={"q": 0}, service={"q": (seconds, attempts)},
+                                service_sq={"q": sq} if sq else {})
+    rates = feed(at(0, 0.0, 0, (0.0, 0) if squares else None), at(5, 20.0, 10, squares))
+    assert rates.service_cv2("q") == (None if cv2 is None else pytest.approx(cv2))

@@ -133,3 +133,24 @@ def test_a_burst_is_started_on_pods_that_take_startup_to_come_up(
     sizing = size_for_wait([QueueLoad("low", 0.0, 60, 10.0, oldest_age=age)], service=2.0,
                            horizon=horizon, startup=startup)
     assert sizing.slots == slots
+
+
+@pytest.mark.parametrize("cv2, slots", [
+    # 9.8/s x 2 s = 19.6 erlangs, p95 <= 2 s: exponential times need 22 slots (the M/M/c case)
+    pytest.param(None, 22, id="unknown-is-exponential"),
+    pytest.param(1.0, 22, id="exponential"),
+    pytest.param(0.0, 21, id="constant-times-wait-half-as-long"),
+    pytest.param(4.0, 24, id="heavy-tailed-wait-longer"),
+])
+def test_the_service_time_variance_scales_the_wait(cv2: float | None, slots: int) -> None:
+    assert slots_for_wait([QueueLoad("q", 9.8, 0, 2.0, cv2=cv2)], service=2.0)[0] == slots
+
+
+def test_queues_of_different_service_times_mix_into_a_more_variable_one() -> None:
+    # each queue exponential, but 0.5 s and 4 s tasks mixed vary more than either (cv2 > 1);
+    # until every arriving queue's variance is measured, the model keeps the exponential one
+    both = [QueueLoad("a", 4.0, 0, 2.0, service=0.5, cv2=1.0),
+            QueueLoad("b", 1.0, 0, None, service=4.0, cv2=1.0)]
+    one = [QueueLoad("a", 4.0, 0, 2.0, service=0.5, cv2=1.0),
+           QueueLoad("b", 1.0, 0, None, service=4.0)]
+    assert slots_for_wait(both, service=1.2)[0] > slots_for_wait(one, service=1.2)[0]

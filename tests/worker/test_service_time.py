@@ -1,6 +1,6 @@
 """Workers report each queue's service time with their heartbeat (real redis-server, in-process
-workers): the stats hash holds the milliseconds and attempts per queue, observe.lua reads them,
-and a failed heartbeat keeps the totals for the next one."""
+workers): the stats hash holds the milliseconds, the squared milliseconds and the attempts per
+queue, observe.lua reads them, and a failed heartbeat keeps the totals for the next one."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import redis
 import redis.asyncio as aioredis
 
 from taskqueue import keys, queueops
+from taskqueue.observation import QueueObservation
 from taskqueue.worker import servicetime
 from taskqueue.worker.heartbeat import Heartbeat
 from tests.fixtures.redis_server import free_port
@@ -35,19 +36,26 @@ def test_the_heartbeat_reports_seconds_and_attempts_per_queue(
              and redis_sync.hget("slow:stats", served_fast) == "6", timeout=10)
     assert 1200 <= int(redis_sync.hget("slow:stats", ms_slow) or 0) < 1200 + 4 * 150
     assert 300 <= int(redis_sync.hget("slow:stats", ms_fast) or 0) < 300 + 6 * 150
+    sq_slow, counted_slow = keys.service_sq_fields("slow")
+    assert redis_sync.hget("slow:stats", counted_slow) == "4"
+    # 4 x (300 ms)^2 at least; the handler's own overhead adds a little to each
+    assert 360_000 <= int(redis_sync.hget("slow:stats", sq_slow) or 0) < 4 * 450 ** 2
 
-    async def observe() -> dict[str, tuple[float, int]]:
+    async def observe() -> QueueObservation:
         client = aioredis.Redis.from_url(redis_url, decode_responses=True)
         try:
             schema = make_config(redis_url, queues=[{"key": "slow"}, {"key": "fast"}]).schema
-            return (await queueops.observe(client, schema)).service
+            return await queueops.observe(client, schema)
         finally:
             await client.aclose()
 
-    service = asyncio.run(observe())
+    seen = asyncio.run(observe())
+    service = seen.service
     assert service["slow"][1] == 4 and service["fast"][1] == 6
     assert service["slow"][0] / 4 == pytest.approx(0.3, abs=0.1)
     assert service["fast"][0] / 6 == pytest.approx(0.05, abs=0.1)
+    squares, counted = seen.service_sq["slow"]
+    assert counted == 4 and squares / 4 == pytest.approx(0.09, abs=0.06)
 
 
 def test_a_failed_heartbeat_keeps_the_totals_for_the_next(redis_url: str,

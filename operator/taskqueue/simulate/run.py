@@ -80,11 +80,13 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def history(trace: list[Arrival], attempts: int) -> dict[str, tuple[float, int]]:
-    """Service totals of `attempts` earlier tasks per queue at the trace's mean service time."""
+def history(trace: list[Arrival], attempts: int, *,
+            power: int = 1) -> dict[str, tuple[float, int]]:
+    """Service totals of `attempts` earlier tasks per queue at the trace's mean service time
+    (`power` 2: the sums of their squares, at the trace's mean square)."""
     sums: dict[str, list[float]] = {}
     for a in trace:
-        sums.setdefault(a.queue, []).append(a.service)
+        sums.setdefault(a.queue, []).append(a.service ** power)
     return {q: (sum(s) / len(s) * attempts, attempts) for q, s in sums.items()}
 
 
@@ -104,7 +106,9 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
                   heartbeat=tq.spec.worker.heartbeatSeconds)
     if settings.history > 0:
         world.counters.service = history(trace, settings.history)
+        world.counters.service_sq = history(trace, settings.history, power=2)
         world.reported = dict(world.counters.service)
+        world.reported_sq = dict(world.counters.service_sq)
     end = (trace[-1].at if trace else 0.0)
     steps = math.ceil((end + settings.tail) / settings.tick)
     changes, last, peak, cost_at_end = 0, 0, 0, None

@@ -68,10 +68,14 @@ class Counters:
     last_completion: float = 0.0
     service: dict[str, tuple[float, int]] = field(default_factory=dict)
     """Per queue: seconds run and attempts, as workers add them to the stats hash."""
+    service_sq: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """Per queue: the sum of the squared attempt times (seconds^2) and the attempts."""
 
     def served(self, task: Task) -> None:
         seconds, attempts = self.service.get(task.queue, (0.0, 0))
         self.service[task.queue] = (seconds + task.service, attempts + 1)
+        squares, _ = self.service_sq.get(task.queue, (0.0, 0))
+        self.service_sq[task.queue] = (squares + task.service ** 2, attempts + 1)
 
 
 class World:
@@ -95,6 +99,7 @@ class World:
         self.heartbeat = heartbeat
         self.reported: dict[str, tuple[float, int]] = {}
         """The service totals as of the last heartbeat (what observe.lua reads)."""
+        self.reported_sq: dict[str, tuple[float, int]] = {}
         self._next_beat = heartbeat
 
     # -- the ReplicaSet -----------------------------------------------------------------------
@@ -143,6 +148,7 @@ class World:
             completed_total=self.counters.completed, workers=workers,
             oldest_enqueued_at={q: d[0].at for q, d in self.queues.items() if d},
             taken=dict(self.counters.taken), service=dict(self.reported),
+            service_sq=dict(self.reported_sq),
         )
 
     def pod_views(self, t: float) -> list[PodView]:
@@ -163,6 +169,7 @@ class World:
         self._exit(t)
         if t >= self._next_beat:  # workers add their service totals with each heartbeat
             self.reported = dict(self.counters.service)
+            self.reported_sq = dict(self.counters.service_sq)
             self._next_beat += self.heartbeat
         self.worker_seconds += len(self.pods) * (t - self.now)
         self.pods = [p for p in self.pods if p.gone_at is None]
