@@ -174,3 +174,14 @@ def test_a_taskqueue_with_history_knows_the_service_time_at_the_first_spike() ->
     assert history(arrivals, 300) == {"tasks": (600.0, 300)}
     assert warm.max_replicas > new.max_replicas
     assert warm.p95() < new.p95()
+
+
+def test_constant_service_times_need_fewer_pods_than_exponential_ones() -> None:
+    # the same arrivals and mean (2 s); the workers' squared times tell the policy that constant
+    # tasks make shorter waits (Allen-Cunneen), so it holds fewer pods for the same 2 s target
+    tq = manifest(concurrency=1, targetWaitSeconds={"tasks": 2}, podStartupSeconds=5)
+    varied = steady(3.0, duration=1800)
+    constant = [Arrival(a.at, a.queue, 2.0) for a in varied]
+    cost = {name: simulate(tq, arrivals, OperatorScaler(tq), Settings(tail=60)).replicas_between(
+        300, 1800) for name, arrivals in (("varied", varied), ("constant", constant))}
+    assert cost["constant"] < cost["varied"]
