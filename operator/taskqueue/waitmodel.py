@@ -126,10 +126,10 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                   horizon: float = 0.0, startup: float = 0.0) -> WaitSizing:
     """`slots_for_wait` with its steady part.
 
-    `service` is the fleet-wide mean service time (used for queues without their own). A burst
-    is started within max(target - the oldest task's age - `startup`, `horizon`): the pods added
-    for it take `startup` seconds to come up (`waitpolicy.burst_horizon`: pod start-up, at
-    least a poll)."""
+    `service` is the fleet-wide mean service time (used for queues without their own). A
+    burst's slots (`_burst_slots`) start it within what is left of the target once the pods
+    added for it are up (they take `startup` seconds), each running at least `horizon` seconds
+    of it (`waitpolicy.burst_horizon`: pod start-up, at least a poll)."""
     def s_of(q: QueueLoad) -> float:
         return q.service if q.service is not None else service
     load_total = sum(q.arrival_rate * s_of(q) for q in queues)
