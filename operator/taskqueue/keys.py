@@ -61,10 +61,36 @@ LUA_CALL = re.compile(r"redis\.call\(\s*'([A-Za-z]+)'")
 
 TAKEN_FIELD_PREFIX = "taken:"
 """Stats-hash field prefix of the per-queue taken counters (the one name fetch.lua composes)."""
+SERVICE_MS_FIELD_PREFIX = "service_ms:"
+"""Stats-hash field prefix of the milliseconds workers spent running each queue's tasks (every
+attempt, success or failure); with SERVED_FIELD_PREFIX, the measured service time per queue.
+Workers add their totals with each heartbeat (heartbeat.lua)."""
+SERVED_FIELD_PREFIX = "served:"
+"""Stats-hash field prefix of the attempts counted in SERVICE_MS_FIELD_PREFIX."""
+SERVICE_SQ_FIELD_PREFIX = "service_sq_ms2:"
+"""Stats-hash field prefix of the sum of the squared attempt times (ms^2, an integer: it holds
+a million hour-long attempts before int64 overflows), for the service time's variance."""
+SERVED_SQ_FIELD_PREFIX = "served_sq:"
+"""Stats-hash field prefix of the attempts counted in SERVICE_SQ_FIELD_PREFIX (workers that do
+not report squares count in `served:` only, so the variance stays right across an upgrade)."""
 
-OBSERVE_REPLY = ("lengths", "oldest", "counts", "workers", "taken", "quiesced", "scheduled")
+def service_fields(queue: str) -> tuple[str, str]:
+    """The stats-hash fields of `queue`'s service milliseconds and attempts served."""
+    return f"{SERVICE_MS_FIELD_PREFIX}{queue}", f"{SERVED_FIELD_PREFIX}{queue}"
+
+
+def service_sq_fields(queue: str) -> tuple[str, str]:
+    """The stats-hash fields of the sum of `queue`'s squared attempt times (ms^2) and of the
+    attempts it counts."""
+    return f"{SERVICE_SQ_FIELD_PREFIX}{queue}", f"{SERVED_SQ_FIELD_PREFIX}{queue}"
+
+
+OBSERVE_REPLY = ("lengths", "oldest", "counts", "workers", "queue_counters", "quiesced",
+                 "scheduled")
 """observe.lua's reply, in order: per-queue lengths and oldest envelope times, {delayed, dead,
-completed, failed}, flat (worker id, deadline ms, in flight)*, per-queue taken counters, the
+completed, failed}, flat (worker id, deadline ms, in flight)*, the per-queue counters
+(`KeySchema.queue_counter_fields`: taken, service ms, served, squared service ms, attempts
+squared; "" when never written), the
 quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates}. One EVALSHA."""
 
 ENVELOPE_MARK = '{"__taskqueue__":1,"attempts":'
@@ -142,6 +168,16 @@ class KeySchema:
         """The stats-hash fields counting the tasks taken from each queue (fetch.lua writes
         TAKEN_FIELD_PREFIX .. queue key)."""
         return tuple(f"{TAKEN_FIELD_PREFIX}{q.key}" for q in self.queues)
+
+    @property
+    def queue_counter_fields(self) -> tuple[str, ...]:
+        """The per-queue stats-hash fields observe.lua reads: taken, service ms, served, squared
+        service ms, attempts squared (N each, in queue order)."""
+        return (*self.taken_fields,
+                *(service_fields(q.key)[0] for q in self.queues),
+                *(service_fields(q.key)[1] for q in self.queues),
+                *(service_sq_fields(q.key)[0] for q in self.queues),
+                *(service_sq_fields(q.key)[1] for q in self.queues))
 
     def worker_of(self, processing_key: str) -> str:
         """The worker id of a processing-list key."""

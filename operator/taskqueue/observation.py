@@ -37,6 +37,12 @@ class QueueObservation:
     """Redeliveries skipped by idempotent consumption (stats hash `duplicates`)."""
     taken: dict[str, int] = field(default_factory=dict)
     """Tasks ever taken from each queue by fetch.lua (empty when the counters are unknown)."""
+    service: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """Per queue: seconds workers spent running its tasks and the attempts they ran (stats
+    `service_ms:`/`served:`, added by workers with each heartbeat; absent when never written)."""
+    service_sq: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """Per queue: the sum of the squared attempt times (seconds^2) and the attempts it counts
+    (stats `service_sq_ms2:`/`served_sq:`), for the variance of the service time."""
     quiesced: frozenset[str] = frozenset()
     """Worker ids the operator has quiesced (they take no task)."""
 

@@ -19,12 +19,17 @@ The rules, in the order they are applied:
    p95 wait of each such queue under its target, highest priority first (`taskqueue.waitmodel`,
    Erlang C with the measured rates, `taskqueue.rates`), divided by the worker concurrency; the
    length target then only counts the queues without a wait target, plus the tasks due soon.
+   The part of it the arrival rates need is the *steady* recommendation; a backlog beyond the
+   normal fluctuation (a burst) adds slots to start it within the target, each added slot
+   running at least `waitpolicy.burst_horizon` of it (podStartupSeconds, at least a poll).
 6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
    passed since work was last seen; until then at least one replica stays.
 7. Clamp to [minReplicas, maxReplicas].
 8. Up: immediate, at most ``maxScaleUpStep`` added (0 -> n on the first poll that sees a task).
    Down: to the highest recommendation of the last ``scaleDownStabilizationSeconds`` (as the HPA
-   does), at most ``maxScaleDownStep`` removed; an idle TaskQueue past its cooldown goes to zero
+   does) while a burst is being drained, else to the highest *steady* recommendation of that
+   window (the burst's pods leave as soon as its backlog is gone: quiesce makes that safe), at
+   most ``maxScaleDownStep`` removed; an idle TaskQueue past its cooldown goes to zero
    without waiting for the window (the cooldown is its stabilisation).
 
 The policy may ask for fewer replicas than pods holding tasks: the operator then quiesces the
@@ -37,7 +42,7 @@ import math
 from dataclasses import dataclass, replace
 
 from taskqueue import rates as rates_
-from taskqueue import waitmodel
+from taskqueue import waitpolicy
 from taskqueue.models import ScalingSpec
 from taskqueue.observation import QueueObservation
 
@@ -55,6 +60,9 @@ class PolicyState:
     """The worker Deployment's current replica count (its spec.replicas)."""
     recommendations: tuple[tuple[float, int], ...] = ()
     """(time, recommendation) pairs inside the scale-down stabilisation window."""
+    steady_recommendations: tuple[tuple[float, int], ...] = ()
+    """The same for the steady part (without a burst's backlog term): once a burst's backlog
+    is gone, only these hold the fleet, so the pods added for it leave on the next poll."""
     last_active: float | None = None
     """Last time anything was queued or in flight (unix seconds)."""
     last_scale: float | None = None
@@ -104,15 +112,19 @@ def decide(
     state = _measure(state, observation, now)
     if spec.paused:
         return Decision(current, current, f"paused: holding {current}", current, state)
-    recommendation, why = _recommend(spec, observation, state, now,
-                                     _Fleet(concurrency, queue_order or tuple(observation.backlog)))
-    history = _window(state.recommendations, now, spec.scaleDownStabilizationSeconds, current)
-    history = (*history, (now, recommendation))
+    rec = _recommend(spec, observation, state, now,
+                     _Fleet(concurrency, queue_order or tuple(observation.backlog)))
+    recommendation, why = rec.replicas, rec.why
+    window = spec.scaleDownStabilizationSeconds
+    history = (*_window(state.recommendations, now, window, current), (now, recommendation))
+    steady = (*_window(state.steady_recommendations, now, window, current), (now, rec.steady))
     to_zero = recommendation == 0 and observation.queued + observation.in_flight == 0
-    replicas, how = _bounded(spec, current, recommendation, history, to_zero=to_zero)
+    replicas, how = _bounded(spec, current, recommendation, history if rec.burst else steady,
+                             to_zero=to_zero)
     new_state = replace(
         state,
         recommendations=history,
+        steady_recommendations=steady,
         last_scale=now if replicas != current else state.last_scale,
         replicas=replicas,
     )
@@ -167,21 +179,35 @@ class _Fleet:
     queue_order: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class _Recommendation:
+    replicas: int
+    why: str
+    steady: int
+    """The replicas the measured arrival rates need, without a burst's backlog term."""
+    burst: bool = False
+    """A backlog beyond the normal fluctuation is being drained."""
+
+
 def _recommend(
     spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float, fleet: _Fleet
-) -> tuple[int, str]:
+) -> _Recommendation:
     rec, why = _by_length(spec, obs, state)
-    wait_rec, wait_why = _by_wait(spec, obs, state, fleet)
-    if wait_rec is not None:
+    steady, burst = rec, False
+    sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order)
+    if sizing is not None:
         rec, why = _by_length(spec, obs, state, exclude=frozenset(spec.targetWaitSeconds or {}))
+        steady = max(rec, math.ceil(sizing.steady / fleet.concurrency))
+        wait_rec = math.ceil(sizing.slots / fleet.concurrency)
         if wait_rec >= rec:
-            rec, why = wait_rec, wait_why
+            rec, burst = wait_rec, sizing.burst
+            why = f"{sizing.why} / concurrency {fleet.concurrency} = {wait_rec}"
     if obs.queued + obs.in_flight + obs.due_soon == 0:
-        rec = 0
+        rec = steady = 0
     if rec == 0 and state.replicas > 0:
         idle_for = now - (state.last_active if state.last_active is not None else now)
         if idle_for < spec.idleCooldownSeconds:
-            rec = 1
+            rec = steady = 1
             why = f"idle {idle_for:.0f}s < idleCooldownSeconds {spec.idleCooldownSeconds:g}"
         else:
             why = f"idle {idle_for:.0f}s >= idleCooldownSeconds {spec.idleCooldownSeconds:g}"
@@ -189,7 +215,7 @@ def _recommend(
     if clamped != rec:
         bound = "maxReplicas" if clamped < rec else "minReplicas"
         why += f"; {bound} {clamped}"
-    return clamped, why
+    return _Recommendation(clamped, why, _clamp(min(steady, rec), spec), burst)
 
 
 def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
@@ -211,26 +237,6 @@ def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
             why += f"; drain {queued} in {spec.targetDrainSeconds:g}s at {rate:.3g}/s/replica"
             why += f" = {drain}"
     return rec, why
-
-
-def _by_wait(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
-             fleet: _Fleet) -> tuple[int | None, str]:
-    """Replicas for the wait targets; None until the service time is measured."""
-    targets = spec.targetWaitSeconds
-    service = state.rates.service_seconds
-    if not targets or service is None:
-        return None, ""
-    services = state.rates.service_by_queue(list(fleet.queue_order)) or {}
-    loads = [
-        waitmodel.QueueLoad(key=q, arrival_rate=state.rates.arrival_rate(q),
-                            queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
-                            service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0)
-        for q in fleet.queue_order
-    ]
-    slots, why = waitmodel.slots_for_wait(loads, service=service,
-                                           horizon=spec.pollIntervalSeconds)
-    rec = math.ceil(slots / fleet.concurrency)
-    return rec, f"{why} / concurrency {fleet.concurrency} = {rec}"
 
 
 def _window(

@@ -106,7 +106,7 @@ def observe_call(schema: keys.KeySchema, worker_ids: Sequence[str], *, horizon_m
     return (
         [schema.workers, schema.delayed, schema.dead_letter, schema.stats, schema.quiesced,
          *schema.queue_keys, *(schema.processing(w) for w in worker_ids)],
-        [len(schema.queues), *(q.type for q in schema.queues), *schema.taken_fields,
+        [len(schema.queues), *(q.type for q in schema.queues), *schema.queue_counter_fields,
          "" if horizon_ms is None else horizon_ms, *worker_ids],
     )
 
@@ -147,9 +147,15 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema, *,
     return parse_observation(raw, schema, at=at)
 
 
+def _counters(schema: keys.KeySchema, raw: Any) -> dict[str, int]:
+    """Per-queue integer counters of an observe.lua reply; fields never written are left out."""
+    return {q.key: int(_text(v)) for q, v in zip(schema.queues, raw, strict=False)
+            if _text(v).isdigit()}
+
+
 def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueObservation:
     """The observe.lua reply as a `QueueObservation` (a worker not declared counts 0)."""
-    lengths, oldest, counters, flat_workers, raw_taken, quiesced, scheduled = raw
+    lengths, oldest, counters, flat_workers, per_queue, quiesced, scheduled = raw
     backlog = {q.key: int(n) for q, n in zip(schema.queues, lengths, strict=True)}
     # "" (no envelope time) and 0 (raw payloads recover.lua wrapped) mean unknown
     oldest_at: dict[str, float] = {}
@@ -165,11 +171,16 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
         )
         for i in range(0, len(flat_workers), 3)
     )
-    taken = {q.key: int(_text(n)) for q, n in zip(schema.queues, raw_taken, strict=False)
-             if _text(n).isdigit()}
+    n = len(schema.queues)
+    taken = _counters(schema, per_queue[:n])
+    ms, served = _counters(schema, per_queue[n:2 * n]), _counters(schema, per_queue[2 * n:3 * n])
+    squares, counted = _counters(schema, per_queue[3 * n:4 * n]), _counters(schema,
+                                                                            per_queue[4 * n:])
     return QueueObservation(
         at=at,
-        taken=taken if len(taken) == len(schema.queues) else {},
+        taken=taken if len(taken) == n else {},
+        service={q: (ms[q] / 1000, served[q]) for q in served if q in ms},
+        service_sq={q: (squares[q] / 1e6, counted[q]) for q in counted if q in squares},
         quiesced=frozenset(schema.worker_of(_text(k)) for k in quiesced),
         backlog=backlog,
         delayed=int(counters[0]),

@@ -10,10 +10,16 @@ follows a change in about that time and a quiet period does not divide by zero; 
 sums decay per completed task (`SERVICE_MEMORY_TASKS`), so an idle spell keeps the estimate for
 the next burst and slow tasks are remembered as long as fast ones.
 
-Per queue, the service time comes from a least-squares fit of each interval's held
-task-seconds against the tasks taken from each queue in it (busy ~= sum S_q x taken_q), pulled
-toward the overall mean (ridge), so a queue whose tasks are slower than the others' is seen as
-such once its share of the work has varied; with one queue, or no counters, it is the mean.
+Workers report what they measured: the seconds they spent on each queue's tasks and the attempts
+(`QueueObservation.service`, added to the stats hash with each heartbeat). Where those totals
+exist, a queue's service time is their decayed ratio, exact however bursty the traffic; the
+estimates below are the fallback for workers that do not report them.
+
+Per queue, without reported totals, the service time comes from a least-squares fit of each
+interval's held task-seconds against the tasks taken from each queue in it (busy ~= sum S_q x
+taken_q), pulled toward the overall mean (ridge), so a queue whose tasks are slower than the
+others' is seen as such once its share of the work has varied; with one queue, or no counters,
+it is the mean.
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ SHORT_MIN_TASKS = 10.0
 """The short average is used only when it spans this many tasks (at the long rate)."""
 MIN_COMPLETIONS = 3.0
 """Completions (decayed) needed before the service time is trusted."""
+BATCH_SIGMAS = 4.0
+BATCH_SLACK = 3.0
+"""Arrivals in one interval beyond rate x dt + BATCH_SIGMAS x sqrt(rate x dt) + BATCH_SLACK are a
+batch, not a rate (`_steady_part`)."""
 RIDGE = 0.05
 """Weight of the overall mean in the per-queue fit (relative to each queue's own diagonal)."""
 
@@ -61,6 +71,31 @@ class Rates:
     """Decayed sums of taken_q x taken_r per interval (the fit's normal matrix)."""
     mix_busy: tuple[tuple[str, float], ...] = ()
     """Decayed sums of taken_q x held task-seconds per interval."""
+    reported: tuple[tuple[str, float, int], ...] = ()
+    """The workers' service totals at the last observation (queue, seconds, attempts)."""
+    reported_sq: tuple[tuple[str, float, int], ...] = ()
+    """The workers' sums of squared attempt times at the last observation (queue, seconds^2,
+    attempts)."""
+    measured: tuple[tuple[str, float, float], ...] = ()
+    """Decayed sums of the reported (seconds, attempts) per queue."""
+    measured_sq: tuple[tuple[str, float, float], ...] = ()
+    """Decayed sums of the reported (seconds^2, attempts) per queue, where workers report them."""
+
+    def service_cv2(self, queue: str) -> float | None:
+        """Squared coefficient of variation of `queue`'s service time (variance / mean^2: 1 for
+        exponential times, 0 for constant ones); None until reported for MIN_COMPLETIONS."""
+        mean = self.measured_service(queue)
+        for q, squares, attempts in self.measured_sq:
+            if q == queue and attempts >= MIN_COMPLETIONS and mean:
+                return max(0.0, squares / attempts / (mean * mean) - 1)
+        return None
+
+    def measured_service(self, queue: str) -> float | None:
+        """Mean seconds per attempt the workers reported for `queue` (None: too few)."""
+        for q, seconds, attempts in self.measured:
+            if q == queue and attempts >= MIN_COMPLETIONS:
+                return seconds / attempts
+        return None
 
     def arrival_rate(self, queue: str) -> float:
         """Tasks/s into `queue`: the lower of the long and the short average."""
@@ -75,6 +110,10 @@ class Rates:
     def service_seconds(self) -> float | None:
         """Mean seconds a task is held; before MIN_COMPLETIONS, the lower bound held
         task-seconds / (completed + held tasks) (the tasks in hand have run at least that)."""
+        seconds = sum(m[1] for m in self.measured)
+        attempts = sum(m[2] for m in self.measured)
+        if attempts >= MIN_COMPLETIONS:
+            return seconds / attempts
         if self.busy_seconds <= 0:
             return None
         if self.completions < MIN_COMPLETIONS:
@@ -88,6 +127,10 @@ class Rates:
         mean = self.service_seconds
         if mean is None:
             return None
+        estimated = self._estimated_by_queue(queues, mean)
+        return {q: self.measured_service(q) or estimated[q] for q in queues}
+
+    def _estimated_by_queue(self, queues: list[str], mean: float) -> dict[str, float]:
         if len(queues) < 2 or not self.mix_busy:
             return dict.fromkeys(queues, mean)
         a = {(q, r): v for q, r, v in self.mix}
@@ -108,6 +151,10 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
     counters = replace(
         rates, at=obs.at, backlog=tuple(obs.backlog.items()), taken=tuple(obs.taken.items()),
         in_flight=obs.in_flight, completed=obs.completed_total,
+        reported=tuple((q, s, n) for q, (s, n) in obs.service.items()),
+        reported_sq=tuple((q, s2, n) for q, (s2, n) in obs.service_sq.items()),
+        measured=_measured(rates, obs),
+        measured_sq=_measured_sq(rates, obs),
     )
     if rates.at is None or obs.at <= rates.at:
         return counters
@@ -117,7 +164,7 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
     if done < 0:  # the stats hash was reset: start the sums again
         return replace(counters, elapsed=0.0, arrivals=(), elapsed_short=0.0,
                        arrivals_short=(), busy_seconds=0.0, completions=0.0)
-    entered = _arrivals(rates, obs, done)
+    entered = _steady_part(rates, _arrivals(rates, obs, done), dt)
     busy = dt * (rates.in_flight + obs.in_flight) / 2
     held = math.exp(-done / SERVICE_MEMORY_TASKS)
     keep_short = math.exp(-dt / SHORT_MEMORY_SECONDS)
@@ -133,6 +180,24 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
         completions=rates.completions * held + done,
         **_fit(rates, obs, busy, held),
     )
+
+
+def _steady_part(rates: Rates, entered: dict[str, float], dt: float) -> dict[str, float]:
+    """`entered` without what is beyond a plausible Poisson count for the rate measured so far
+    (the higher of the two averages x `dt`, + BATCH_SIGMAS standard deviations + BATCH_SLACK):
+    a batch. The wait model starts a batch from the backlog (its burst term); counted as a rate,
+    it would also hold standing capacity for a minute after it was served. A real rise passes
+    the cap more each poll (the cap follows the rate it lets in)."""
+    if rates.elapsed <= 0:
+        return entered
+    long, short = dict(rates.arrivals), dict(rates.arrivals_short)
+    out = {}
+    for q, n in entered.items():
+        rate = max(long.get(q, 0.0) / rates.elapsed,
+                   short.get(q, 0.0) / rates.elapsed_short if rates.elapsed_short > 0 else 0.0)
+        expected = rate * dt
+        out[q] = min(n, expected + BATCH_SIGMAS * math.sqrt(expected) + BATCH_SLACK)
+    return out
 
 
 def _arrivals(rates: Rates, obs: QueueObservation, done: int) -> dict[str, float]:
@@ -178,3 +243,39 @@ def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float] | None:
     for r in range(size - 1, -1, -1):
         out[r] = (m[r][size] - sum(m[r][c] * out[c] for c in range(r + 1, size))) / m[r][r]
     return out
+
+
+def _measured(rates: Rates, obs: QueueObservation) -> tuple[tuple[str, float, float], ...]:
+    """The decayed reported service sums after `obs` (each queue forgets per attempt, as the
+    estimate does; a total that went down, a reset stats hash, starts that queue again). A
+    queue's first totals (a new operator, or its first heartbeat) count as the history of their
+    last SERVICE_MEMORY_TASKS attempts, so an operator restart knows the service time at once."""
+    before = {q: (s, n) for q, s, n in rates.reported}
+    return _decayed(before, obs.service, rates.measured)
+
+
+def _measured_sq(rates: Rates, obs: QueueObservation) -> tuple[tuple[str, float, float], ...]:
+    """The same for the sums of squared attempt times (queues whose workers report them)."""
+    before = {q: (s2, n) for q, s2, n in rates.reported_sq}
+    return _decayed(before, obs.service_sq, rates.measured_sq)
+
+
+def _decayed(before: dict[str, tuple[float, int]], now: dict[str, tuple[float, int]],
+             sums_before: tuple[tuple[str, float, float], ...],
+             ) -> tuple[tuple[str, float, float], ...]:
+    """Per queue, (total, attempts) sums forgetting per attempt, from cumulative totals."""
+    sums = {q: (v, n) for q, v, n in sums_before}
+    for q, (total, attempts) in now.items():
+        if q not in before:
+            weight = min(float(attempts), SERVICE_MEMORY_TASKS)
+            if attempts > 0 and q not in sums:
+                sums[q] = (total / attempts * weight, weight)
+            continue
+        d_total, d_attempts = total - before[q][0], attempts - before[q][1]
+        if d_total < 0 or d_attempts < 0:
+            sums.pop(q, None)
+            continue
+        keep = math.exp(-d_attempts / SERVICE_MEMORY_TASKS)
+        old, old_n = sums.get(q, (0.0, 0.0))
+        sums[q] = (old * keep + d_total, old_n * keep + d_attempts)
+    return tuple((q, v, n) for q, (v, n) in sums.items())

@@ -8,17 +8,24 @@ task of queue k (M/M/c, non-preemptive priority, Cobham's formula) is
     P(W_k > t) ~= C(c, A) * exp(-t * (c / S) * (1 - sigma_{k-1}) * (1 - sigma_k))
 
 where C(c, A) is the Erlang C probability that a task waits at all (1 when c <= A). For one
-queue this is the exact Erlang C tail. `slots_for_wait` returns the fewest slots that keep the
-p95 (`QUANTILE`) wait of each queue with a target under it, highest priority first; and, when
-more tasks are queued (in k and ahead of it) than that fleet would have queued 95 % of the time
-(P(queue > n) = C * rho^(n+1)), the slots that start the excess within the target as well:
-a_k + excess x S / (target - oldest age) (a burst; a normal fluctuation adds nothing).
+queue this is the exact Erlang C tail. Service times that are not exponential scale the decay
+by 2 / (1 + cv2) (Allen-Cunneen: the wait of M/G/c ~= that of M/M/c x (1 + cv2) / 2, cv2 the
+squared coefficient of variation of the service time of the tasks arriving, measured by the
+workers): constant times (cv2 0) wait half as long, heavy-tailed ones longer.
+`slots_for_wait` returns the fewest slots that keep the p95 (`QUANTILE`) wait of each queue
+with a target under it, highest priority first; and, when more tasks are queued (in k and ahead
+of it) than that fleet would have queued 95 % of the time
+(P(queue > n) = C * rho^(n+1)), the slots that start the excess within the target as well
+(a burst; a normal fluctuation adds nothing): with w = target - oldest age - pod start-up the
+time left once pods added now are up (but at least horizon - S, so that each added slot runs at
+least `horizon` seconds of the burst), k new slots start k tasks at once and k / S a second
+after: a_k + 0.95 x excess / (1 + w / S) (`_burst_slots`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 QUANTILE = 0.95
@@ -39,6 +46,8 @@ class QueueLoad:
     """Mean service seconds of this queue's tasks (None: the fleet-wide mean)."""
     oldest_age: float = 0.0
     """Seconds the oldest queued task has already waited (spent from its target)."""
+    cv2: float | None = None
+    """Squared coefficient of variation of this queue's service time (None: unknown)."""
 
 
 def erlang_c(slots: int, load: float) -> float:
@@ -56,13 +65,14 @@ def erlang_c(slots: int, load: float) -> float:
 
 
 def wait_tail(*, slots: int, service: float, load_before: float, load_through: float,
-              load_total: float, wait: float) -> float:
+              load_total: float, wait: float, cv2: float = 1.0) -> float:
     """P(W > wait) for a task of a queue whose higher-priority load is `load_before` and whose
-    load with its own is `load_through` (Erlang loads, tasks/s x S)."""
+    load with its own is `load_through` (Erlang loads, tasks/s x S); `cv2` is the squared
+    coefficient of variation of the service time (1: exponential)."""
     if slots <= load_through:
         return 1.0
     s_before, s_through = load_before / slots, load_through / slots
-    rate = slots / service * (1 - s_before) * (1 - s_through)
+    rate = slots / service * (1 - s_before) * (1 - s_through) / ((1 + cv2) / 2)
     return erlang_c(slots, load_total) * math.exp(-wait * rate)
 
 
@@ -77,31 +87,56 @@ def normal_queue(*, slots: int, load: float) -> int:
 
 
 def slots_for_queue(*, service: float, load_before: float, load_through: float,
-                    load_total: float, target: float) -> int:
+                    load_total: float, target: float, cv2: float = 1.0) -> int:
     """Fewest slots that keep P(W > target) <= 1 - QUANTILE for one queue."""
     c = max(1, math.floor(load_through) + 1)
     while c < MAX_SLOTS:
         tail = wait_tail(slots=c, service=service, load_before=load_before,
-                         load_through=load_through, load_total=load_total, wait=target)
+                         load_through=load_through, load_total=load_total, wait=target,
+                         cv2=cv2)
         if tail <= 1 - QUANTILE:
             return c
         c += 1
     return MAX_SLOTS
 
 
+@dataclass(frozen=True)
+class WaitSizing:
+    """The slots for the wait targets, and the part of them the arrival rates alone need."""
+
+    slots: int
+    steady: int
+    """Slots for the measured arrivals without the burst term (<= `slots`)."""
+    why: str
+
+    @property
+    def burst(self) -> bool:
+        """More is queued than the fleet sized for the arrivals would have queued."""
+        return self.slots > self.steady
+
+
 def slots_for_wait(queues: Sequence[QueueLoad], *, service: float,
                    horizon: float = 0.0) -> tuple[int, str]:
-    """Slots so each queue with a target meets it, and why (the binding queue).
+    """Slots so each queue with a target meets it, and why (the binding queue)."""
+    sizing = size_for_wait(queues, service=service, horizon=horizon)
+    return sizing.slots, sizing.why
 
-    `service` is the fleet-wide mean service time (used for queues without their own). A burst
-    is drained within max(target, `horizon`): more slots than that cannot help before the next
-    decision (the poll interval) anyway."""
+
+def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
+                  horizon: float = 0.0, startup: float = 0.0) -> WaitSizing:
+    """`slots_for_wait` with its steady part.
+
+    `service` is the fleet-wide mean service time (used for queues without their own). A
+    burst's slots (`_burst_slots`) start it within what is left of the target once the pods
+    added for it are up (they take `startup` seconds), each running at least `horizon` seconds
+    of it (`waitpolicy.burst_horizon`: pod start-up, at least a poll)."""
     def s_of(q: QueueLoad) -> float:
         return q.service if q.service is not None else service
     load_total = sum(q.arrival_rate * s_of(q) for q in queues)
     rate_total = sum(q.arrival_rate for q in queues)
     mix = load_total / rate_total if rate_total > 0 else service
-    best, why = 0, ""
+    cv2 = _mixed_cv2(queues, s_of, mix)
+    best, steadiest, why = 0, 0, ""
     before, queued, work, age = 0.0, 0, 0.0, 0.0
     for q in queues:
         age = max(age, q.oldest_age)
@@ -110,16 +145,43 @@ def slots_for_wait(queues: Sequence[QueueLoad], *, service: float,
         work += q.queued * s_of(q)
         if q.target_wait is not None:
             steady = slots_for_queue(service=mix, load_before=before, load_through=through,
-                                     load_total=load_total, target=q.target_wait)
+                                     load_total=load_total, target=q.target_wait, cv2=cv2)
             # queued beyond a normal fluctuation (a burst) must start within the target as well
             excess = queued - normal_queue(slots=steady, load=load_total)
-            window = max(q.target_wait - age, horizon)
-            per_task = work / queued if queued else mix
-            backlog = math.ceil(through + max(0, excess) * per_task / window)
+            backlog = math.ceil(through + _burst_slots(
+                excess, per_task=work / queued if queued else mix,
+                left=q.target_wait - age - startup, horizon=horizon))
             need = max(steady, backlog)
+            steadiest = max(steadiest, steady)
             if need > best:
                 best = need
                 why = (f"p95 wait of {q.key} <= {q.target_wait:g}s at {q.arrival_rate:.3g}/s, "
                        f"S {s_of(q):.3g}s, {queued} queued: {need} slots")
         before = through
-    return best, why
+    return WaitSizing(slots=best, steady=steadiest, why=why)
+
+
+def _mixed_cv2(queues: Sequence[QueueLoad], s_of: Callable[[QueueLoad], float],
+               mix: float) -> float:
+    """The squared coefficient of variation of the service time of all arriving tasks (the mix
+    of the queues: E[S^2] / E[S]^2 - 1); 1 (exponential) unless every queue with arrivals has
+    its own measured."""
+    arriving = [q for q in queues if q.arrival_rate > 0]
+    if not arriving or mix <= 0 or any(q.cv2 is None for q in arriving):
+        return 1.0
+    rate = sum(q.arrival_rate for q in arriving)
+    second = sum(q.arrival_rate * s_of(q) ** 2 * (1 + (q.cv2 or 0.0)) for q in arriving) / rate
+    return max(0.0, second / (mix * mix) - 1)
+
+
+def _burst_slots(excess: int, *, per_task: float, left: float, horizon: float) -> float:
+    """Slots that start 95 % of a burst of `excess` tasks of `per_task` seconds within w seconds
+    of coming up: k new slots start k tasks at once and k / per_task a second after, so k (1 + w
+    / per_task) tasks. w is what is left of the target once pods added now are up (`left`), but
+    at least `horizon` - per_task: each added slot then runs at least `horizon` seconds of the
+    burst (a pod with less work than its start-up costs more than it runs), which is also all
+    that is asked once the target is out of reach (`left` <= 0)."""
+    if excess <= 0:
+        return 0.0
+    window = max(left, horizon - per_task, 0.0)
+    return QUANTILE * excess / (1 + window / per_task)

@@ -57,11 +57,27 @@ def test_csv_trace_table_plot_and_timeline(tq: Path, tmp_path: Path,
     pytest.param(["--compare", "hpa"], 2, "--compare: unknown 'hpa'", id="bad-compare"),
     pytest.param(["--rate", "0"], 2, "--rate, --service and --duration must be > 0",
                  id="bad-rate"),
+    pytest.param(["--history", "-1"], 2, "--startup and --history >= 0", id="bad-history"),
 ])
 def test_errors_name_the_option(tq: Path, capsys: pytest.CaptureFixture[str], args: list[str],
                                 code: int, message: str) -> None:
     assert main(["simulate", "-f", str(tq), *args]) == code
     assert message in capsys.readouterr().err
+
+
+def test_history_makes_a_known_service_time(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # one spike of 30 two-second tasks, pods up in 5 s: a new TaskQueue sizes it by length
+    # (3 pods), one with history by its wait target (30 x 2 s / 5 s = 12 slots = 6 pods)
+    path = tmp_path / "tq.yaml"
+    path.write_text(MANIFEST.replace("idleCooldownSeconds: 30", "podStartupSeconds: 5"))
+    args = ["simulate", "-f", str(path), "--generator", "spikes", "--rate", "0.5", "--service",
+            "2", "--duration", "200", "--compare", "", "--json"]
+    assert main(args) == 0
+    new = json.loads(capsys.readouterr().out)[0]
+    assert main([*args, "--history", "300"]) == 0
+    warm = json.loads(capsys.readouterr().out)[0]
+    assert warm["max_replicas"] > new["max_replicas"]
 
 
 def test_two_priority_needs_two_queues(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,7 @@ from taskqueue.models import ScalingSpec
 from taskqueue.observation import QueueObservation, WorkerObservation
 from taskqueue.policy import Decision, PolicyState, decide
 from taskqueue.rates import Rates
+from taskqueue.waitpolicy import burst_horizon
 
 NOW = 1_000_000.0
 
@@ -35,6 +36,8 @@ def scaling(**kw: Any) -> ScalingSpec:
 
 def run(spec: ScalingSpec, observation: QueueObservation | None, replicas: int,
         **state: Any) -> Decision:
+    # without wait targets every recommendation is steady: both windows hold the same history
+    state.setdefault("steady_recommendations", state.get("recommendations", ()))
     return decide(spec=spec, observation=observation, state=PolicyState(replicas=replicas, **state),
                   now=NOW)
 
@@ -301,7 +304,7 @@ def wait_obs(backlog: dict[str, int], *held: int) -> QueueObservation:
     pytest.param({"q": 2.0}, {"q": 0}, {"q": 9.8}, 4, 6, id="steady-c4"),
     pytest.param({"q": 2.0}, {"q": 0}, {"q": 9.8}, 1, 22, id="steady-c1"),
     pytest.param({"q": 60.0}, {"q": 0}, {"q": 9.8}, 4, 5, id="loose-target-fewer"),
-    # 100 queued beyond the normal 19: 19.6 + 81 x 2 s / max(2 s, poll 5 s) slots
+    # 100 queued beyond the normal 19: 19.6 + 81 x 2 s / max(2 s, start-up 5 s) slots
     pytest.param({"q": 2.0}, {"q": 100}, {"q": 9.8}, 4, 13, id="burst-within-a-poll"),
     pytest.param({"high": 1.0}, {"high": 0, "low": 0}, {"high": 2.0, "low": 2.0}, 1, 10,
                  id="high-priority-target"),
@@ -311,7 +314,7 @@ def wait_obs(backlog: dict[str, int], *held: int) -> QueueObservation:
 def test_wait_target_sizes_the_fleet(targets: dict[str, float], backlog: dict[str, int],
                                      rate: dict[str, float], concurrency: int,
                                      expected: int) -> None:
-    spec = scaling(maxReplicas=100, targetWaitSeconds=targets)
+    spec = scaling(maxReplicas=100, targetWaitSeconds=targets, podStartupSeconds=5)
     state = PolicyState(replicas=3, rates=measured(rate, 2.0), last_active=NOW)
     decision = decide(spec=spec, observation=wait_obs(backlog, 1), state=state, now=NOW,
                       concurrency=concurrency, queue_order=tuple(backlog))
@@ -351,3 +354,75 @@ def test_tasks_due_soon_count_beside_the_wait_targets(due_soon: int, expected: i
                       concurrency=1, queue_order=("q",))
     assert decision.recommendation == expected
     assert why in decision.reason
+
+
+# -- a burst's pods leave with its backlog -----------------------------------------------
+@pytest.mark.parametrize("backlog, expected, why", [
+    # 9.8/s x 2 s needs 6 pods at concurrency 4; the window remembers 13 from the burst
+    pytest.param(0, 6, "scale down 13 -> 6", id="backlog-gone-steady-window-only"),
+    pytest.param(19, 6, "scale down 13 -> 6", id="normal-fluctuation-is-not-a-burst"),
+    pytest.param(60, 13, "hold 13", id="burst-still-draining-holds-the-window"),
+])
+def test_burst_pods_are_not_stabilised(backlog: int, expected: int, why: str) -> None:
+    spec = scaling(maxReplicas=100, targetWaitSeconds={"q": 2.0},
+                   scaleDownStabilizationSeconds=60)
+    state = PolicyState(replicas=13, rates=measured({"q": 9.8}, 2.0), last_active=NOW,
+                        recommendations=((NOW - 10, 13),), steady_recommendations=((NOW - 10, 6),))
+    decision = decide(spec=spec, observation=wait_obs({"q": backlog}, 4), state=state, now=NOW,
+                      concurrency=4, queue_order=("q",))
+    assert decision.replicas == expected
+    assert why in decision.reason
+    assert decision.state.steady_recommendations[-1] == (NOW, 6)
+
+
+def test_a_steady_rise_is_still_stabilised() -> None:
+    # no burst: the steady window (the rates measured a minute ago) holds the fleet as the HPA's
+    spec = scaling(maxReplicas=100, targetWaitSeconds={"q": 2.0},
+                   scaleDownStabilizationSeconds=60)
+    state = PolicyState(replicas=8, rates=measured({"q": 9.8}, 2.0), last_active=NOW,
+                        recommendations=((NOW - 10, 8),), steady_recommendations=((NOW - 10, 8),))
+    decision = decide(spec=spec, observation=wait_obs({"q": 0}, 4), state=state, now=NOW,
+                      concurrency=4, queue_order=("q",))
+    assert decision.recommendation == 6
+    assert decision.replicas == 8
+
+
+def test_the_workers_reported_service_time_sizes_the_wait_target() -> None:
+    # every task ran between two polls: the in-flight samples see none, the workers' totals
+    # say 60 low tasks took 4 s each; 60 just queued on low, with pods up in 5 s, have the
+    # other 5 s of their 10 s target to start in: k slots start k (1 + 5 s / 4 s) of them,
+    # 95 % of 60 -> 25.3 slots, plus the arrivals they count as (a batch: capped at 3 in 5 s)
+    spec = scaling(maxReplicas=100, targetWaitSeconds={"low": 10.0}, podStartupSeconds=5)
+    state, seen = PolicyState(replicas=1, last_active=NOW), []
+    for at, backlog, service in [
+        (NOW - 10, {"high": 0, "low": 0}, {"high": (0.0, 0), "low": (0.0, 0)}),
+        (NOW - 5, {"high": 0, "low": 0}, {"high": (10.0, 20), "low": (240.0, 60)}),
+        (NOW, {"high": 0, "low": 60}, {"high": (10.0, 20), "low": (240.0, 60)}),
+    ]:
+        observation = QueueObservation(at=at, backlog=backlog, service=service,
+                                       oldest_enqueued_at={"low": at} if backlog["low"] else {})
+        decision = decide(spec=spec, observation=observation, state=state, now=at,
+                          concurrency=1, queue_order=("high", "low"))
+        state = decision.state
+        seen.append(decision)
+    assert "S 4s" in seen[-1].reason
+    assert seen[-1].recommendation == 26
+
+
+@pytest.mark.parametrize("poll, startup, horizon, slots", [
+    # 19.6 busy + 0.95 x (100 - 19 normal) / (1 + w / 2 s), at concurrency 1: each added slot
+    # runs at least the horizon, w = horizon - 2 s (the 2 s target is out of reach)
+    pytest.param(5, 5, 5, 51, id="pods-up-in-a-poll"),
+    pytest.param(1, 5, 5, 51, id="fast-polls-do-not-overreact"),
+    pytest.param(5, 30, 30, 25, id="slow-start-up-fewer-pods"),
+    pytest.param(10, 0, 10, 35, id="at-least-a-poll"),
+])
+def test_a_burst_is_started_no_faster_than_pods_start(poll: float, startup: float,
+                                                      horizon: float, slots: int) -> None:
+    spec = scaling(maxReplicas=1000, targetWaitSeconds={"q": 2.0},
+                   pollIntervalSeconds=poll, podStartupSeconds=startup)
+    assert burst_horizon(spec) == horizon
+    state = PolicyState(replicas=3, rates=measured({"q": 9.8}, 2.0), last_active=NOW)
+    decision = decide(spec=spec, observation=wait_obs({"q": 100}, 1), state=state, now=NOW,
+                      concurrency=1, queue_order=("q",))
+    assert decision.recommendation == slots

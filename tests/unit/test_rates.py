@@ -86,3 +86,91 @@ def test_one_queue_or_no_counters_use_the_mean() -> None:
     assert rates.service_by_queue(["q"]) == {"q": pytest.approx(2.0)}
     assert rates.service_by_queue(["a", "b"]) == {"a": pytest.approx(2.0),
                                                   "b": pytest.approx(2.0)}
+
+
+def reported(at: float, service: dict[str, tuple[float, int]], *, in_flight: int = 0,
+             completed: int = 0) -> QueueObservation:
+    queues = dict.fromkeys(service, 0)
+    return QueueObservation(at=at, backlog=queues, service=service, completed_total=completed,
+                            workers=(WorkerObservation("w", int((at + 15) * 1000), in_flight),))
+
+
+@pytest.mark.parametrize("observations, expected", [
+    # the in-flight samples see nothing (every task ran between two polls): only the workers'
+    # totals know the service time
+    pytest.param([reported(0, {"q": (0.0, 0)}), reported(5, {"q": (20.0, 10)})],
+                 {"q": 2.0}, id="bursty-between-polls"),
+    pytest.param([reported(0, {"a": (0.0, 0), "b": (0.0, 0)}),
+                  reported(5, {"a": (5.0, 10), "b": (40.0, 8)})],
+                 {"a": 0.5, "b": 5.0}, id="per-queue"),
+    pytest.param([reported(0, {"q": (600.0, 100)})], {"q": 6.0},
+                 id="first-totals-are-history-a-restart-knows-at-once"),
+    pytest.param([reported(0, {"q": (1000.0, 1000)}), reported(5, {"q": (1030.0, 1010)})],
+                 {"q": pytest.approx((300 * 0.9672 + 30) / (300 * 0.9672 + 10), rel=0.01)},
+                 id="old-history-weighs-at-most-300-attempts"),
+    pytest.param([reported(0, {"q": (500.0, 100)}), reported(5, {"q": (4.0, 2)}),
+                  reported(10, {"q": (16.0, 6)})],
+                 {"q": 3.0}, id="reset-stats-start-again"),
+])
+def test_the_workers_totals_give_the_service_time(observations: list[QueueObservation],
+                                                  expected: dict[str, float]) -> None:
+    rates = feed(*observations)
+    assert rates.service_by_queue(list(expected)) == {
+        q: v if not isinstance(v, float) else pytest.approx(v) for q, v in expected.items()}
+
+
+def test_too_few_reported_attempts_fall_back_to_the_estimate() -> None:
+    sampled = [obs(t, {"q": 0}, in_flight=4, completed=int(t * 2)) for t in range(0, 60, 5)]
+    rates = feed(*sampled, reported(60, {"q": (10.0, 2)}, in_flight=4, completed=120))
+    assert rates.measured_service("q") is None
+    assert rates.service_seconds == pytest.approx(2.0, rel=0.05)
+
+
+def steady_then(batch: int, *, rate: float = 2.0, polls: int = 24) -> Rates:
+    """`rate`/s on one queue for `polls` polls of 5 s (all taken at once), then `batch` more
+    tasks in the next 5 s."""
+    observations, taken = [], 0
+    for i in range(polls + 1):
+        taken += round(rate * 5) if i else 0
+        observations.append(obs(5.0 * i, {"q": 0}, taken={"q": taken}))
+    observations.append(obs(5.0 * (polls + 1), {"q": batch}, taken={"q": taken + round(rate * 5)}))
+    return feed(*observations)
+
+
+@pytest.mark.parametrize("batch, lowest, highest", [
+    # the cap at 2/s: 10 + 4 x sqrt(10) + 3 = 25.6 per 5 s interval
+    pytest.param(0, 1.9, 2.1, id="steady-rate"),
+    pytest.param(8, 2.0, 2.5, id="poisson-noise-counts-in-full"),
+    pytest.param(600, 2.0, 2.5, id="a-batch-counts-only-up-to-the-cap"),
+])
+def test_a_batch_is_not_a_rate(batch: int, lowest: float, highest: float) -> None:
+    assert lowest <= steady_then(batch).arrival_rate("q") <= highest
+
+
+def test_a_real_rise_is_learned_within_a_few_polls() -> None:
+    # 2/s for two minutes, then 20/s: the cap follows the rate it lets in (a plain 60 s
+    # average would be at 13.9/s after the same minute)
+    observations, taken, t = [], 0, 0.0
+    for i in range(24 + 12):
+        rate = 2.0 if i < 24 else 20.0
+        taken += round(rate * 5) if i else 0
+        observations.append(obs(t, {"q": 0}, taken={"q": taken}))
+        t += 5.0
+    assert feed(*observations).arrival_rate("q") > 10.0
+
+
+@pytest.mark.parametrize("squares, cv2", [
+    # 10 attempts of 2 s on average; the sum of their squares says how they spread
+    pytest.param((40.0, 10), 0.0, id="all-2s-constant"),
+    pytest.param((80.0, 10), 1.0, id="exponential-like"),
+    pytest.param((20.0, 10), 0.0, id="inconsistent-clamped-at-0"),
+    pytest.param(None, None, id="not-reported-unknown"),
+])
+def test_the_service_time_variance_from_the_workers_squares(
+        squares: tuple[float, int] | None, cv2: float | None) -> None:
+    def at(t: float, seconds: float, attempts: int,
+           sq: tuple[float, int] | None) -> QueueObservation:
+        return QueueObservation(at=t, backlog={"q": 0}, service={"q": (seconds, attempts)},
+                                service_sq={"q": sq} if sq else {})
+    rates = feed(at(0, 0.0, 0, (0.0, 0) if squares else None), at(5, 20.0, 10, squares))
+    assert rates.service_cv2("q") == (None if cv2 is None else pytest.approx(cv2))

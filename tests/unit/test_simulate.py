@@ -10,7 +10,7 @@ import pytest
 
 from taskqueue.models import TaskQueue
 from taskqueue.simulate import trace
-from taskqueue.simulate.run import Settings, percentile, simulate
+from taskqueue.simulate.run import Settings, history, percentile, simulate
 from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
 from taskqueue.simulate.trace import Arrival, Load
 from taskqueue.simulate.world import World
@@ -110,6 +110,24 @@ def test_sigterm_grace_interrupts_only_what_runs_past_it() -> None:
     assert len(world.queues["q"]) == 1  # requeued
 
 
+@pytest.mark.parametrize("at, reported", [
+    pytest.param(1.9, {}, id="done-but-no-heartbeat-yet"),
+    pytest.param(2.0, {"q": (1.5, 1)}, id="first-heartbeat-reports-the-first"),
+    # the second ends at 2.5, the third at 4.0 (it waited for the one slot)
+    pytest.param(3.9, {"q": (1.5, 1)}, id="second-done-waits-for-the-next-beat"),
+    pytest.param(4.0, {"q": (4.0, 3)}, id="second-heartbeat"),
+])
+def test_service_totals_are_seen_as_of_the_last_heartbeat(
+        at: float, reported: dict[str, tuple[float, int]]) -> None:
+    arrivals = [Arrival(0.0, "q", 1.5), Arrival(1.5, "q", 1.0), Arrival(1.6, "q", 1.5)]
+    world = World(arrivals, queues=["q"], concurrency=1, startup=0.0, grace=30.0,
+                  heartbeat=2.0)
+    world.scale(1, 0.0)
+    for n in range(round(at * 10) + 1):
+        world.advance(n * 0.1)
+    assert world.observe(at).service == reported
+
+
 @pytest.mark.parametrize("values, q, expected", [
     pytest.param([], 0.95, 0.0, id="empty"),
     pytest.param([1.0], 0.5, 1.0, id="one"),
@@ -143,3 +161,27 @@ def test_a_trace_queue_missing_from_the_manifest_is_named() -> None:
     tq = manifest()
     with pytest.raises(ValueError, match=r"trace queues \['other'\] are not in spec.queues"):
         simulate(tq, [Arrival(0.0, "other", 1.0)], OperatorScaler(tq))
+
+
+def test_a_taskqueue_with_history_knows_the_service_time_at_the_first_spike() -> None:
+    # a spike of 30 two-second tasks at concurrency 1: a new TaskQueue sizes it by length (the
+    # service time is unknown), one with history by the wait target from the first poll
+    tq = manifest(concurrency=1, maxReplicas=40, targetWaitSeconds={"tasks": 2},
+                  podStartupSeconds=5)
+    arrivals = [Arrival(50.0 + i * 0.01, "tasks", 2.0) for i in range(30)]
+    new = simulate(tq, arrivals, OperatorScaler(tq), Settings(tail=120))
+    warm = simulate(tq, arrivals, OperatorScaler(tq), Settings(tail=120, history=300))
+    assert history(arrivals, 300) == {"tasks": (600.0, 300)}
+    assert warm.max_replicas > new.max_replicas
+    assert warm.p95() < new.p95()
+
+
+def test_constant_service_times_need_fewer_pods_than_exponential_ones() -> None:
+    # the same arrivals and mean (2 s); the workers' squared times tell the policy that constant
+    # tasks make shorter waits (Allen-Cunneen), so it holds fewer pods for the same 2 s target
+    tq = manifest(concurrency=1, targetWaitSeconds={"tasks": 2}, podStartupSeconds=5)
+    varied = steady(3.0, duration=1800)
+    constant = [Arrival(a.at, a.queue, 2.0) for a in varied]
+    cost = {name: simulate(tq, arrivals, OperatorScaler(tq), Settings(tail=60)).replicas_between(
+        300, 1800) for name, arrivals in (("varied", varied), ("constant", constant))}
+    assert cost["constant"] < cost["varied"]

@@ -10,6 +10,7 @@ from taskqueue.waitmodel import (
     QueueLoad,
     erlang_c,
     normal_queue,
+    size_for_wait,
     slots_for_queue,
     slots_for_wait,
     wait_tail,
@@ -62,8 +63,8 @@ def test_slots_for_one_queue(service: float, load: float, target: float, expecte
 
 @pytest.mark.parametrize("queues, expected_slots, binding", [
     pytest.param([QueueLoad("q", 9.8, 0, 2.0)], 22, "q", id="steady"),
-    # 100 queued, 19 of them normal at 22 slots: 19.6 + 81 x 2 s / 2 s
-    pytest.param([QueueLoad("q", 9.8, 100, 2.0)], 101, "q", id="burst-drains-in-target"),
+    # 100 queued, 19 of them normal at 22 slots: 19.6 + 0.95 x 81 / (1 + 2 s / 2 s)
+    pytest.param([QueueLoad("q", 9.8, 100, 2.0)], 59, "q", id="burst-drains-in-target"),
     pytest.param([QueueLoad("q", 0.0, 0, None)], 0, None, id="no-target"),
     # the high queue's own load is 4 slots, but whether it waits at all depends on all 8
     pytest.param([QueueLoad("high", 2.0, 0, 1.0), QueueLoad("low", 2.0, 0, None)], 10, "high",
@@ -87,10 +88,69 @@ def test_a_normal_queue_adds_no_slots_a_burst_does() -> None:
     calm, _ = slots_for_wait([QueueLoad("q", 9.8, normal, 2.0)], service=2.0)
     burst, _ = slots_for_wait([QueueLoad("q", 9.8, normal + 50, 2.0)], service=2.0)
     assert calm == 22
-    assert burst == math.ceil(19.6 + 50 * 2.0 / 2.0)
+    # k new slots start k tasks at once, then k per 2 s: 0.95 x 50 = k (1 + 2 s / 2 s)
+    assert burst == math.ceil(19.6 + 0.95 * 50 / 2)
 
 
-def test_horizon_bounds_the_burst_slots() -> None:
-    queues = [QueueLoad("q", 0.0, 100, 1.0)]
-    assert slots_for_wait(queues, service=1.0)[0] == 100
-    assert slots_for_wait(queues, service=1.0, horizon=5.0)[0] == 20
+@pytest.mark.parametrize("target, age, horizon, slots", [
+    # 100 tasks of 1 s; k slots start k (1 + w / 1 s) of them within w, 95 % of them
+    pytest.param(1.0, 2.0, 0.0, 95, id="missed-no-horizon-one-slot-per-task"),
+    # each added slot runs at least the 5 s horizon: w >= 5 - 1 s
+    pytest.param(1.0, 2.0, 5.0, 19, id="missed-slots-get-the-horizon-of-work"),
+    pytest.param(1.0, 0.0, 5.0, 19, id="a-short-target-is-not-bought-below-the-horizon"),
+    pytest.param(10.0, 0.0, 5.0, 9, id="a-long-target-needs-fewer"),
+])
+def test_horizon_bounds_the_burst_slots(target: float, age: float, horizon: float,
+                                        slots: int) -> None:
+    queues = [QueueLoad("q", 0.0, 100, target, oldest_age=age)]
+    assert slots_for_wait(queues, service=1.0, horizon=horizon)[0] == slots
+
+
+@pytest.mark.parametrize("queued, slots, steady, burst", [
+    pytest.param(0, 22, 22, False, id="no-backlog"),
+    pytest.param(19, 22, 22, False, id="normal-fluctuation"),
+    # 100 beyond the normal 19, 95 % started within max(2 s target, 5 s horizon - 2 s):
+    # 19.6 + 95 / (1 + 3 / 2)
+    pytest.param(119, 58, 22, True, id="burst"),
+])
+def test_the_steady_part_excludes_the_burst(queued: int, slots: int, steady: int,
+                                            burst: bool) -> None:
+    sizing = size_for_wait([QueueLoad("q", 9.8, queued, 2.0)], service=2.0, horizon=5.0)
+    assert (sizing.slots, sizing.steady, sizing.burst) == (slots, steady, burst)
+
+
+@pytest.mark.parametrize("age, startup, horizon, slots", [
+    # 60 tasks of 2 s, target 10 s, no arrivals: k slots start k (1 + w / 2 s) of them within
+    # the w seconds left once pods are up; 95 % of them: k = 57 / (1 + w / 2)
+    pytest.param(0.0, 0.0, 0.0, 10, id="whole-target-ahead"),
+    pytest.param(0.0, 5.0, 0.0, 17, id="pods-up-after-5s-leave-5s"),
+    pytest.param(2.0, 5.0, 0.0, 23, id="the-oldest-waited-2s"),
+    # missed: each added slot still runs the 5 s horizon (w = 5 - 2 s)
+    pytest.param(8.0, 5.0, 5.0, 23, id="late-no-faster-than-the-horizon"),
+])
+def test_a_burst_is_started_on_pods_that_take_startup_to_come_up(
+        age: float, startup: float, horizon: float, slots: int) -> None:
+    sizing = size_for_wait([QueueLoad("low", 0.0, 60, 10.0, oldest_age=age)], service=2.0,
+                           horizon=horizon, startup=startup)
+    assert sizing.slots == slots
+
+
+@pytest.mark.parametrize("cv2, slots", [
+    # 9.8/s x 2 s = 19.6 erlangs, p95 <= 2 s: exponential times need 22 slots (the M/M/c case)
+    pytest.param(None, 22, id="unknown-is-exponential"),
+    pytest.param(1.0, 22, id="exponential"),
+    pytest.param(0.0, 21, id="constant-times-wait-half-as-long"),
+    pytest.param(4.0, 24, id="heavy-tailed-wait-longer"),
+])
+def test_the_service_time_variance_scales_the_wait(cv2: float | None, slots: int) -> None:
+    assert slots_for_wait([QueueLoad("q", 9.8, 0, 2.0, cv2=cv2)], service=2.0)[0] == slots
+
+
+def test_queues_of_different_service_times_mix_into_a_more_variable_one() -> None:
+    # each queue exponential, but 0.5 s and 4 s tasks mixed vary more than either (cv2 > 1);
+    # until every arriving queue's variance is measured, the model keeps the exponential one
+    both = [QueueLoad("a", 4.0, 0, 2.0, service=0.5, cv2=1.0),
+            QueueLoad("b", 1.0, 0, None, service=4.0, cv2=1.0)]
+    one = [QueueLoad("a", 4.0, 0, 2.0, service=0.5, cv2=1.0),
+           QueueLoad("b", 1.0, 0, None, service=4.0)]
+    assert slots_for_wait(both, service=1.2)[0] > slots_for_wait(one, service=1.2)[0]

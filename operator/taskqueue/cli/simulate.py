@@ -43,6 +43,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--dispatch", choices=["pack", "spread"], default="pack",
                    help="pack: busy pods fetch first (this worker); spread: random free slot")
     p.add_argument("--tick", type=float, default=0.1, help="time step (default 0.1 s)")
+    p.add_argument("--history", type=int, default=0, metavar="N",
+                   help="the TaskQueue ran N tasks per queue before (its workers' service "
+                        "totals are known from the start); default 0: a new TaskQueue")
     p.add_argument("--compare", default="keda,keda-tuned",
                    help="comma list of keda, keda-tuned, no-quiesce; '' for none")
     p.add_argument("--plot", action="store_true", help="print replicas and backlog over time")
@@ -90,10 +93,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), EXIT_TARGET) from None
     except OSError as exc:
         raise CliError(f"cannot read: {exc}", EXIT_TARGET) from None
-    if args.tick <= 0 or args.startup < 0:
-        raise CliError("--tick must be > 0 and --startup >= 0", EXIT_USAGE)
+    if args.tick <= 0 or args.startup < 0 or args.history < 0:
+        raise CliError("--tick must be > 0, --startup and --history >= 0", EXIT_USAGE)
     settings = Settings(tick=args.tick, startup=args.startup, grace=args.grace,
-                        dispatch=args.dispatch, seed=args.seed)
+                        dispatch=args.dispatch, seed=args.seed, history=args.history)
     results: list[Result] = []
     for scaler in scalers(tq, args.compare):
         try:

@@ -1,9 +1,13 @@
--- heartbeat.lua: refresh this worker's heartbeat deadline and list the workers whose deadline
--- has passed (to be recovered with recover.lua). Time is Redis's own clock (TIME), never the
--- caller's: a worker clock that is off cannot make live peers look dead.
--- KEYS[1] workers zset. ARGV[1] worker id, ARGV[2] deadline window (ms after now).
+-- heartbeat.lua: refresh this worker's heartbeat deadline, add its service-time totals to the
+-- stats hash, and list the workers whose deadline has passed (to be recovered with recover.lua).
+-- Time is Redis's own clock (TIME), never the caller's: a worker clock that is off cannot make
+-- live peers look dead.
+-- KEYS[1] workers zset, KEYS[2] stats hash. ARGV[1] worker id, ARGV[2] deadline window (ms after
+-- now), ARGV[3..] pairs of stats field and integer increment (the milliseconds and attempts the
+-- worker ran each queue's tasks for since its last beat: keys.service_fields; none when idle).
 -- Returns {now (unix ms, Redis clock), {ids of expired workers (never the caller)}}.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+for i = 3, #ARGV, 2 do redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) end
 return {now, redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, 100)}

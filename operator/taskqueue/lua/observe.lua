@@ -2,17 +2,18 @@
 -- KEYS[1] workers zset, KEYS[2] delayed zset, KEYS[3] dead-letter list, KEYS[4] stats hash,
 -- KEYS[5] quiesced set, KEYS[6..5+N] the N queues in priority order, then the processing lists of
 -- the workers the caller expects (the ones it saw last time), in the order of their ids in ARGV.
--- ARGV[1] N, ARGV[2..1+N] the type of each queue ("list" | "zset"), ARGV[2+N..1+2N] the stats
--- field counting the tasks taken from each queue, ARGV[2+2N] a horizon (unix ms; "" for none):
--- delayed entries due by then count as due soon, ARGV[3+2N..] worker ids.
--- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers, taken, quiesced,
--- scheduled} where oldest is the envelope time of each queue's oldest task ("" when unknown: a
--- raw payload, or 0), workers is a flat list id, heartbeat deadline (ms), processing length, ...
--- with length -1 for a worker whose processing list was not passed in KEYS (the caller then calls
--- again with it: a key is only read when declared, as Redis Cluster requires), taken the
--- per-queue taken counters ("" when never written), quiesced the members of KEYS[5], and
--- scheduled is {due by the horizon (0 without one), the earliest due time (ms, "" when none),
--- duplicates skipped}. The layout is documented once more in keys.OBSERVE_REPLY.
+-- ARGV[1] N, ARGV[2..1+N] the type of each queue ("list" | "zset"), ARGV[2+N..1+6N] the 5N
+-- per-queue stats fields (keys.KeySchema.queue_counter_fields: taken, service ms, served,
+-- squared service ms, attempts squared), ARGV[2+6N] a horizon (unix ms; "" for none): delayed
+-- entries due by then count as due soon, ARGV[3+6N..] worker ids.
+-- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers, queue_counters,
+-- quiesced, scheduled} where oldest is the envelope time of each queue's oldest task ("" when
+-- unknown: a raw payload, or 0), workers is a flat list id, heartbeat deadline (ms), processing
+-- length, ... with length -1 for a worker whose processing list was not passed in KEYS (the
+-- caller then calls again with it: a key is only read when declared, as Redis Cluster requires),
+-- queue_counters the 5N per-queue fields ("" when never written), quiesced the members of
+-- KEYS[5], and scheduled is {due by the horizon (0 without one), the earliest due time (ms, ""
+-- when none), duplicates skipped}. The layout is documented once more in keys.OBSERVE_REPLY.
 local nq = tonumber(ARGV[1])
 local lengths, oldest = {}, {}
 for i = 1, nq do
@@ -34,8 +35,8 @@ for i = 1, nq do
   oldest[i] = t
 end
 local processing = {}
--- the m-th worker id ARGV[2 + 2N + m] goes with KEYS[5 + N + m]
-for j = 3 + 2 * nq, #ARGV do processing[ARGV[j]] = KEYS[3 - nq + j] end
+-- the m-th worker id ARGV[2 + 6N + m] goes with KEYS[5 + N + m]
+for j = 3 + 6 * nq, #ARGV do processing[ARGV[j]] = KEYS[3 - 5 * nq + j] end
 local workers = {}
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #ids, 2 do
@@ -45,12 +46,12 @@ for i = 1, #ids, 2 do
   workers[#workers + 1] = key and redis.call('LLEN', key) or -1
 end
 local counters = redis.call('HMGET', KEYS[4], 'completed', 'failed', 'duplicates')
-local taken = {}
+local per_queue = {}
 if nq > 0 then
-  local raw = redis.call('HMGET', KEYS[4], unpack(ARGV, 2 + nq, 1 + 2 * nq))
-  for i = 1, nq do taken[i] = raw[i] or '' end
+  local raw = redis.call('HMGET', KEYS[4], unpack(ARGV, 2 + nq, 1 + 6 * nq))
+  for i = 1, 5 * nq do per_queue[i] = raw[i] or '' end
 end
-local horizon = ARGV[2 + 2 * nq]
+local horizon = ARGV[2 + 6 * nq]
 if horizon == '' then horizon = nil end
 local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local scheduled = {horizon and redis.call('ZCOUNT', KEYS[2], '-inf', horizon) or 0,
@@ -58,4 +59,4 @@ local scheduled = {horizon and redis.call('ZCOUNT', KEYS[2], '-inf', horizon) or
 return {lengths, oldest,
         {redis.call('ZCARD', KEYS[2]), redis.call('LLEN', KEYS[3]),
          tonumber(counters[1] or '0') or 0, tonumber(counters[2] or '0') or 0},
-        workers, taken, redis.call('SMEMBERS', KEYS[5]), scheduled}
+        workers, per_queue, redis.call('SMEMBERS', KEYS[5]), scheduled}

@@ -39,6 +39,10 @@ class Settings:
     seed: int = 1
     sample_every: float = 5.0
     """Timeline sampling period (seconds)."""
+    history: int = 0
+    """Attempts per queue already in the stats hash's service totals at the start, at the
+    trace's mean service time of that queue (a TaskQueue that ran this traffic before: a new
+    operator reads the service time at its first poll). 0: a new TaskQueue."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,16 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
+def history(trace: list[Arrival], attempts: int, *,
+            power: int = 1) -> dict[str, tuple[float, int]]:
+    """Service totals of `attempts` earlier tasks per queue at the trace's mean service time
+    (`power` 2: the sums of their squares, at the trace's mean square)."""
+    sums: dict[str, list[float]] = {}
+    for a in trace:
+        sums.setdefault(a.queue, []).append(a.service ** power)
+    return {q: (sum(s) / len(s) * attempts, attempts) for q, s in sums.items()}
+
+
 def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
              settings: Settings = Settings()) -> Result:
     """Run `trace` against `tq` scaled by `scaler`."""
@@ -88,7 +102,13 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
     world = World(trace, queues=order, concurrency=tq.spec.worker.concurrency,
                   startup=settings.startup,
                   grace=tq.spec.worker.terminationGracePeriodSeconds if grace is None else grace,
-                  dispatch=settings.dispatch, seed=settings.seed)
+                  dispatch=settings.dispatch, seed=settings.seed,
+                  heartbeat=tq.spec.worker.heartbeatSeconds)
+    if settings.history > 0:
+        world.counters.service = history(trace, settings.history)
+        world.counters.service_sq = history(trace, settings.history, power=2)
+        world.reported = dict(world.counters.service)
+        world.reported_sq = dict(world.counters.service_sq)
     end = (trace[-1].at if trace else 0.0)
     steps = math.ceil((end + settings.tail) / settings.tick)
     changes, last, peak, cost_at_end = 0, 0, 0, None

@@ -8,6 +8,8 @@ deleted pod gets SIGTERM: its worker takes nothing more and finishes what it hol
 grace period; what is still running then is interrupted (requeued at the head, counted). A
 quiesced pod takes nothing. Dispatch: "pack" gives a task to a free slot of the pod with the most
 busy slots (the worker fetches from busy pods first), "spread" to a random free slot (a race).
+Workers report each queue's service seconds and attempts with their heartbeat: the observation
+sees the totals as of the last heartbeat (every `heartbeat` seconds).
 """
 
 from __future__ import annotations
@@ -64,6 +66,16 @@ class Counters:
     busy_deleted: int = 0
     deleted: int = 0
     last_completion: float = 0.0
+    service: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """Per queue: seconds run and attempts, as workers add them to the stats hash."""
+    service_sq: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """Per queue: the sum of the squared attempt times (seconds^2) and the attempts."""
+
+    def served(self, task: Task) -> None:
+        seconds, attempts = self.service.get(task.queue, (0.0, 0))
+        self.service[task.queue] = (seconds + task.service, attempts + 1)
+        squares, _ = self.service_sq.get(task.queue, (0.0, 0))
+        self.service_sq[task.queue] = (squares + task.service ** 2, attempts + 1)
 
 
 class World:
@@ -71,7 +83,7 @@ class World:
 
     def __init__(self, trace: list[Arrival], *, queues: list[str], concurrency: int,
                  startup: float, grace: float, dispatch: Dispatch = "pack",
-                 seed: int = 1) -> None:
+                 seed: int = 1, heartbeat: float = 5.0) -> None:
         self.trace, self.next = trace, 0
         self.order = queues
         self.queues: dict[str, deque[Task]] = {q: deque() for q in queues}
@@ -84,6 +96,11 @@ class World:
         self._names = 0
         self.worker_seconds = 0.0
         self.now = 0.0
+        self.heartbeat = heartbeat
+        self.reported: dict[str, tuple[float, int]] = {}
+        """The service totals as of the last heartbeat (what observe.lua reads)."""
+        self.reported_sq: dict[str, tuple[float, int]] = {}
+        self._next_beat = heartbeat
 
     # -- the ReplicaSet -----------------------------------------------------------------------
     def live(self) -> list[Pod]:
@@ -130,7 +147,8 @@ class World:
             at=t, backlog={q: len(d) for q, d in self.queues.items()},
             completed_total=self.counters.completed, workers=workers,
             oldest_enqueued_at={q: d[0].at for q, d in self.queues.items() if d},
-            taken=dict(self.counters.taken),
+            taken=dict(self.counters.taken), service=dict(self.reported),
+            service_sq=dict(self.reported_sq),
         )
 
     def pod_views(self, t: float) -> list[PodView]:
@@ -149,6 +167,10 @@ class World:
         self._dispatch(t)
         self._complete(t)
         self._exit(t)
+        if t >= self._next_beat:  # workers add their service totals with each heartbeat
+            self.reported = dict(self.counters.service)
+            self.reported_sq = dict(self.counters.service_sq)
+            self._next_beat += self.heartbeat
         self.worker_seconds += len(self.pods) * (t - self.now)
         self.pods = [p for p in self.pods if p.gone_at is None]
         self.now = t
@@ -159,6 +181,7 @@ class World:
                 if task is not None and task.end <= t:
                     pod.slots[i] = None
                     self.counters.completed += 1
+                    self.counters.served(task)
                     self.counters.last_completion = max(self.counters.last_completion, task.end)
 
     def _exit(self, t: float) -> None:
@@ -195,8 +218,10 @@ class World:
             pod, i, start = choice
             self.queues[task.queue].popleft()
             task.end = start + task.service
-            if pod.slots[i] is not None:  # finished inside this tick: count it now
+            done = pod.slots[i]
+            if done is not None:  # finished inside this tick: count it now
                 self.counters.completed += 1
+                self.counters.served(done)
             pod.slots[i], pod.free_at[i] = task, task.end
             self.counters.taken[task.queue] = self.counters.taken.get(task.queue, 0) + 1
             self.counters.waits.setdefault(task.queue, []).append(start - task.at)

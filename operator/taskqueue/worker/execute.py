@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from taskqueue import backoff, keys, metrics
+from taskqueue.worker import servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import Handler, TaskContext
 from taskqueue.worker.logs import task_extra
@@ -68,7 +69,9 @@ class Executor:
             return False
         finally:
             in_flight.dec()
-            m.duration.observe(time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            m.duration.observe(elapsed)
+            servicetime.of(self.config.worker_id).add(entry.queue, elapsed)
         m.succeeded.inc()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task succeeded", extra=self._extra(ctx))

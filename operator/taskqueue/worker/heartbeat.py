@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 
 from taskqueue import backoff
+from taskqueue.worker import servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.store import CLOCK, REDIS_ERRORS, Store
 
@@ -81,9 +82,13 @@ class Heartbeat:
         returns tasks requeued. Raises on a failed heartbeat (the grace period restarts)."""
         period = self.config.heartbeat_seconds
         sent = time.time()
+        totals = servicetime.of(self.config.worker_id)
+        served = totals.take()
         try:
-            redis_ms, expired = self.store.heartbeat(window=DEADLINE_PERIODS * period)
+            redis_ms, expired = self.store.heartbeat(window=DEADLINE_PERIODS * period,
+                                                     served=served)
         except BaseException:
+            totals.give_back(served)
             self.judge.beat_failed()
             raise
         CLOCK.observe(redis_ms=redis_ms, sent=sent, received=time.time())

@@ -206,11 +206,13 @@ class Store:
         result: list[str] = self.call("LRANGE", self.processing, 0, -1)
         return result
 
-    def heartbeat(self, *, window: float) -> tuple[int, list[str]]:
-        """Refresh our deadline to Redis's now + `window` seconds (heartbeat.lua); returns
-        Redis's now (unix ms) and the ids of the workers whose deadline has passed."""
-        now, expired = self.script("heartbeat", [self.schema.workers],
-                                   [self.worker_id, int(1000 * window)])
+    def heartbeat(self, *, window: float,
+                  served: Sequence[str | int] = ()) -> tuple[int, list[str]]:
+        """Refresh our deadline to Redis's now + `window` seconds and add the `served` stats
+        increments (heartbeat.lua; `servicetime.Totals.take`); returns Redis's now (unix ms)
+        and the ids of the workers whose deadline has passed."""
+        now, expired = self.script("heartbeat", [self.schema.workers, self.schema.stats],
+                                   [self.worker_id, int(1000 * window), *served])
         return int(now), list(expired)
 
     def recover(self, *, worker_id: str, max_attempts: int, reason: str) -> tuple[int, int]:

@@ -1,0 +1,87 @@
+"""Lower bounds on the worker-seconds any scaler needs for a bench trace (bench/scaling/run.py).
+
+- work: every task's service seconds / concurrency (a pod holds at most `concurrency` tasks); no
+  scaler can cost less, whatever its waits.
+- wait (smooth traces: steady, diurnal): the fewest worker-seconds that keep the p95 wait of all
+  tasks of the trace under T, for an M/M/c queue whose arrival rate (the trace's, in 60 s bins) is
+  known in advance, pods that start instantly and cost nothing to add or remove: per bin, c slots
+  with P(W > T) = C(c, A) exp(-T (c - A) / S) (Erlang C), the slots of each bin chosen to minimise
+  slots + mu x late tasks (a Lagrange multiplier, searched), keeping the late share <= 5 %. A real
+  scaler (start-up, estimation, integer pods at concurrency > 1) can only cost more.
+
+    python bench/scaling/bound.py [--trace diurnal] [--concurrency 1] [--targets 2,5,7.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parents[1] / "operator"), str(HERE)]
+
+import run as bench  # noqa: E402
+
+from taskqueue import waitmodel  # noqa: E402
+from taskqueue.simulate import trace  # noqa: E402
+
+BIN = 60.0
+SMOOTH = ("steady", "diurnal")
+
+
+def late_share(slots: int, load: float, target: float, service: float) -> float:
+    if slots <= load:
+        return 1.0
+    return waitmodel.erlang_c(slots, load) * math.exp(-target * (slots - load) / service)
+
+
+def wait_bound(rates: list[float], *, service: float, target: float, concurrency: int) -> float:
+    """Fewest worker-seconds keeping the late share <= 5 % (see the module docstring)."""
+    total = sum(rates)
+    best = math.inf
+    for mu in (0.25 * 1.3 ** k for k in range(60)):
+        cost, late = 0.0, 0.0
+        for lam in rates:
+            if lam <= 0:
+                continue
+            load = lam * service
+            options = range(math.floor(load) + 1, math.floor(load) + 30)
+            slots = min(options, key=lambda c: math.ceil(c / concurrency)
+                        + mu * lam * late_share(c, load, target, service))
+            cost += math.ceil(slots / concurrency) * BIN
+            late += lam * late_share(slots, load, target, service)
+        if late <= (1 - waitmodel.QUANTILE) * total:
+            best = min(best, cost)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trace", default="diurnal", choices=sorted(trace.GENERATORS))
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--duration", type=float, default=3600.0)
+    parser.add_argument("--targets", default="2,5,7.5")
+    args = parser.parse_args(argv)
+    arrivals = trace.generate(args.trace, trace.Load(
+        rate=bench.RATES[args.trace] * args.concurrency, service=bench.SERVICE,
+        duration=args.duration))
+    work = sum(a.service for a in arrivals) / args.concurrency
+    print(f"{args.trace}, concurrency {args.concurrency}: {len(arrivals)} tasks")
+    print(f"work bound: {work:.0f} worker-seconds")
+    if args.trace not in SMOOTH:
+        return 0
+    bins = [0.0] * math.ceil(args.duration / BIN)
+    for a in arrivals:
+        bins[min(len(bins) - 1, int(a.at // BIN))] += 1 / BIN
+    mean = sum(a.service for a in arrivals) / len(arrivals)
+    for target in (float(t) for t in args.targets.split(",")):
+        bound = wait_bound(bins, service=mean, target=target, concurrency=args.concurrency)
+        print(f"p95 wait <= {target:g} s bound: {bound:.0f} worker-seconds")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
