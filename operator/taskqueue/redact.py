@@ -5,7 +5,7 @@ Pure, no I/O, never raises. A Redis URL may carry a password in its userinfo
 base64 passwords do) or in its query (`?password=...`, `?sentinel_password=...`). Multi-host
 DSNs (`redis+cluster://u:pw@a:7000,b:7001`, `redis+sentinel://s1,s2/mymaster/0`,
 `taskqueue.dsn`) are handled the same way. `url()` hides both; `scrub()` hides every
-URL inside a free text (an exception message); `check()` says whether a URL can be parsed
+URL inside a free text (an exception message); `check()`/`problem()` say whether a URL is usable
 without ever quoting it, so a parse error names the field, never a fragment of the value;
 `has_password()` is the rule the CRD enforces at admission (`PASSWORD_IN_USERINFO` and
 `PASSWORD_IN_QUERY` are RE2-compatible, shared with the CEL rule in `taskqueue.crdgen`).
@@ -71,25 +71,45 @@ def has_password(text: str) -> bool:
 
 
 def check(text: str, *, field: str) -> str | None:
-    """None when `text` parses as a Redis URL, else a one-line error naming `field` and the fix.
+    """None when `text` is a usable Redis URL, else a one-line error naming `field`, the part
+    that is wrong and the fix (see `problem`)."""
+    found = problem(text)
+    return None if found is None else f"{field}: {found}"
 
-    The error never quotes the value nor the parser's message (which can hold a fragment of a
-    password: `Port could not be cast to integer value as '<password prefix>'`).
+
+def problem(text: str) -> str | None:
+    """What is wrong with a Redis URL, naming the part and the fix; None when it is usable.
+
+    The one URL check of the operator, the worker and the CLI. It never quotes the value nor
+    the parser's message (which can hold a fragment of a password: `Port could not be cast to
+    integer value as '<password prefix>'`).
     """
     if not text.startswith(tuple(f"{s}://" for s in SCHEMES)):
-        return (f"{field}: not a Redis URL; use redis://[user:password@]host:6379/0, "
-                "rediss:// for TLS, unix:///path/to/socket, redis+cluster://host:7000 or "
+        return ("scheme must be redis://[user:password@]host:6379/0, rediss:// (TLS), "
+                "unix:///path/to/socket, redis+cluster://host:7000 or "
                 "redis+sentinel://host:26379/mymaster")
     try:
         parts = urllib.parse.urlsplit(text)
+    except ValueError:
+        return ("the URL cannot be parsed (check the host, e.g. [::1] for IPv6, and "
+                "percent-encode any '/', '@', ':', '?' or '#' in the user name or password)")
+    if parts.scheme == "unix":
+        return None if parts.path else "unix:// needs a socket path, e.g. unix:///run/redis.sock"
+    try:
         _check_ports(parts)
+    except ValueError:
+        return ("port is not a number from 0 to 65535 (percent-encode any '/', '@', ':', '?' "
+                "or '#' in the user name or password, e.g. '/' as %2F)")
+    try:
         _check_query(parts.query)
     except ValueError:
-        return (f"{field}: the URL cannot be parsed (check the host and port, and "
-                "percent-encode any '/', '@', ':', '?' or '#' in the user name or password, "
-                "e.g. '/' as %2F)")
-    if parts.scheme != "unix" and not parts.hostname:
-        return f"{field}: the URL has no host; use redis://host:6379/0"
+        return ("a query parameter that takes a number has another value (db, "
+                "max_connections, health_check_interval, socket timeouts)")
+    if not parts.hostname:
+        return "host is missing; use redis://host:6379/0"
+    database = parts.path.lstrip("/")
+    if "+" not in parts.scheme and database and not database.isdigit():
+        return "database (the path after the port) is not a number; use /0"
     return None
 
 

@@ -160,6 +160,7 @@ def test_an_unparsable_url_is_named_not_quoted(cli: Run) -> None:
     # a base64 password with '/' unencoded: the parser reads 'Zm9v' as the port
     result = cli("stats", "--queue", "jobs", "--redis-url", "redis://:Zm9v/YmFy@127.0.0.1:1/0")
     assert result.code == 2
-    assert result.err.startswith("taskqueue: --redis-url: the URL cannot be parsed")
+    assert result.err.startswith("taskqueue: --redis-url: port is not a number from 0 to 65535 "
+                                 "(percent-encode any '/'")
     assert "Zm9v" not in result.err and "YmFy" not in result.err
     assert result.err.count("\n") == 1

@@ -47,7 +47,7 @@ def test_an_unparsable_secret_url_is_named_never_quoted(
     ready = wait_for("Ready=False", lambda: condition(control_plane, namespace, "leak", "Ready"))
     assert ready["status"] == "False"
     assert ready["message"].startswith(
-        "spec.redis.urlSecretRef (Secret 'redis-url', key 'url'): the URL cannot be parsed")
+        "spec.redis.urlSecretRef (Secret 'redis-url', key 'url'): port is not a number")
     status: dict[str, Any] = get(control_plane, "taskqueue", "leak", "-n", namespace)["status"]
     events = wait_for("a Warning Event", lambda: [
         e for e in (get(control_plane, "events", "-n", namespace) or {"items": []})["items"]

@@ -126,6 +126,25 @@ def test_check_accepts_usable_urls(url: str, ok: bool) -> None:
     assert (redact.check(url, field="f") is None) is ok
 
 
+@pytest.mark.parametrize(
+    ("url", "part"),
+    [
+        pytest.param("http://host", "scheme must be redis://", id="scheme"),
+        pytest.param("redis://host:notaport/0", "port is not a number", id="port"),
+        pytest.param("redis+cluster://a:7000,b:x", "port is not a number", id="cluster-port"),
+        pytest.param("redis://host/0?socket_timeout=abc", "a query parameter", id="query"),
+        pytest.param("redis:///0", "host is missing", id="no-host"),
+        pytest.param("redis://host/db1", "database (the path after the port)", id="database"),
+        pytest.param("unix://", "unix:// needs a socket path", id="unix-without-path"),
+        pytest.param("redis://[::1/0", "the URL cannot be parsed", id="broken-ipv6"),
+    ],
+)
+def test_problem_names_the_part_that_is_wrong(url: str, part: str) -> None:
+    found = redact.problem(url)
+    assert found is not None and found.startswith(part)
+    assert redact.check(url, field="--redis-url") == f"--redis-url: {found}"
+
+
 def test_the_expressions_are_re2_safe() -> None:
     # no lookaround or backreferences: the API server's CEL uses RE2
     for expr in (redact.PASSWORD_IN_USERINFO, redact.PASSWORD_IN_QUERY):

@@ -59,7 +59,8 @@ def test_unreadable_manifest_file(tmp_path: Path, make_path: object, message: st
 # a manifest is a TaskQueue: its model refuses these first (a password belongs in a Secret)
 MANIFEST_PROBLEMS = {
     "port is not a number": "spec.redis: spec.redis.url must not carry a password",
-    "host is missing": "spec.redis: url: the URL has no host",
+    "host is missing": "spec.redis: url: host is missing",
+    "database": "spec.redis: url: database (the path after the port) is not a number",
 }
 
 

@@ -6,9 +6,8 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-from taskqueue import connection, keys, models
+from taskqueue import connection, keys, models, redact
 from taskqueue.models import Delivery, TaskQueueSpec
 
 
@@ -61,35 +60,10 @@ def default_worker_id() -> str:
     )
 
 
-URL_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel",
-               "rediss+sentinel")
-
-
 def redis_url_problem(url: str) -> str | None:
-    """What is wrong with a Redis URL, naming the part and never quoting it (it may carry a
-    password); None when it is usable. Pure."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "not a URL; expected redis://host:port/db"
-    if parts.scheme not in URL_SCHEMES:
-        return ("scheme must be redis://, rediss:// (TLS), unix://, redis+cluster:// or "
-                "redis+sentinel://")
-    if "+" in parts.scheme:  # several hosts: the DSN parser checks them
-        return _settings_problem(url)
-    if parts.scheme == "unix":
-        return None if parts.path else "unix:// needs a socket path"
-    try:
-        parts.port  # noqa: B018 - parsing it is the check
-    except ValueError:
-        return "port is not a number from 0 to 65535 (a password with '/', '@' or ':' must be " \
-               "percent-encoded)"
-    if not parts.hostname:
-        return "host is missing; expected redis://host:port/db"
-    db = parts.path.lstrip("/")
-    if db and not db.isdigit():
-        return "database (the path after the port) is not a number"
-    return _settings_problem(url)
+    """What is wrong with a Redis URL (`redact.problem`), else what the DSN parser refuses (it
+    shows the URL redacted); None when it is usable. Pure."""
+    return redact.problem(url) or _settings_problem(url)
 
 
 def _settings_problem(url: str) -> str | None:
