@@ -1,5 +1,6 @@
-"""One worker process: registration, the consume slots, the wake-up listener, the heartbeat,
-and the drain on stop. Usable in-process (tests, benchmarks): `start()`, `stop()`, `join()`.
+"""One worker process: registration, the consume slots, the dispatcher that fetches and acks
+for them, the wake-up listener, the heartbeat, and the drain on stop. Usable in-process (tests,
+benchmarks): `start()`, `stop()`, `join()`.
 
 Drain: stop taking tasks, let the tasks in hand finish within the grace period, give back the
 prefetched ones and whatever could not finish (attempts unchanged), then leave the workers set
@@ -20,11 +21,13 @@ from redis.exceptions import NoPermissionError
 from taskqueue import backoff
 from taskqueue.worker import keycheck
 from taskqueue.worker.config import WorkerConfig
+from taskqueue.worker.dispatch import Dispatcher
+from taskqueue.worker.fetching import fetch_mode
 from taskqueue.worker.handlers import Handler
 from taskqueue.worker.heartbeat import Heartbeat
 from taskqueue.worker.idempotency import LeaseKeeper, Leases
 from taskqueue.worker.promoter import Promoter
-from taskqueue.worker.slot import Slot, fetch_mode
+from taskqueue.worker.slot import Slot
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import REDIS_ERRORS, Store
 from taskqueue.worker.wakeup import Wakeup
@@ -50,8 +53,10 @@ class Worker:
         leases = Leases() if config.idempotency_window is not None else None
         self.lease_keeper = (LeaseKeeper(config=config, leases=leases)
                              if leases is not None else None)
+        self.dispatcher = (Dispatcher(config=config, state=self.state, wakeup=self.wakeup)
+                           if self.wakeup is not None else None)
         self.slots = [Slot(config=config, handler=handler, state=self.state,
-                           wakeup=self.wakeup, index=i, leases=leases)
+                           dispatcher=self.dispatcher, index=i, leases=leases)
                       for i in range(config.concurrency)]
         self.stopped = threading.Event()
 
@@ -66,6 +71,8 @@ class Worker:
             self.lease_keeper.start()
         for slot in self.slots:
             slot.thread.start()
+        if self.dispatcher is not None:
+            self.dispatcher.thread.start()
         log.info("worker %s consuming %s (%s, concurrency %d, prefetch %d)",
                  self.config.worker_id, ", ".join(self.config.schema.queue_keys),
                  self.config.delivery, self.config.concurrency, self.config.prefetch,
@@ -93,10 +100,15 @@ class Worker:
         self.state.stopping.set()
         if self.wakeup is not None:
             self.wakeup.stop()
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
 
     def join(self, *, grace: float | None = None) -> None:
         """Wait for the slots up to the grace period, give back the rest, deregister."""
         deadline = time.monotonic() + (self.config.grace_seconds if grace is None else grace)
+        dispatcher = self.dispatcher
+        if dispatcher is not None and dispatcher.thread.is_alive():
+            dispatcher.thread.join(max(0.0, deadline - time.monotonic()))
         for slot in self.slots:
             if slot.thread.is_alive():
                 slot.thread.join(max(0.0, deadline - time.monotonic()))
@@ -141,6 +153,8 @@ class Worker:
         threads = [slot.thread for slot in self.slots] + [self.heartbeat.thread]
         if self.wakeup is not None:
             threads.append(self.wakeup.thread)
+        if self.dispatcher is not None:
+            threads.append(self.dispatcher.thread)
         return threads
 
     def dead_threads(self) -> list[str]:
