@@ -4,13 +4,14 @@ For each (processes, concurrency) pair, each contender runs once, alternating, a
 tasks/s, Redis CPU per task (INFO cpu used_cpu_sys + used_cpu_user, delta over the timed window
 / tasks) and client CPU per task (utime + stime of the worker processes from /proc, same window).
 
-    python bench/worker/bench_bullmq.py                       # 30,000 tasks; 1x1, 1x8, 1x50, 4x8, 4x50
+    python bench/worker/bench_bullmq.py        # 30,000 tasks; pairs 1x1, 1x8, 1x50, 4x8, 4x50
     python bench/worker/bench_bullmq.py --pairs 1x8 4x50 --tasks 30000 --rounds 2
 
 - taskqueue-worker: AtLeastOnce, prefetch 1, `concurrency` slots per process (bench.py's child).
   The processes start and register first, then the N tasks are LPUSHed (3 commands) and the
   timer runs until `<prefix>:stats completed` reaches N.
-- BullMQ (bench/worker/bullmq/, `npm ci` there once; versions in its package-lock.json): N jobs
+- BullMQ (bench/worker/bullmq/, `npm ci` there, run by the
+  script when node_modules is missing; versions in its package-lock.json): N jobs
   are added first (addBulk, removeOnComplete), the worker processes connect with
   `autorun: false`, print "ready", and get SIGUSR1 to start; the timer runs from the signal
   until the wait and active lists are empty.
@@ -95,6 +96,12 @@ def node() -> str:
     return exe
 
 
+def install_bullmq() -> None:
+    """`npm ci` in bench/worker/bullmq (the versions of package-lock.json) unless done."""
+    if not (BULL / "node_modules" / "bullmq").is_dir():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=BULL, check=True)
+
+
 def run_bullmq(url: str, r: redis.Redis, procs: int, conc: int, n: int) -> tuple[float, ...]:
     r.flushall()
     subprocess.run([node(), "fill.js", url, str(n)], cwd=BULL, check=True)
@@ -170,6 +177,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--starts", type=int, default=5, help="launch-to-first-task samples")
     a = p.parse_args()
+    install_bullmq()
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(data_dir=Path(tmp))
         server.start()
@@ -182,9 +190,10 @@ def main() -> None:
 def report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
     version = subprocess.run([node(), "-p", "require('bullmq/package.json').version"],
                              cwd=BULL, capture_output=True, text=True, check=True).stdout
+    node_version = subprocess.run([node(), "--version"], capture_output=True, text=True,
+                                  check=True).stdout.strip()
     print(f"# cpus={os.cpu_count()} redis={r.info()['redis_version']} bullmq={version.strip()} "
-          f"node={subprocess.run([node(), '--version'], capture_output=True, text=True).stdout.strip()} "
-          f"load average={os.getloadavg()}", flush=True)
+          f"node={node_version} load average={os.getloadavg()}", flush=True)
     for rnd in range(a.rounds):
         for pair in a.pairs:
             procs, conc = (int(x) for x in pair.split("x"))
