@@ -8,3 +8,7 @@ workers), `slot` (one consume loop), `runner` (the threads of one worker process
 SIGTERM), `logs` (log format), `main` (the `taskqueue-worker` command), `builtin` (demo
 handlers).
 """
+
+from taskqueue.worker import deferred
+
+deferred.install()  # before any worker module imports redis: see deferred.py
