@@ -20,10 +20,11 @@ from redis.exceptions import NoPermissionError
 
 from taskqueue import backoff
 from taskqueue.worker import keycheck
+from taskqueue.worker.aslot import AsyncSlot
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.fetching import fetch_mode
-from taskqueue.worker.handlers import Handler
+from taskqueue.worker.handlers import AsyncHandler, Handler
 from taskqueue.worker.heartbeat import Heartbeat
 from taskqueue.worker.idempotency import LeaseKeeper, Leases
 from taskqueue.worker.promoter import Promoter
@@ -55,9 +56,19 @@ class Worker:
                              if leases is not None else None)
         self.dispatcher = (Dispatcher(config=config, state=self.state, wakeup=self.wakeup)
                            if self.wakeup is not None else None)
-        self.slots = [Slot(config=config, handler=handler, state=self.state,
-                           dispatcher=self.dispatcher, index=i, leases=leases)
-                      for i in range(config.concurrency)]
+        self.slots: list[Slot] = []
+        self.async_slots: list[AsyncSlot] = []
+        """Slots of a coroutine handler: asyncio tasks on one loop instead of threads (in
+        the dispatcher modes, without an idempotency window: its scripts are per-slot calls)."""
+        if (isinstance(handler, AsyncHandler) and self.dispatcher is not None
+                and leases is None):
+            self.async_slots = [AsyncSlot(config=config, handler=handler, state=self.state,
+                                          dispatcher=self.dispatcher, index=i)
+                                for i in range(config.concurrency)]
+        else:
+            self.slots = [Slot(config=config, handler=handler, state=self.state,
+                               dispatcher=self.dispatcher, index=i, leases=leases)
+                          for i in range(config.concurrency)]
         self.stopped = threading.Event()
 
     def start(self) -> None:
@@ -71,6 +82,8 @@ class Worker:
             self.lease_keeper.start()
         for slot in self.slots:
             slot.thread.start()
+        for aslot in self.async_slots:
+            aslot.start()
         if self.dispatcher is not None:
             self.dispatcher.thread.start()
         log.info("worker %s consuming %s (%s, concurrency %d, prefetch %d)",
@@ -112,7 +125,10 @@ class Worker:
         for slot in self.slots:
             if slot.thread.is_alive():
                 slot.thread.join(max(0.0, deadline - time.monotonic()))
-        stuck = [slot for slot in self.slots if slot.thread.is_alive()]
+        for aslot in self.async_slots:
+            aslot.ended.wait(max(0.0, deadline - time.monotonic()))
+        stuck: list[Slot | AsyncSlot] = [slot for slot in self.slots if slot.thread.is_alive()]
+        stuck += [aslot for aslot in self.async_slots if not aslot.ended.is_set()]
         if stuck:
             self._give_back_stuck(stuck)
         self.heartbeat.stop()
@@ -121,7 +137,7 @@ class Worker:
         self._deregister()
         self.stopped.set()
 
-    def _give_back_stuck(self, stuck: list[Slot]) -> None:
+    def _give_back_stuck(self, stuck: list[Slot | AsyncSlot]) -> None:
         store = Store(url=self.config.redis_url, schema=self.config.schema,
                       worker_id=self.config.worker_id)
         try:
@@ -161,7 +177,8 @@ class Worker:
         """Names of long-lived threads that ended although the worker is not stopping."""
         if self.state.stopping.is_set():
             return []
-        return [t.name for t in self.threads() if t.ident is not None and not t.is_alive()]
+        dead = [t.name for t in self.threads() if t.ident is not None and not t.is_alive()]
+        return dead + [aslot.name for aslot in self.async_slots if aslot.crashed]
 
     def run_until_signal(self) -> int:
         """start(), then drain on SIGTERM/SIGINT. Exit status 0 after a drain; EXIT_THREAD_DIED
