@@ -7,7 +7,9 @@ tasks/s, Redis CPU per task (INFO cpu used_cpu_sys + used_cpu_user, delta over t
     python bench/worker/bench_bullmq.py        # 30,000 tasks; pairs 1x1, 1x8, 1x50, 4x8, 4x50
     python bench/worker/bench_bullmq.py --pairs 1x8 4x50 --tasks 30000 --rounds 2
 
-- taskqueue-worker: AtLeastOnce, prefetch 1, `concurrency` slots per process (bench.py's child).
+- taskqueue-worker: AtLeastOnce, prefetch 1, `concurrency` slots per process (bench.py's child),
+  once with a sync no-op handler (thread slots) and once with an `async def` no-op (slots on
+  the event loop).
   The processes start and register first, then the N tasks are LPUSHed (3 commands) and the
   timer runs until `<prefix>:stats completed` reaches N.
 - BullMQ (bench/worker/bullmq/, `npm ci` there, run by the
@@ -73,10 +75,12 @@ def timed(r: redis.Redis, pids: list[int], n: int, start: Callable[[], None],
     return n / elapsed, (rcpu1 - rcpu0) * 1e6 / n, (cpu1 - cpu0) * 1e6 / n
 
 
-def run_ours(url: str, r: redis.Redis, procs: int, conc: int, n: int) -> tuple[float, ...]:
+def run_ours(url: str, r: redis.Redis, procs: int, conc: int, n: int, *,
+             handler: str = "bench_tasks:noop") -> tuple[float, ...]:
     r.flushall()
     argv = [sys.executable, str(HERE / "bench.py"), "--child", "ours", "--url", url,
-            "--delivery", "AtLeastOnce", "--prefetch", "1", "--concurrency", str(conc)]
+            "--delivery", "AtLeastOnce", "--prefetch", "1", "--concurrency", str(conc),
+            "--handler", handler]
     children = [subprocess.Popen([*argv, str(i)], env=env(url), cwd=ROOT,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 for i in range(procs)]
@@ -172,8 +176,8 @@ def first_job_bullmq(url: str, r: redis.Redis) -> float:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--tasks", type=int, default=30000)
-    p.add_argument("--pairs", nargs="+", default=["1x1", "1x8", "1x50", "4x8", "4x50"],
-                   help="PROCESSESxCONCURRENCY")
+    p.add_argument("--pairs", nargs="+", default=["1x1", "1x8", "1x50", "4x8:50", "4x50"],
+                   help="PROCESSESxCONCURRENCY[:BULLMQ_CONCURRENCY] (default: the same)")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--starts", type=int, default=5, help="launch-to-first-task samples")
     a = p.parse_args()
@@ -196,15 +200,19 @@ def report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
           f"node={node_version} load average={os.getloadavg()}", flush=True)
     for rnd in range(a.rounds):
         for pair in a.pairs:
-            procs, conc = (int(x) for x in pair.split("x"))
-            ours = run_ours(url, r, procs, conc, a.tasks)
-            bull = run_bullmq(url, r, procs, conc, a.tasks)
-            for name, (rate, rcpu, ccpu) in (("taskqueue", ours), ("bullmq", bull)):
-                print(f"round={rnd} procs={procs} concurrency={conc} {name:9s} {rate:8.0f} tasks/s"
-                      f"  redis {rcpu:5.1f} us/task  client {ccpu:6.1f} us/task", flush=True)
-            print(f"round={rnd} procs={procs} concurrency={conc} ratio taskqueue/bullmq "
-                  f"tasks/s {ours[0] / bull[0]:.2f}x  redis cpu/task {ours[1] / bull[1]:.2f}x",
-                  flush=True)
+            procs_s, _, rest = pair.partition("x")
+            conc_s, _, bull_s = rest.partition(":")
+            procs, conc = int(procs_s), int(conc_s)
+            bull_conc = int(bull_s or conc_s)
+            rows = [(f"taskqueue c={conc} sync", run_ours(url, r, procs, conc, a.tasks)),
+                    (f"taskqueue c={conc} async", run_ours(url, r, procs, conc, a.tasks,
+                                                           handler="bench_tasks:anoop")),
+                    (f"bullmq c={bull_conc}", run_bullmq(url, r, procs, bull_conc, a.tasks))]
+            bull = rows[-1][1]
+            for name, (rate, rcpu, ccpu) in rows:
+                print(f"round={rnd} procs={procs} {name:22s} {rate:8.0f} tasks/s  redis "
+                      f"{rcpu:5.1f} us/task  client {ccpu:6.1f} us/task  vs bullmq: tasks/s "
+                      f"{rate / bull[0]:.2f}x redis cpu/task {rcpu / bull[1]:.2f}x", flush=True)
     for _ in range(a.starts):
         launch, rss = first_task_ours(url, r, 10000)
         print(f"start taskqueue-worker launch-to-first-task {launch:6.0f} ms  "

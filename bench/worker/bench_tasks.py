@@ -18,6 +18,10 @@ def noop(*_: Any, **__: Any) -> None:
     """The benchmarked task: nothing."""
 
 
+async def anoop(*_: Any, **__: Any) -> None:
+    """The benchmarked task as a coroutine (run on the worker's event loop): nothing."""
+
+
 def latency(payload: str, ctx: TaskContext) -> None:
     """Pickup latency sample: now - envelope enqueue time, pushed to lat:<queue>."""
     picked = time.time() - (ctx.enqueued_at or time.time())
