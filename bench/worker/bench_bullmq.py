@@ -76,12 +76,17 @@ def timed(r: redis.Redis, pids: list[int], n: int, start: Callable[[], None],
 
 
 def run_ours(url: str, r: redis.Redis, procs: int, conc: int, n: int, *,
-             handler: str = "bench_tasks:noop") -> tuple[float, ...]:
+             handler: str = "bench_tasks:noop", root: Path = ROOT) -> tuple[float, ...]:
+    """`root`: a checkout to take the worker from (another commit, for before/after)."""
     r.flushall()
-    argv = [sys.executable, str(HERE / "bench.py"), "--child", "ours", "--url", url,
-            "--delivery", "AtLeastOnce", "--prefetch", "1", "--concurrency", str(conc),
-            "--handler", handler]
-    children = [subprocess.Popen([*argv, str(i)], env=env(url), cwd=ROOT,
+    argv = [sys.executable, str(root / "bench" / "worker" / "bench.py"), "--child", "ours",
+            "--url", url, "--delivery", "AtLeastOnce", "--prefetch", "1", "--concurrency",
+            str(conc)]
+    if handler != "bench_tasks:noop":
+        argv += ["--handler", handler]
+    child_env = {**env(url), "PYTHONPATH": os.pathsep.join(
+        [str(root / "bench" / "worker"), str(root / "operator"), str(root)])}
+    children = [subprocess.Popen([*argv, str(i)], env=child_env, cwd=root,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 for i in range(procs)]
     try:
@@ -130,17 +135,20 @@ def run_bullmq(url: str, r: redis.Redis, procs: int, conc: int, n: int) -> tuple
         stop_children(children)
 
 
-def first_task_ours(url: str, r: redis.Redis, n: int) -> tuple[float, float]:
-    """ms from launching `taskqueue-worker` to its first task started (one task queued first),
-    and its RSS in MiB after `n` more tasks."""
+def first_task_ours(url: str, r: redis.Redis, n: int, *,
+                    root: Path = ROOT) -> tuple[float, float]:
+    """ms from launching `python -m taskqueue.worker.main` (what the `taskqueue-worker` script
+    runs) to its first task started (one task queued first), and its RSS in MiB after `n` more
+    tasks. `root`: the checkout to take the worker from."""
     r.flushall()
     r.lpush(QUEUE, "first")
-    exe = shutil.which("taskqueue-worker") or "taskqueue-worker"
+    child_env = {**env(url), "PYTHONPATH": os.pathsep.join(
+        [str(root / "operator"), str(root / "bench" / "worker"), str(root)])}
     t0 = time.time()
     child = subprocess.Popen(
-        [exe, "--redis-url", url, "--queue", QUEUE, "--handler", "bench_tasks:stamp",
-         "--concurrency", "1"], env=env(url), cwd=ROOT, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+        [sys.executable, "-m", "taskqueue.worker.main", "--redis-url", url, "--queue", QUEUE,
+         "--handler", "bench_tasks:stamp", "--concurrency", "1"], env=child_env, cwd=root,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: r.get("bench:first") is not None, timeout=60, every=0.001)
         launch = (float(r.get("bench:first") or 0) - t0) * 1000
@@ -180,6 +188,9 @@ def main() -> None:
                    help="PROCESSESxCONCURRENCY[:BULLMQ_CONCURRENCY] (default: the same)")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--starts", type=int, default=5, help="launch-to-first-task samples")
+    p.add_argument("--base-root", type=Path,
+                   help="a checkout of another commit, run as one more contender (before/after;"
+                        " e.g. git archive c64e4e4 | tar -x -C /tmp/base)")
     a = p.parse_args()
     install_bullmq()
     with tempfile.TemporaryDirectory() as tmp:
@@ -208,15 +219,21 @@ def report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
                     (f"taskqueue c={conc} async", run_ours(url, r, procs, conc, a.tasks,
                                                            handler="bench_tasks:anoop")),
                     (f"bullmq c={bull_conc}", run_bullmq(url, r, procs, bull_conc, a.tasks))]
+            if a.base_root:
+                rows.insert(0, (f"base c={conc} sync",
+                                run_ours(url, r, procs, conc, a.tasks, root=a.base_root)))
             bull = rows[-1][1]
             for name, (rate, rcpu, ccpu) in rows:
                 print(f"round={rnd} procs={procs} {name:22s} {rate:8.0f} tasks/s  redis "
                       f"{rcpu:5.1f} us/task  client {ccpu:6.1f} us/task  vs bullmq: tasks/s "
                       f"{rate / bull[0]:.2f}x redis cpu/task {rcpu / bull[1]:.2f}x", flush=True)
     for _ in range(a.starts):
-        launch, rss = first_task_ours(url, r, 10000)
-        print(f"start taskqueue-worker launch-to-first-task {launch:6.0f} ms  "
-              f"RSS after 10,000 tasks {rss:5.1f} MiB", flush=True)
+        for name, root in (("taskqueue", ROOT), ("base", a.base_root)):
+            if root is None:
+                continue
+            launch, rss = first_task_ours(url, r, 10000, root=root)
+            print(f"start {name} launch-to-first-task {launch:6.0f} ms  "
+                  f"RSS after 10,000 tasks {rss:5.1f} MiB", flush=True)
         print(f"start bullmq launch-to-first-job {first_job_bullmq(url, r):6.0f} ms", flush=True)
     print(f"# load average at the end={os.getloadavg()}", flush=True)
 
