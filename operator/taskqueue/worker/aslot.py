@@ -42,7 +42,7 @@ class AsyncSlot:
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id, wait_replicas=config.wait_replicas)
         self.executor = Executor(config=config, handler=handler, store=self.store,
-                                 stopping=state.stopping)
+                                 stopping=state.stopping, name=f"slot-{index}")
         self.name = f"slot-{index}"
         self.want = 1
         self.acks: list[str] = []

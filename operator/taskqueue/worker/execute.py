@@ -43,6 +43,8 @@ class Executor:
     handler: Handler
     store: Store
     stopping: threading.Event
+    name: str = ""
+    """The slot's name in log lines (default: the running thread's)."""
     rng: random.Random = field(default_factory=random.Random)
     _metrics: dict[str, _QueueMetrics] = field(default_factory=dict)
 
@@ -140,7 +142,8 @@ class Executor:
             return backoff.retry(
                 lambda: self.store.fail(entry=raw_entry, held=held, dead=dead, value=value,
                                         due_ms=due),
-                what=f"{threading.current_thread().name}: recording a failed task (fail.lua)",
+                what=f"{self.name or threading.current_thread().name}: recording a failed "
+                     "task (fail.lua)",
                 log=log, wait=self.stopping.wait, retry_on=REDIS_ERRORS)
         except backoff.GaveUpError:
             return False

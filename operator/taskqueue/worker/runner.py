@@ -66,8 +66,10 @@ class Worker:
                                           dispatcher=self.dispatcher, index=i)
                                 for i in range(config.concurrency)]
         else:
+            inline = config.concurrency == 1 and leases is None
             self.slots = [Slot(config=config, handler=handler, state=self.state,
-                               dispatcher=self.dispatcher, index=i, leases=leases)
+                               dispatcher=self.dispatcher, index=i, leases=leases,
+                               inline=inline)
                           for i in range(config.concurrency)]
         self.stopped = threading.Event()
 
@@ -81,7 +83,10 @@ class Worker:
         if self.lease_keeper is not None:
             self.lease_keeper.start()
         for slot in self.slots:
-            slot.thread.start()
+            if slot.inline and self.dispatcher is not None:
+                self.dispatcher.finished(slot, [])  # ready: its work runs on the dispatcher
+            else:
+                slot.thread.start()
         for aslot in self.async_slots:
             aslot.start()
         if self.dispatcher is not None:
@@ -127,7 +132,10 @@ class Worker:
                 slot.thread.join(max(0.0, deadline - time.monotonic()))
         for aslot in self.async_slots:
             aslot.ended.wait(max(0.0, deadline - time.monotonic()))
-        stuck: list[Slot | AsyncSlot] = [slot for slot in self.slots if slot.thread.is_alive()]
+        busy_dispatcher = dispatcher is not None and dispatcher.thread.is_alive()
+        stuck: list[Slot | AsyncSlot] = [
+            slot for slot in self.slots
+            if slot.thread.is_alive() or (slot.inline and busy_dispatcher)]
         stuck += [aslot for aslot in self.async_slots if not aslot.ended.is_set()]
         if stuck:
             self._give_back_stuck(stuck)

@@ -6,6 +6,9 @@ A worker runs `concurrency` slots. How a slot gets its entries depends on the fe
   the process's dispatcher (`dispatch.Dispatcher`) fetches for all ready slots in one fetch.lua
   call and delivers each its entries; the slot runs them and posts the successful ones back as
   acks, which ride on the dispatcher's next call. The slot makes no Redis call on the task path.
+  With concurrency 1 the one slot runs *inline*: the dispatcher thread runs its entries itself
+  (`deliver`), so a task costs no hand-over between threads (nobody else needs the dispatcher
+  while the only slot is busy).
 - "brpop" / "bzpopmin" (AtMostOnce, all queues lists / all zsets, no starvation limits): the
   slot waits in a blocking pop over the keys in priority order itself, the seed's model.
 Failures (fail.lua), give-backs on drain and idempotency scripts go over the slot's own `Store`,
@@ -41,7 +44,7 @@ class Slot:
 
     def __init__(self, *, config: WorkerConfig, handler: Handler, state: WorkerState,
                  dispatcher: Dispatcher | None, index: int,
-                 leases: Leases | None = None) -> None:
+                 leases: Leases | None = None, inline: bool = False) -> None:
         self.config = config
         self.state = state
         self.dispatcher = dispatcher
@@ -49,7 +52,7 @@ class Slot:
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id, wait_replicas=config.wait_replicas)
         self.executor = Executor(config=config, handler=handler, store=self.store,
-                                 stopping=state.stopping)
+                                 stopping=state.stopping, name=f"slot-{index}")
         self.acks: list[str] = []
         """Entries this slot ran successfully and has not yet posted (AtLeastOnce)."""
         self.guard = None if leases is None else Guard(
@@ -58,6 +61,8 @@ class Slot:
         self.index = index
         self.busy = False
         self.want = 1
+        self.inline = inline and dispatcher is not None
+        """Run on the dispatcher's thread (`deliver` runs the entries); `thread` is not used."""
         self._inbox: queue.SimpleQueue[list[str] | None] = queue.SimpleQueue()
         self._last_promote = 0.0
         self.thread = threading.Thread(target=self.run, name=f"slot-{index}", daemon=True)
@@ -67,8 +72,20 @@ class Slot:
         return self.mode == "held"
 
     def deliver(self, entries: list[str] | None) -> None:
-        """From the dispatcher: entries to run, or None when the worker stops."""
-        self._inbox.put(entries)
+        """From the dispatcher: entries to run, or None when the worker stops. An inline slot
+        runs them here, on the dispatcher's thread, and posts itself ready again."""
+        if not self.inline:
+            self._inbox.put(entries)
+            return
+        if entries is None:
+            self.store.close()
+            return
+        self._work(entries)
+        assert self.dispatcher is not None
+        if self.dispatcher.finished(self, self.acks):
+            self.acks = []
+        else:
+            self._flush_acks()
 
     def run(self) -> None:
         try:
