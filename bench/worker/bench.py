@@ -60,7 +60,8 @@ def push(r: redis.Redis, key: str, n: int) -> None:
 
 
 # -- children --------------------------------------------------------------------------------
-def child_ours(url: str, n: int, delivery: str, prefetch: int, concurrency: int) -> None:
+def child_ours(url: str, n: int, delivery: str, prefetch: int, concurrency: int,
+               handler: str = "bench_tasks:noop") -> None:
     from taskqueue import keys
     from taskqueue.worker import handlers
     from taskqueue.worker.config import WorkerConfig
@@ -68,7 +69,7 @@ def child_ours(url: str, n: int, delivery: str, prefetch: int, concurrency: int)
     config = WorkerConfig(
         redis_url=url, schema=keys.KeySchema(prefix=QUEUE, queues=(keys.QueueRef(QUEUE),),
                                              dead_letter=f"{QUEUE}:dead"),
-        worker_id=f"bench-{n}", handler="bench_tasks:noop", delivery=delivery,  # type: ignore[arg-type]
+        worker_id=f"bench-{n}", handler=handler, delivery=delivery,  # type: ignore[arg-type]
         prefetch=prefetch, concurrency=concurrency)
     worker = Worker(config, handler=handlers.load(handler=config.handler, command=None,
                                                   timeout=None))
@@ -309,6 +310,7 @@ def main() -> None:
     p.add_argument("--delivery", default="AtLeastOnce")
     p.add_argument("--prefetch", type=int, default=1)
     p.add_argument("--concurrency", type=int, default=1)
+    p.add_argument("--handler", default="bench_tasks:noop", help="child ours: the handler")
     p.add_argument("--queues", default="")
     p.add_argument("--tasks", type=int, default=30000)
     p.add_argument("--peer-tasks", type=int, default=3000)
@@ -324,7 +326,7 @@ def main() -> None:
     p.add_argument("n", nargs="?", type=int, default=0)
     a = p.parse_args()
     if a.child == "ours":
-        return child_ours(a.url, a.n, a.delivery, a.prefetch, a.concurrency)
+        return child_ours(a.url, a.n, a.delivery, a.prefetch, a.concurrency, a.handler)
     if a.child == "raw":
         return child_raw(a.url, a.n)
     if a.child == "latency":

@@ -18,9 +18,19 @@ def noop(*_: Any, **__: Any) -> None:
     """The benchmarked task: nothing."""
 
 
+async def anoop(*_: Any, **__: Any) -> None:
+    """The benchmarked task as a coroutine (run on the worker's event loop): nothing."""
+
+
 def latency(payload: str, ctx: TaskContext) -> None:
     """Pickup latency sample: now - envelope enqueue time, pushed to lat:<queue>."""
     picked = time.time() - (ctx.enqueued_at or time.time())
     if not _r:
         _r.append(redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]))
     _r[0].rpush(f"lat:{ctx.queue}", f"{picked:.6f}")
+
+
+def stamp(payload: str) -> None:
+    """Launch-to-first-task sample: the task "first" records when it started (bench:first)."""
+    if payload == "first":
+        redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]).set("bench:first", f"{time.time():.6f}")

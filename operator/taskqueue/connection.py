@@ -10,15 +10,12 @@ READONLY, asking Sentinel for the master again on every reconnect.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from functools import cache
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
-import redis.asyncio as aioredis
-import redis.asyncio.cluster as aiocluster
-import redis.asyncio.sentinel as aiosentinel
 import redis.cluster
 import redis.sentinel
-from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry as SyncRetry
@@ -45,15 +42,24 @@ _parse_url: Any = redis.connection.parse_url
 _ClusterNode: Any = redis.cluster.ClusterNode
 _RedisCluster: Any = redis.cluster.RedisCluster
 _Sentinel: Any = redis.sentinel.Sentinel
-_AsyncSentinel: Any = aiosentinel.Sentinel
 
 RETRIES = 8
 """Retries of a command after connection loss or READONLY (~3 s in all: a failover's span)."""
 
 SyncClient = redis.Redis
 """What `sync_client` returns (a RedisCluster offers the same command methods)."""
-AsyncClient = aioredis.Redis
-"""What `async_client` returns (an async RedisCluster offers the same command methods)."""
+if TYPE_CHECKING:
+    # What `async_client` returns (an async RedisCluster offers the same command methods).
+    # redis.asyncio is imported only when an asyncio client is made: the synchronous worker
+    # never loads it (start-up time; see docs/worker.md).
+    from redis.asyncio import Redis as AsyncClient
+
+
+def _retry_class(*, asyncio: bool) -> Any:
+    if asyncio:
+        from redis.asyncio.retry import Retry as AsyncRetry
+        return AsyncRetry
+    return SyncRetry
 
 
 def _with_retry(options: dict[str, Any], *, asyncio: bool) -> dict[str, Any]:
@@ -63,7 +69,7 @@ def _with_retry(options: dict[str, Any], *, asyncio: bool) -> dict[str, Any]:
     out = dict(options)
     if "retry" not in out:
         backoff = ExponentialBackoff(cap=1.0, base=0.05)
-        out["retry"] = (AsyncRetry if asyncio else SyncRetry)(backoff, RETRIES)
+        out["retry"] = _retry_class(asyncio=asyncio)(backoff, RETRIES)
     out.setdefault("retry_on_error", [redis.ConnectionError, redis.TimeoutError,
                                       redis.ReadOnlyError])
     return out
@@ -86,7 +92,7 @@ def _sentinel_kwargs(settings: RedisSettings, options: dict[str, Any], *,
     kw: dict[str, Any] = {
         k: v for k, v in options.items() if k in ("socket_timeout", "socket_connect_timeout")
     }
-    kw["retry"] = (AsyncRetry if asyncio else SyncRetry)(NoBackoff(), 0)
+    kw["retry"] = _retry_class(asyncio=asyncio)(NoBackoff(), 0)
     if settings.sentinel_password:
         kw["password"] = settings.sentinel_password
     if settings.sentinel_username:
@@ -122,18 +128,24 @@ def sync_client(settings: RedisSettings, **options: Any) -> SyncClient:
 
 def async_client(settings: RedisSettings, **options: Any) -> AsyncClient:
     """An asyncio client (with its own pool); `options` are redis-py keyword arguments."""
+    import redis.asyncio as aioredis
+    import redis.asyncio.cluster as aiocluster
+    import redis.asyncio.sentinel as aiosentinel
+
     if settings.mode == "cluster":
         nodes = [aiocluster.ClusterNode(h, p) for h, p in settings.hosts]
         kwargs = _node_kwargs(settings, options)
         for k in ("db", "connection_class", "health_check_interval"):
             kwargs.pop(k, None)
         ssl = kwargs.pop("ssl", settings.tls)
-        return cast(AsyncClient, aiocluster.RedisCluster(startup_nodes=nodes, ssl=ssl, **kwargs))
+        return cast("AsyncClient",
+                    aiocluster.RedisCluster(startup_nodes=nodes, ssl=ssl, **kwargs))
     if settings.mode == "sentinel":
         kwargs = _node_kwargs(settings, _with_retry(options, asyncio=True))
-        sentinel = _AsyncSentinel(list(settings.hosts), sentinel_kwargs=_sentinel_kwargs(
+        async_sentinel: Any = aiosentinel.Sentinel
+        sentinel = async_sentinel(list(settings.hosts), sentinel_kwargs=_sentinel_kwargs(
             settings, options, asyncio=True), **_sentinel_master_kwargs(kwargs, asyncio=True))
-        return cast(AsyncClient, sentinel.master_for(settings.master_name))
+        return cast("AsyncClient", sentinel.master_for(settings.master_name))
     return aioredis.Redis.from_url(settings.node_url(), **_with_retry(options, asyncio=True))
 
 
@@ -154,17 +166,23 @@ class _FollowMasterSSL(_FollowMaster, redis.connection.SSLConnection):
     pass
 
 
-class _AsyncFollowMaster(aiosentinel.SentinelManagedConnection):
-    """The asyncio twin of `_FollowMaster`."""
+@cache
+def _async_follow_master() -> tuple[type[Any], type[Any]]:
+    """The asyncio twins of `_FollowMaster` and `_FollowMasterSSL` (defined on first use, so
+    redis.asyncio is not imported by programs that never make an asyncio client)."""
+    import redis.asyncio as aioredis
+    import redis.asyncio.sentinel as aiosentinel
 
-    async def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
-        if not self.is_connected and self.connection_pool.is_master:
-            self.host, self.port = await self.connection_pool.get_master_address()
-        return await super().connect_check_health(*args, **kwargs)
+    class _AsyncFollowMaster(aiosentinel.SentinelManagedConnection):
+        async def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
+            if not self.is_connected and self.connection_pool.is_master:
+                self.host, self.port = await self.connection_pool.get_master_address()
+            return await super().connect_check_health(*args, **kwargs)
 
+    class _AsyncFollowMasterSSL(_AsyncFollowMaster, aioredis.SSLConnection):
+        pass
 
-class _AsyncFollowMasterSSL(_AsyncFollowMaster, aioredis.SSLConnection):
-    pass
+    return _AsyncFollowMaster, _AsyncFollowMasterSSL
 
 
 def _sentinel_master_kwargs(kwargs: dict[str, Any], *, asyncio: bool) -> dict[str, Any]:
@@ -172,7 +190,8 @@ def _sentinel_master_kwargs(kwargs: dict[str, Any], *, asyncio: bool) -> dict[st
     out = dict(kwargs)
     tls = out.pop("connection_class", None) is not None or bool(out.pop("ssl", False))
     if asyncio:
-        out["connection_class"] = _AsyncFollowMasterSSL if tls else _AsyncFollowMaster
+        plain, ssl = _async_follow_master()
+        out["connection_class"] = ssl if tls else plain
     else:
         out["connection_class"] = _FollowMasterSSL if tls else _FollowMaster
     return out

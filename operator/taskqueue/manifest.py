@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from taskqueue.models import KIND, TaskQueue
@@ -44,6 +43,8 @@ def parse(data: Any) -> TaskQueue:
 
 def load(path: str | Path) -> TaskQueue:
     """The first TaskQueue document in the file at `path`."""
+    import yaml  # only for -f: a worker pod gets its spec as JSON ($TASKQUEUE_MANIFEST)
+
     text = Path(path).read_text("utf-8")
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]

@@ -12,13 +12,15 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
-import redis.asyncio as aioredis
 from redis.exceptions import NoPermissionError, NoScriptError
 
 from taskqueue import keys
+
+if TYPE_CHECKING:  # the synchronous worker never imports redis.asyncio (start-up time)
+    import redis.asyncio as aioredis
 from taskqueue.observation import QueueObservation, WorkerObservation
 
 T = TypeVar("T")

@@ -1,4 +1,5 @@
-"""Pure parts of the worker: the tracking prefixes and the fetch gate (SharedExclusiveLock)."""
+"""Pure parts of the worker: the tracking prefixes, the fetch gate (SharedExclusiveLock), the
+share of a batched fetch per slot and the fetch strategy."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
+from taskqueue import keys
+from taskqueue.worker.config import WorkerConfig
+from taskqueue.worker.dispatch import share
+from taskqueue.worker.fetching import fetch_mode
 from taskqueue.worker.state import SharedExclusiveLock
 from taskqueue.worker.wakeup import tracking_prefixes
 
@@ -101,3 +106,42 @@ def test_a_waiting_exclusive_holder_is_not_starved_by_new_shared_ones() -> None:
     assert _blocks(lock, _shared)  # a new shared holder queues behind the waiting writer
     lock.release_shared()
     assert exclusive_done.wait(2)
+
+
+@pytest.mark.parametrize(
+    ("wants", "fetched", "shares"),
+    [
+        pytest.param([], 0, [], id="no-slot"),
+        pytest.param([1, 1, 1], 3, [1, 1, 1], id="one-each"),
+        pytest.param([1, 1, 1, 1], 2, [1, 1, 0, 0], id="dry-queue-first-slots-served"),
+        pytest.param([1, 1], 0, [0, 0], id="nothing-fetched"),
+        pytest.param([20, 20, 1], 25, [20, 5, 0], id="prefetch-in-order"),
+        pytest.param([20, 1], 21, [20, 1], id="prefetch-and-idle-slot"),
+    ],
+)
+def test_share_of_a_batched_fetch(wants: list[int], fetched: int, shares: list[int]) -> None:
+    assert share(wants, fetched) == shares
+    assert sum(shares) == min(fetched, sum(wants))
+
+
+def _config(delivery: str, *queues: keys.QueueRef) -> WorkerConfig:
+    return WorkerConfig(redis_url="redis://127.0.0.1", worker_id="w",
+                        schema=keys.KeySchema(prefix="q", queues=queues, dead_letter="q:dead"),
+                        handler="m:f", delivery=delivery)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("delivery", "queues", "mode"),
+    [
+        pytest.param("AtLeastOnce", [keys.QueueRef("q")], "held", id="at-least-once"),
+        pytest.param("AtMostOnce", [keys.QueueRef("a"), keys.QueueRef("b")], "brpop",
+                     id="lists-brpop"),
+        pytest.param("AtMostOnce", [keys.QueueRef("z", "zset")], "bzpopmin", id="zsets"),
+        pytest.param("AtMostOnce", [keys.QueueRef("a"), keys.QueueRef("z", "zset")], "unheld",
+                     id="mixed-types-script"),
+        pytest.param("AtMostOnce", [keys.QueueRef("a", starvation_limit=3), keys.QueueRef("b")],
+                     "unheld", id="starvation-limit-script"),
+    ],
+)
+def test_fetch_mode(delivery: str, queues: list[keys.QueueRef], mode: str) -> None:
+    assert fetch_mode(_config(delivery, *queues)) == mode

@@ -171,3 +171,21 @@ def _patient_client() -> redis.Redis:
         _patient.append(redis.Redis.from_url(os.environ[URL_ENV], decode_responses=True,
                                              socket_timeout=600))
     return _patient[0]
+
+
+async def async_sleep_then_record(payload: str) -> None:
+    """Awaits float(payload.split(':')[1]) seconds, then records the payload."""
+    await asyncio.sleep(float(payload.split(":")[1]))
+    record(payload)
+
+
+async def async_raise_kind(payload: str) -> None:
+    """Records "after" and returns; otherwise raises the exception named by the payload (see
+    `raise_kind`), "value-error" a ValueError, after yielding to the loop once."""
+    await asyncio.sleep(0)
+    if payload == "after":
+        record(payload)
+        return
+    if payload == "value-error":
+        raise ValueError("bad value")
+    raise _RAISE[payload]()

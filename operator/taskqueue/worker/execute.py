@@ -7,6 +7,7 @@ backoff, or the dead-letter list once `max_attempts` attempts are spent).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import threading
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from taskqueue import backoff, keys, metrics
 from taskqueue.worker import servicetime
 from taskqueue.worker.config import WorkerConfig
-from taskqueue.worker.handlers import Handler, TaskContext
+from taskqueue.worker.handlers import AsyncHandler, Handler, TaskContext
 from taskqueue.worker.logs import task_extra
 from taskqueue.worker.store import REDIS_ERRORS, Store, now_ms
 
@@ -43,10 +44,40 @@ class Executor:
     handler: Handler
     store: Store
     stopping: threading.Event
+    name: str = ""
+    """The slot's name in log lines (default: the running thread's)."""
     rng: random.Random = field(default_factory=random.Random)
     _metrics: dict[str, _QueueMetrics] = field(default_factory=dict)
 
     def run(self, raw_entry: str, *, held: bool) -> bool:
+        entry, task, ctx, m = self._begin(raw_entry)
+        started = time.perf_counter()
+        try:
+            self.handler(task.payload, ctx)
+        except BaseException as exc:
+            self._failed(raw_entry, entry, task, ctx, exc, held=held)
+            return False
+        finally:
+            self._end(m, entry.queue, started)
+        self._succeeded(m, ctx)
+        return True
+
+    async def run_async(self, raw_entry: str, *, held: bool, handler: AsyncHandler) -> bool:
+        """`run` for a coroutine handler, awaited on the event loop; the failure path (fail.lua
+        with retries) runs in a worker thread so the loop never waits for Redis."""
+        entry, task, ctx, m = self._begin(raw_entry)
+        started = time.perf_counter()
+        try:
+            await handler.run(task.payload, ctx)
+        except BaseException as exc:
+            await asyncio.to_thread(self._failed, raw_entry, entry, task, ctx, exc, held=held)
+            return False
+        finally:
+            self._end(m, entry.queue, started)
+        self._succeeded(m, ctx)
+        return True
+
+    def _begin(self, raw_entry: str) -> tuple[keys.Entry, keys.Task, TaskContext, _QueueMetrics]:
         entry = keys.Entry.decode(raw_entry)
         m = self._metrics.get(entry.queue)
         if m is None:
@@ -59,23 +90,19 @@ class Executor:
         m.started.inc()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task started", extra=self._extra(ctx))
-        in_flight = metrics.WORKER_IN_FLIGHT
-        in_flight.inc()
-        started = time.perf_counter()
-        try:
-            self.handler(task.payload, ctx)
-        except BaseException as exc:
-            self._failed(raw_entry, entry, task, ctx, exc, held=held)
-            return False
-        finally:
-            in_flight.dec()
-            elapsed = time.perf_counter() - started
-            m.duration.observe(elapsed)
-            servicetime.of(self.config.worker_id).add(entry.queue, elapsed)
+        metrics.WORKER_IN_FLIGHT.inc()
+        return entry, task, ctx, m
+
+    def _end(self, m: _QueueMetrics, queue: str, started: float) -> None:
+        metrics.WORKER_IN_FLIGHT.dec()
+        elapsed = time.perf_counter() - started
+        m.duration.observe(elapsed)
+        servicetime.of(self.config.worker_id).add(queue, elapsed)  # the operator's wait model
+
+    def _succeeded(self, m: _QueueMetrics, ctx: TaskContext) -> None:
         m.succeeded.inc()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task succeeded", extra=self._extra(ctx))
-        return True
 
     def _extra(self, ctx: TaskContext) -> dict[str, object]:
         return task_extra(task_id=ctx.id, queue=ctx.queue, attempt=ctx.attempt,
@@ -117,7 +144,8 @@ class Executor:
             return backoff.retry(
                 lambda: self.store.fail(entry=raw_entry, held=held, dead=dead, value=value,
                                         due_ms=due),
-                what=f"{threading.current_thread().name}: recording a failed task (fail.lua)",
+                what=f"{self.name or threading.current_thread().name}: recording a failed "
+                     "task (fail.lua)",
                 log=log, wait=self.stopping.wait, retry_on=REDIS_ERRORS)
         except backoff.GaveUpError:
             return False

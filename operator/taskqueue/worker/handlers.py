@@ -101,7 +101,7 @@ def _python(fn: Callable[..., Any], *, timeout: float | None) -> Handler:
         )
     with_ctx = _wants_context(fn)
     if inspect.iscoroutinefunction(fn):
-        return _AsyncHandler(fn, with_context=with_ctx, timeout=timeout)
+        return AsyncHandler(fn, with_context=with_ctx, timeout=timeout)
 
     def call(payload: str, context: TaskContext) -> None:
         result = fn(payload, context) if with_ctx else fn(payload)
@@ -178,8 +178,9 @@ def shared_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-class _AsyncHandler:
-    """Runs a coroutine handler on the shared event loop."""
+class AsyncHandler:
+    """A coroutine handler. The worker's async slots await `run()` on the shared event loop
+    (no thread per slot); called from a thread, it runs there and waits for the result."""
 
     def __init__(self, fn: Callable[..., Coroutine[Any, Any, Any]], *, with_context: bool,
                  timeout: float | None) -> None:
@@ -190,6 +191,20 @@ class _AsyncHandler:
     def __call__(self, payload: str, context: TaskContext) -> None:
         coro = self._fn(payload, context) if self._with_context else self._fn(payload)
         run_awaitable(coro, timeout=self._timeout)
+
+    async def run(self, payload: str, context: TaskContext) -> None:
+        """Await the handler on the running loop; TaskFailedError after the timeout."""
+        coro = self._fn(payload, context) if self._with_context else self._fn(payload)
+        if self._timeout is None:
+            await coro
+            return
+        # asyncio.timeout keeps the handler in the caller's task (wait_for would wrap it in a
+        # task of its own, and a KeyboardInterrupt/SystemExit there would stop the loop)
+        try:
+            async with asyncio.timeout(self._timeout):
+                await coro
+        except TimeoutError:
+            raise TaskFailedError(f"timed out after {self._timeout:g}s") from None
 
 
 def _command(argv: tuple[str, ...], *, timeout: float | None) -> Handler:

@@ -1,5 +1,6 @@
-"""One worker process: registration, the consume slots, the wake-up listener, the heartbeat,
-and the drain on stop. Usable in-process (tests, benchmarks): `start()`, `stop()`, `join()`.
+"""One worker process: registration, the consume slots, the dispatcher that fetches and acks
+for them, the wake-up listener, the heartbeat, and the drain on stop. Usable in-process (tests,
+benchmarks): `start()`, `stop()`, `join()`.
 
 Drain: stop taking tasks, let the tasks in hand finish within the grace period, give back the
 prefetched ones and whatever could not finish (attempts unchanged), then leave the workers set
@@ -19,12 +20,15 @@ from redis.exceptions import NoPermissionError
 
 from taskqueue import backoff
 from taskqueue.worker import keycheck
+from taskqueue.worker.aslot import AsyncSlot
 from taskqueue.worker.config import WorkerConfig
-from taskqueue.worker.handlers import Handler
+from taskqueue.worker.dispatch import Dispatcher
+from taskqueue.worker.fetching import fetch_mode
+from taskqueue.worker.handlers import AsyncHandler, Handler
 from taskqueue.worker.heartbeat import Heartbeat
 from taskqueue.worker.idempotency import LeaseKeeper, Leases
 from taskqueue.worker.promoter import Promoter
-from taskqueue.worker.slot import Slot, fetch_mode
+from taskqueue.worker.slot import Slot
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import REDIS_ERRORS, Store
 from taskqueue.worker.wakeup import Wakeup
@@ -50,9 +54,23 @@ class Worker:
         leases = Leases() if config.idempotency_window is not None else None
         self.lease_keeper = (LeaseKeeper(config=config, leases=leases)
                              if leases is not None else None)
-        self.slots = [Slot(config=config, handler=handler, state=self.state,
-                           wakeup=self.wakeup, index=i, leases=leases)
-                      for i in range(config.concurrency)]
+        self.dispatcher = (Dispatcher(config=config, state=self.state, wakeup=self.wakeup)
+                           if self.wakeup is not None else None)
+        self.slots: list[Slot] = []
+        self.async_slots: list[AsyncSlot] = []
+        """Slots of a coroutine handler: asyncio tasks on one loop instead of threads (in
+        the dispatcher modes, without an idempotency window: its scripts are per-slot calls)."""
+        if (isinstance(handler, AsyncHandler) and self.dispatcher is not None
+                and leases is None):
+            self.async_slots = [AsyncSlot(config=config, handler=handler, state=self.state,
+                                          dispatcher=self.dispatcher, index=i)
+                                for i in range(config.concurrency)]
+        else:
+            inline = config.concurrency == 1 and leases is None
+            self.slots = [Slot(config=config, handler=handler, state=self.state,
+                               dispatcher=self.dispatcher, index=i, leases=leases,
+                               inline=inline)
+                          for i in range(config.concurrency)]
         self.stopped = threading.Event()
 
     def start(self) -> None:
@@ -65,7 +83,14 @@ class Worker:
         if self.lease_keeper is not None:
             self.lease_keeper.start()
         for slot in self.slots:
-            slot.thread.start()
+            if slot.inline and self.dispatcher is not None:
+                self.dispatcher.finished(slot, [])  # ready: its work runs on the dispatcher
+            else:
+                slot.thread.start()
+        for aslot in self.async_slots:
+            aslot.start()
+        if self.dispatcher is not None:
+            self.dispatcher.thread.start()
         log.info("worker %s consuming %s (%s, concurrency %d, prefetch %d)",
                  self.config.worker_id, ", ".join(self.config.schema.queue_keys),
                  self.config.delivery, self.config.concurrency, self.config.prefetch,
@@ -93,14 +118,25 @@ class Worker:
         self.state.stopping.set()
         if self.wakeup is not None:
             self.wakeup.stop()
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
 
     def join(self, *, grace: float | None = None) -> None:
         """Wait for the slots up to the grace period, give back the rest, deregister."""
         deadline = time.monotonic() + (self.config.grace_seconds if grace is None else grace)
+        dispatcher = self.dispatcher
+        if dispatcher is not None and dispatcher.thread.is_alive():
+            dispatcher.thread.join(max(0.0, deadline - time.monotonic()))
         for slot in self.slots:
             if slot.thread.is_alive():
                 slot.thread.join(max(0.0, deadline - time.monotonic()))
-        stuck = [slot for slot in self.slots if slot.thread.is_alive()]
+        for aslot in self.async_slots:
+            aslot.ended.wait(max(0.0, deadline - time.monotonic()))
+        busy_dispatcher = dispatcher is not None and dispatcher.thread.is_alive()
+        stuck: list[Slot | AsyncSlot] = [
+            slot for slot in self.slots
+            if slot.thread.is_alive() or (slot.inline and busy_dispatcher)]
+        stuck += [aslot for aslot in self.async_slots if not aslot.ended.is_set()]
         if stuck:
             self._give_back_stuck(stuck)
         self.heartbeat.stop()
@@ -109,7 +145,7 @@ class Worker:
         self._deregister()
         self.stopped.set()
 
-    def _give_back_stuck(self, stuck: list[Slot]) -> None:
+    def _give_back_stuck(self, stuck: list[Slot | AsyncSlot]) -> None:
         store = Store(url=self.config.redis_url, schema=self.config.schema,
                       worker_id=self.config.worker_id)
         try:
@@ -141,13 +177,16 @@ class Worker:
         threads = [slot.thread for slot in self.slots] + [self.heartbeat.thread]
         if self.wakeup is not None:
             threads.append(self.wakeup.thread)
+        if self.dispatcher is not None:
+            threads.append(self.dispatcher.thread)
         return threads
 
     def dead_threads(self) -> list[str]:
         """Names of long-lived threads that ended although the worker is not stopping."""
         if self.state.stopping.is_set():
             return []
-        return [t.name for t in self.threads() if t.ident is not None and not t.is_alive()]
+        dead = [t.name for t in self.threads() if t.ident is not None and not t.is_alive()]
+        return dead + [aslot.name for aslot in self.async_slots if aslot.crashed]
 
     def run_until_signal(self) -> int:
         """start(), then drain on SIGTERM/SIGINT. Exit status 0 after a drain; EXIT_THREAD_DIED

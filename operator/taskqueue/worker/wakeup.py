@@ -29,7 +29,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from taskqueue import backoff
@@ -60,7 +60,9 @@ class Wakeup:
         prefixes = [arg for p in tracking_prefixes(self._keys) for arg in ("PREFIX", p)]
         self._on_cmd = pack(["CLIENT", "TRACKING", "ON", "BCAST", *prefixes])
         self._off_cmd = pack(["CLIENT", "TRACKING", "OFF"])
-        self._cond = threading.Condition()
+        self.cond = threading.Condition()
+        """Notified on every push, arming and stop; the dispatcher waits on it for its slots
+        too (`idle(until=...)`), so one wait covers both."""
         self._gen = 0
         self._stopped = False
         self._conn: Any = None
@@ -85,9 +87,9 @@ class Wakeup:
         self.thread.start()
 
     def stop(self) -> None:
-        with self._cond:
+        with self.cond:
             self._stopped = True
-            self._cond.notify_all()
+            self.cond.notify_all()
         self._poke()
 
     def _poke(self) -> None:
@@ -104,36 +106,39 @@ class Wakeup:
         return bool(self._armed)
 
     def bump(self) -> None:
-        with self._cond:
+        with self.cond:
             self._gen += 1
-            self._cond.notify_all()
+            self.cond.notify_all()
 
     def token(self) -> Token:
         """Call before a fetch; pass to `idle()` if the fetch found nothing."""
         return self._gen, self._armed
 
-    def idle(self, token: Token, *, timeout: float) -> None:
-        """After an empty fetch: sleep until a push after `token`, stop(), or `timeout`, if
-        tracking was armed before that fetch and still is. Otherwise arm it (waiting up to
-        `timeout` for the confirmation) and return at once, so the caller fetches again."""
+    def idle(self, token: Token, *, timeout: float,
+             until: Callable[[], bool] = lambda: False) -> None:
+        """After an empty fetch: sleep until a push after `token`, stop(), `until()` (checked
+        whenever `cond` is notified) or `timeout`, if tracking was armed before that fetch and
+        still is. Otherwise arm it (waiting up to `timeout` for the confirmation) and return at
+        once, so the caller fetches again."""
         gen, session = token
-        with self._cond:
+        with self.cond:
             if session and self._armed == session:
                 self._waiters += 1
                 try:
-                    self._cond.wait_for(lambda: self._gen != gen or self._stopped, timeout)
+                    self.cond.wait_for(
+                        lambda: self._gen != gen or self._stopped or until(), timeout)
                 finally:
                     self._waiters -= 1
                 return
             self._arm()
-            self._cond.wait_for(lambda: self._armed or self._stopped, timeout)
+            self.cond.wait_for(lambda: self._armed or self._stopped or until(), timeout)
 
     def wait(self, since: int, *, timeout: float) -> None:
         """Until a push after generation `since`, stop(), or `timeout` seconds."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._gen != since or self._stopped, timeout)
+        with self.cond:
+            self.cond.wait_for(lambda: self._gen != since or self._stopped, timeout)
 
-    # -- under self._cond -------------------------------------------------------------------
+    # -- under self.cond -------------------------------------------------------------------
     def _arm(self) -> None:
         """Ask the listener to turn tracking on."""
         if self._armed or self._arming or self._want_arm or self._stopped:
@@ -162,7 +167,7 @@ class Wakeup:
             conn.send_packed_command([self._on_cmd], check_health=False)
             conn.read_response()
             self._reconnect.succeeded()
-            with self._cond:
+            with self.cond:
                 self._conn = conn
                 self._pending.clear()
                 self._arming = False
@@ -171,7 +176,7 @@ class Wakeup:
                 self._armed = self._sessions
                 self._idle_pushes = 0
                 self._gen += 1  # anything written while we were not listening
-                self._cond.notify_all()
+                self.cond.notify_all()
             while not self._stopped:
                 self._maybe_send_arm(conn)
                 if conn.can_read(timeout=0) or self._poll(conn, timeout=0.5):
@@ -181,13 +186,13 @@ class Wakeup:
                     else:
                         self._on_reply()
         finally:
-            with self._cond:
+            with self.cond:
                 self._conn = None
                 self._armed = 0
                 self._arming = False
                 self._want_arm = False
                 self._pending.clear()
-                self._cond.notify_all()
+                self.cond.notify_all()
             conn.disconnect()
 
     def _poll(self, conn: Any, *, timeout: float) -> bool:
@@ -208,7 +213,7 @@ class Wakeup:
         return sock.fileno() in ready
 
     def _maybe_send_arm(self, conn: Any) -> None:
-        with self._cond:
+        with self.cond:
             if not self._want_arm:
                 return
             self._want_arm = False
@@ -219,28 +224,28 @@ class Wakeup:
             self.arms += 1
 
     def _send(self, conn: Any, packed: bytes, reply: str) -> None:
-        """Under self._cond, from the listener thread only."""
+        """Under self.cond, from the listener thread only."""
         conn.send_packed_command([packed], check_health=False)
         self._pending.append(reply)
 
     def _on_reply(self) -> None:
-        with self._cond:
+        with self.cond:
             what = self._pending.popleft() if self._pending else ""
             if what == "on":
                 self._arming = False
                 self._sessions += 1
                 self._armed = self._sessions
                 self._idle_pushes = 0
-                self._cond.notify_all()
+                self.cond.notify_all()
 
     def _on_push(self, conn: Any, msg: list[Any]) -> None:
         if len(msg) < 2 or msg[0] != "invalidate":
             return
         touched = msg[1]
-        with self._cond:
+        with self.cond:
             if touched is None or any(k in self._keys for k in touched):
                 self._gen += 1
-                self._cond.notify_all()
+                self.cond.notify_all()
             if self._waiters:
                 self._idle_pushes = 0
             elif self._armed:

@@ -1,0 +1,219 @@
+"""The batched fetch/ack path of one worker process (modes "held" and "unheld").
+
+One thread owns the process's fetch connection. Slots only run handlers: a slot that finished
+its entries posts them as acks and itself as ready (`finished`), and the dispatcher, per
+wake-up, sends ONE fetch.lua call that acks everything finished since the last call and takes
+up to one task per ready slot (`prefetch` per slot that found work last time), then hands each
+slot its entries. At concurrency 8 with a backlog that is about one round trip per 8 tasks
+instead of 8, and no slot thread touches Redis on the task path.
+
+Delivery is unchanged: the script moves an entry into the processing list in the same atomic
+call that takes it, and the dispatcher asks only for what ready slots will run at once; with
+prefetch 1 an entry sits in the processing list only while a slot is about to run it (or has
+run it and its ack rides on the next call, as before).
+
+Idle: when a call came back with fewer tasks than asked, the queues were dry; the dispatcher
+waits for a tracking push (`Wakeup.idle`, same arming rule as before) or for a slot to finish.
+After a push, a worker holding no task waits `PACK_DELAY_SECONDS` first (packing, issue 11).
+
+Drain: on stop the dispatcher acks what was posted in one last call and tells every slot to
+end; a slot still running posts afterwards and then acks its own entries (`finished` returns
+False).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from taskqueue import backoff
+from taskqueue.worker.config import WorkerConfig
+from taskqueue.worker.fetching import Fetching
+from taskqueue.worker.state import WorkerState
+from taskqueue.worker.store import REDIS_ERRORS, Store
+from taskqueue.worker.wakeup import Wakeup
+
+log = logging.getLogger(__name__)
+
+PROMOTE_SECONDS = 0.05
+"""A busy worker asks fetch.lua to promote due retries this often (not on every call)."""
+PACK_DELAY_SECONDS = 0.005
+"""After a wake-up, a worker that holds no task waits this long before it fetches, so an idle
+slot of a busy worker takes the task: work packs onto fewer pods and fully idle pods remain for
+the operator to remove (a task that only an idle pod can take waits this much more)."""
+DRAIN_ATTEMPTS = 20
+"""Tries of an ack or give-back while stopping, before recovery is left to do it."""
+WAIT_SECONDS = 1.0
+"""Longest wait for a slot while all are busy (a stop also wakes the wait)."""
+
+
+class Receiver(Protocol):
+    """A slot as the dispatcher sees it."""
+
+    want: int
+    """Entries to ask for on its behalf (1 when idle, `prefetch` after it found work)."""
+
+    def deliver(self, entries: list[str] | None) -> None:
+        """Hand over entries to run; None: the worker stops."""
+
+
+def share(wants: Sequence[int], n: int) -> list[int]:
+    """How many of `n` fetched entries each ready slot gets, in order (the first slots are
+    served in full). Pure."""
+    out = []
+    for want in wants:
+        take = min(want, n)
+        out.append(take)
+        n -= take
+    return out
+
+
+class Dispatcher:
+    """The fetch/ack thread of one worker process."""
+
+    def __init__(self, *, config: WorkerConfig, state: WorkerState, wakeup: Wakeup) -> None:
+        self.config = config
+        self.state = state
+        self.wakeup = wakeup
+        self.held = config.delivery == "AtLeastOnce"
+        self.store = Store(url=config.redis_url, schema=config.schema,
+                           worker_id=config.worker_id, wait_replicas=config.wait_replicas)
+        self.fetching = Fetching(store=self.store, state=state, name="dispatch",
+                                 held=self.held)
+        self.cond = wakeup.cond
+        self.calls = 0
+        """fetch.lua calls made for slots (tests, benchmarks)."""
+        self._posted: list[Receiver] = []
+        self._acks: list[str] = []
+        self._ready: list[Receiver] = []
+        self._closed = False
+        self._next_promote = 0.0
+        self.thread = threading.Thread(target=self.run, name="dispatch", daemon=True)
+
+    # -- called by slots --------------------------------------------------------------------
+    def finished(self, slot: Receiver, acks: Sequence[str]) -> bool:
+        """`slot` ran its entries (`acks`: the successful ones, AtLeastOnce) and wants more.
+        False once the dispatcher has closed: the slot acks on its own."""
+        with self.cond:
+            if self._closed:
+                return False
+            self._acks.extend(acks)
+            self._posted.append(slot)
+            self.cond.notify_all()
+        return True
+
+    def stop(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+    # -- the dispatcher thread --------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            while not self.state.stopping.is_set():
+                self._cycle()
+        except BaseException:
+            log.exception("dispatch: unexpected error; the worker exits")
+            raise
+        finally:
+            self._close()
+
+    def _take_posted(self) -> list[str]:
+        with self.cond:
+            posted, self._posted = self._posted, []
+            acks, self._acks = self._acks, []
+        self._ready.extend(posted)
+        return acks
+
+    def _cycle(self) -> None:
+        token = self.wakeup.token()
+        acks = self._take_posted()
+        if not self._ready and not acks:
+            with self.cond:
+                self.cond.wait_for(self._has_news, WAIT_SECONDS)
+            return
+        count = sum(slot.want for slot in self._ready)
+        entries = self._fetch(acks, count)
+        if entries is None:  # a Redis error (waited out): the acks go again next time
+            with self.cond:
+                self._acks[:0] = acks
+            return
+        self._hand_out(entries)
+        if len(entries) < count:
+            self._idle(token)
+
+    def _has_news(self) -> bool:
+        return bool(self._posted) or self.state.stopping.is_set()
+
+    def _fetch(self, acks: list[str], count: int) -> list[str] | None:
+        def call() -> list[str]:
+            if self.state.needs_reconcile:
+                self.fetching.reconcile()
+            now = time.monotonic()
+            promote = now >= self._next_promote
+            if promote:
+                self._next_promote = now + PROMOTE_SECONDS
+            gate = self.state.fetch_gate
+            gate.acquire_shared()
+            try:
+                entries = self.store.fetch(acks=acks, count=count, hold=self.held,
+                                           promote=promote)
+                if self.held:
+                    self.state.swap(acked=acks, taken=entries)
+            finally:
+                gate.release_shared()
+            self.calls += 1
+            return entries
+
+        return self.fetching.attempt(call)
+
+    def _hand_out(self, entries: list[str]) -> None:
+        ready, self._ready = self._ready, []
+        start = 0
+        for slot, n in zip(ready, share([s.want for s in ready], len(entries)), strict=True):
+            if n:
+                slot.want = self.config.prefetch
+                slot.deliver(entries[start:start + n])
+                start += n
+            else:
+                slot.want = 1
+                self._ready.append(slot)
+
+    def _idle(self, token: tuple[int, int]) -> None:
+        """The queues ran dry: wait for a push (or a slot to finish, or the sweep)."""
+        self.wakeup.idle(token, timeout=self.config.sweep_seconds, until=self._has_news)
+        self._next_promote = 0.0  # an idle re-check always promotes
+        if self.held and self.state.held_count() == 0:
+            self.state.stopping.wait(PACK_DELAY_SECONDS)  # busy workers fetch first
+
+    def _close(self) -> None:
+        """Ack what was posted, then end every slot (busy ones after their entries)."""
+        with self.cond:
+            self._closed = True
+            acks, self._acks = self._acks, []
+            self._ready.extend(self._posted)
+            self._posted = []
+        if acks:
+            self._ack_final(acks)
+        for slot in self._ready:
+            slot.deliver(None)
+        self._ready = []
+
+    def _ack_final(self, acks: list[str]) -> None:
+        def ack() -> None:
+            self.store.fetch(acks=acks, count=0)
+            self.state.unhold(acks)
+
+        try:
+            backoff.retry(ack, what="dispatch: acking finished tasks", log=log, wait=sleep,
+                          retry_on=REDIS_ERRORS, attempts=DRAIN_ATTEMPTS)
+        except backoff.GaveUpError:
+            log.error("could not ack %d finished task(s); they may run again", len(acks))
+
+
+def sleep(seconds: float) -> bool:
+    """A `backoff.retry` wait that cannot be interrupted (the drain's last calls)."""
+    time.sleep(seconds)
+    return False

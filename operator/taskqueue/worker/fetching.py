@@ -1,0 +1,104 @@
+"""What every fetching thread shares: the fetch strategy, the Redis error policy around a fetch
+(backoff, reconcile after a lost reply, wrong-type queue keys) and the skipped-queue list.
+
+A worker has one fetching thread per strategy: the dispatcher (`dispatch.Dispatcher`, modes
+"held" and "unheld": one fetch.lua call per wake-up for all idle slots), or each slot itself
+with a blocking pop (modes "brpop" and "bzpopmin", AtMostOnce).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Literal, TypeVar
+
+from taskqueue import backoff
+from taskqueue.worker import keycheck
+from taskqueue.worker.config import WorkerConfig
+from taskqueue.worker.state import WorkerState
+from taskqueue.worker.store import CONNECTION_ERRORS, REDIS_ERRORS, Store
+
+log = logging.getLogger(__name__)
+
+FetchMode = Literal["held", "unheld", "brpop", "bzpopmin"]
+T = TypeVar("T")
+
+
+def fetch_mode(config: WorkerConfig) -> FetchMode:
+    """Which fetch strategy a worker with `config` uses. Pure."""
+    if config.delivery == "AtLeastOnce":
+        return "held"
+    queues = config.schema.queues
+    types = {q.type for q in queues}
+    if len(types) > 1 or any(q.starvation_limit for q in queues):
+        return "unheld"
+    return "bzpopmin" if types == {"zset"} else "brpop"
+
+
+class Fetching:
+    """The error policy of one fetching thread over its own `Store`."""
+
+    def __init__(self, *, store: Store, state: WorkerState, name: str, held: bool) -> None:
+        self.store = store
+        self.state = state
+        self.name = name
+        self.held = held
+        self._schedule = backoff.Backoff()
+        self._skips_version = -1
+
+    def attempt(self, call: Callable[[], T]) -> T | None:
+        """`call()` after following the skipped queues; None after a Redis error (logged, the
+        reconcile requested when entries may be held, and the backoff waited)."""
+        try:
+            self.sync_queues()
+            result = call()
+        except CONNECTION_ERRORS as exc:
+            self._failed(exc)
+            return None
+        except REDIS_ERRORS as exc:  # OOM, BUSY, READONLY, MISCONF, WRONGTYPE...
+            if keycheck.is_wrong_type(exc):
+                self.check_keys()
+            self._failed(exc)
+            return None
+        except Exception:  # an unexpected reply: nothing is held yet, keep consuming
+            log.exception("%s: fetch failed", self.name)
+            self._failed(None)
+            return None
+        self._schedule.succeeded()
+        return result
+
+    def _failed(self, exc: BaseException | None) -> None:
+        self.state.needs_reconcile = self.state.needs_reconcile or self.held
+        delay = self._schedule.failed()
+        if exc is not None:
+            log.warning("%s: Redis call failed (%s); retrying in %.2fs", self.name,
+                        backoff.describe(exc), delay)
+        self.state.stopping.wait(delay)
+
+    def sync_queues(self) -> None:
+        """Follow the shared list of skipped queue keys; re-check them now and then."""
+        skips = self.state.skips
+        if skips.skipped and skips.recheck_due():  # no lock on the per-task path
+            keycheck.check(self.store, skips)
+        if self._skips_version != skips.version:
+            self._skips_version = skips.version
+            self.store.use_queues(skip=skips.skipped)
+
+    def check_keys(self) -> None:
+        try:
+            keycheck.check(self.store, self.state.skips)
+        except REDIS_ERRORS as exc:
+            log.warning("%s: cannot look up key types (%s)", self.name, backoff.describe(exc))
+
+    def reconcile(self) -> None:
+        """Give back entries a lost fetch reply moved into our processing list."""
+        if not self.state.needs_reconcile:
+            return
+        with self.state.fetch_gate.exclusive():
+            if not self.state.needs_reconcile:
+                return
+            orphans = self.state.orphans(self.store.held_entries())
+            if orphans:
+                n = self.store.release(orphans)
+                log.warning("gave back %d task(s) whose fetch reply was lost", n)
+            self.state.needs_reconcile = False
