@@ -179,6 +179,16 @@ async def async_sleep_then_record(payload: str) -> None:
     record(payload)
 
 
+async def async_sleep_or_note_cancel(payload: str) -> None:
+    """As `async_sleep_then_record`, but a cancellation records "cancelled:<payload>"."""
+    try:
+        await asyncio.sleep(float(payload.split(":")[1]))
+    except asyncio.CancelledError:
+        record(f"cancelled:{payload}")
+        raise
+    record(payload)
+
+
 async def async_raise_kind(payload: str) -> None:
     """Records "after" and returns; otherwise raises the exception named by the payload (see
     `raise_kind`), "value-error" a ValueError, after yielding to the loop once."""

@@ -93,9 +93,14 @@ def test_stop_drains_the_coroutines_in_hand_and_gives_back_the_rest(
 def test_grace_over_gives_back_a_coroutine_still_running(redis_sync: redis.Redis,
                                                         make_worker: MakeWorker) -> None:
     redis_sync.lpush("q", "long:30")
-    worker = make_worker(handler=f"{HANDLERS}:async_sleep_then_record")
+    worker = make_worker(handler=f"{HANDLERS}:async_sleep_or_note_cancel")
     wait_for("1 task held", lambda: redis_sync.llen("q:processing:w1") == 1, timeout=10)
     worker.stop()
     worker.join(grace=0.5)
     assert redis_sync.lrange("q", 0, -1) == ["long:30"]
     assert redis_sync.llen("q:processing:w1") == 0
+    # the coroutine was cancelled (not left running on the loop beside its redelivery), and
+    # that is not a failure of the task: no retry, no dead letter, no exit status 3
+    assert redis_sync.lrange("test:done", 0, -1) == ["cancelled:long:30"]
+    assert redis_sync.zcard("q:delayed") == 0 and redis_sync.llen("q:dead") == 0
+    assert not any(s.crashed for s in worker.async_slots)

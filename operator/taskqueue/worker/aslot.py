@@ -78,6 +78,11 @@ class AsyncSlot:
                     self.acks.append(entry)
                 else:
                     self.state.unhold([entry])
+        except asyncio.CancelledError:
+            if not self.executor.abandoned.is_set():
+                raise
+            self.ended.set()  # abandoned at the end of the grace period: nothing to post
+            return
         except BaseException:
             # a bug outside the handler: the slot stops, the worker exits with status 3 and
             # recovery requeues what it held (as a thread slot that dies)
@@ -86,6 +91,17 @@ class AsyncSlot:
             self.ended.set()
             raise
         self._post()
+
+    def abandon(self) -> None:
+        """From any thread, once the grace period is over: cancel the coroutine still running
+        (its task is given back by the worker, not failed). In a process the exit would end it;
+        an embedding application's loop would otherwise run it on, beside its redelivery."""
+        self.executor.abandoned.set()
+        self._loop.call_soon_threadsafe(self._cancel)
+
+    def _cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
 
     def _post(self) -> None:
         if self.dispatcher.finished(self, self.acks):

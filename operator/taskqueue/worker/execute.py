@@ -47,6 +47,9 @@ class Executor:
     name: str = ""
     """The slot's name in log lines (default: the running thread's)."""
     rng: random.Random = field(default_factory=random.Random)
+    abandoned: threading.Event = field(default_factory=threading.Event)
+    """Set when the grace period is over and a coroutine still running is cancelled: its
+    CancelledError is then not a failure of the task (the worker gives the task back)."""
     _metrics: dict[str, _QueueMetrics] = field(default_factory=dict)
 
     def run(self, raw_entry: str, *, held: bool) -> bool:
@@ -70,6 +73,8 @@ class Executor:
         try:
             await handler.run(task.payload, ctx)
         except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError) and self.abandoned.is_set():
+                raise  # the grace period is over: the worker gives the task back
             await asyncio.to_thread(self._failed, raw_entry, entry, task, ctx, exc, held=held)
             return False
         finally:

@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 EXIT_THREAD_DIED = 3
 """Exit status of a worker one of whose long-lived threads ended (a bug): restart it. Tasks a
 dead slot held stay in the processing list; the heartbeat then expires and recovery requeues."""
+ABANDON_WAIT_SECONDS = 1.0
+"""After the grace period, how long a cancelled coroutine gets to unwind before its task is
+given back."""
 
 
 class Worker:
@@ -136,7 +139,12 @@ class Worker:
         stuck: list[Slot | AsyncSlot] = [
             slot for slot in self.slots
             if slot.thread.is_alive() or (slot.inline and busy_dispatcher)]
-        stuck += [aslot for aslot in self.async_slots if not aslot.ended.is_set()]
+        abandoned = [aslot for aslot in self.async_slots if not aslot.ended.is_set()]
+        for aslot in abandoned:
+            aslot.abandon()
+        for aslot in abandoned:
+            aslot.ended.wait(ABANDON_WAIT_SECONDS)
+        stuck += abandoned
         if stuck:
             self._give_back_stuck(stuck)
         self.heartbeat.stop()
