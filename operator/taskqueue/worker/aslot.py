@@ -16,15 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
 
-from taskqueue import backoff
-from taskqueue.worker import handlers
+from taskqueue.worker import drain, handlers
 from taskqueue.worker.config import WorkerConfig
-from taskqueue.worker.dispatch import DRAIN_ATTEMPTS, Dispatcher, sleep
+from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.execute import Executor
 from taskqueue.worker.state import WorkerState
-from taskqueue.worker.store import REDIS_ERRORS, Store
+from taskqueue.worker.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -119,30 +117,7 @@ class AsyncSlot:
 
     # -- in a worker thread -----------------------------------------------------------------
     def _give_back(self, entries: list[str]) -> None:
-        def release() -> None:
-            self.store.release(entries)
-            self.state.unhold(entries)
-
-        if not self._retry_briefly(release, what="giving back unrun tasks"):
-            log.error("could not give back %d task(s); recovery will requeue them",
-                      len(entries))
+        drain.give_back(self.store, self.state, entries, name=self.name)
 
     def _flush_acks(self) -> None:
-        if not self.acks:
-            return
-
-        def ack() -> None:
-            self.store.fetch(acks=self.acks, count=0)
-            self.state.unhold(self.acks)
-            self.acks = []
-
-        if not self._retry_briefly(ack, what="acking finished tasks"):
-            log.error("could not ack %d finished task(s); they may run again", len(self.acks))
-
-    def _retry_briefly(self, fn: Callable[[], None], *, what: str) -> bool:
-        try:
-            backoff.retry(fn, what=f"{self.name}: {what}", log=log, wait=sleep,
-                          retry_on=REDIS_ERRORS, attempts=DRAIN_ATTEMPTS)
-        except backoff.GaveUpError:
-            return False
-        return True
+        self.acks = drain.flush_acks(self.store, self.state, self.acks, name=self.name)

@@ -21,17 +21,16 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 
-from taskqueue import backoff
+from taskqueue.worker import drain
 from taskqueue.worker.config import WorkerConfig
-from taskqueue.worker.dispatch import DRAIN_ATTEMPTS, Dispatcher, sleep
+from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.execute import Executor
 from taskqueue.worker.fetching import Fetching, fetch_mode
 from taskqueue.worker.handlers import Handler
 from taskqueue.worker.idempotency import Guard, Leases
 from taskqueue.worker.state import WorkerState
-from taskqueue.worker.store import REDIS_ERRORS, Store
+from taskqueue.worker.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -173,35 +172,9 @@ class Slot:
 
     def give_back(self, entries: list[str]) -> None:
         """Release entries this slot will not run (drain), attempts unchanged."""
-        if not self.held or not entries:
-            return
-
-        def release() -> None:
-            self.store.release(entries)
-            self.state.unhold(entries)
-
-        if not self._retry_briefly(release, what="giving back unrun tasks"):
-            log.error("could not give back %d task(s); recovery will requeue them",
-                      len(entries))
+        if self.held and entries:
+            drain.give_back(self.store, self.state, entries, name=self.thread.name)
 
     def _flush_acks(self) -> None:
         """Ack on our own connection what the dispatcher can no longer take (it closed)."""
-        if not self.acks:
-            return
-
-        def ack() -> None:
-            self.store.fetch(acks=self.acks, count=0)
-            self.state.unhold(self.acks)
-            self.acks = []
-
-        if not self._retry_briefly(ack, what="acking finished tasks"):
-            log.error("could not ack %d finished task(s); they may run again", len(self.acks))
-
-    def _retry_briefly(self, fn: Callable[[], None], *, what: str) -> bool:
-        """`fn` with up to `DRAIN_ATTEMPTS` tries (used while stopping); False if it failed."""
-        try:
-            backoff.retry(fn, what=f"{self.thread.name}: {what}", log=log,
-                          wait=sleep, retry_on=REDIS_ERRORS, attempts=DRAIN_ATTEMPTS)
-        except backoff.GaveUpError:
-            return False
-        return True
+        self.acks = drain.flush_acks(self.store, self.state, self.acks, name=self.thread.name)
