@@ -29,11 +29,11 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from taskqueue import backoff
+from taskqueue.worker import drain
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.fetching import Fetching
 from taskqueue.worker.state import WorkerState
-from taskqueue.worker.store import REDIS_ERRORS, Store
+from taskqueue.worker.store import Store
 from taskqueue.worker.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,6 @@ PACK_DELAY_SECONDS = 0.005
 """After a wake-up, a worker that holds no task waits this long before it fetches, so an idle
 slot of a busy worker takes the task: work packs onto fewer pods and fully idle pods remain for
 the operator to remove (a task that only an idle pod can take waits this much more)."""
-DRAIN_ATTEMPTS = 20
-"""Tries of an ack or give-back while stopping, before recovery is left to do it."""
 WAIT_SECONDS = 1.0
 """Longest wait for a slot while all are busy (a stop also wakes the wait)."""
 
@@ -195,25 +193,7 @@ class Dispatcher:
             acks, self._acks = self._acks, []
             self._ready.extend(self._posted)
             self._posted = []
-        if acks:
-            self._ack_final(acks)
+        drain.flush_acks(self.store, self.state, acks, name="dispatch")
         for slot in self._ready:
             slot.deliver(None)
         self._ready = []
-
-    def _ack_final(self, acks: list[str]) -> None:
-        def ack() -> None:
-            self.store.fetch(acks=acks, count=0)
-            self.state.unhold(acks)
-
-        try:
-            backoff.retry(ack, what="dispatch: acking finished tasks", log=log, wait=sleep,
-                          retry_on=REDIS_ERRORS, attempts=DRAIN_ATTEMPTS)
-        except backoff.GaveUpError:
-            log.error("could not ack %d finished task(s); they may run again", len(acks))
-
-
-def sleep(seconds: float) -> bool:
-    """A `backoff.retry` wait that cannot be interrupted (the drain's last calls)."""
-    time.sleep(seconds)
-    return False

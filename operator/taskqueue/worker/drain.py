@@ -1,19 +1,23 @@
 """The Redis calls a slot makes on its own connection while the worker stops: give back the
 entries it will not run, and ack what it finished once the dispatcher has closed. Each is tried
 up to `DRAIN_ATTEMPTS` times; what still fails is left to recovery (and said so in the log).
-Shared by the thread slots (`slot.Slot`) and the coroutine slots (`aslot.AsyncSlot`)."""
+Shared by the dispatcher's last ack, the thread slots (`slot.Slot`) and the coroutine slots
+(`aslot.AsyncSlot`)."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from taskqueue import backoff
-from taskqueue.worker.dispatch import DRAIN_ATTEMPTS, sleep
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import REDIS_ERRORS, Store
 
 log = logging.getLogger(__name__)
+
+DRAIN_ATTEMPTS = 20
+"""Tries of an ack or give-back while stopping, before recovery is left to do it."""
 
 
 def give_back(store: Store, state: WorkerState, entries: list[str], *, name: str) -> None:
@@ -48,3 +52,9 @@ def _retry_briefly(fn: Callable[[], None], *, what: str) -> bool:
     except backoff.GaveUpError:
         return False
     return True
+
+
+def sleep(seconds: float) -> bool:
+    """A `backoff.retry` wait that cannot be interrupted (the drain's last calls)."""
+    time.sleep(seconds)
+    return False
