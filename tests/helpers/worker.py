@@ -11,6 +11,7 @@ import redis
 
 from taskqueue import manifest
 from taskqueue.worker import config as cfg
+from taskqueue.worker import handlers
 from taskqueue.worker.runner import Worker
 from tests.helpers.wait import wait_for
 from tests.worker import handlers as test_handlers
@@ -29,6 +30,21 @@ def make_config(redis_url: str, *, worker_id: str = "w1", sweep: float = 1.0,
     tq = manifest.parse(spec_dict(redis_url, **spec))
     config = cfg.from_spec(tq.spec, worker_id=worker_id)
     return dataclasses.replace(config, sweep_seconds=sweep)
+
+
+def in_process(config: cfg.WorkerConfig) -> Worker:
+    """An in-process worker for `config`, its handler loaded as the worker process loads it."""
+    return Worker(config, handler=handlers.load(
+        handler=config.handler, command=config.command, timeout=config.task_timeout))
+
+
+def stop_all(workers: list[Worker], *, grace: float = 5) -> None:
+    """Stop every worker at once, then drain each one not yet stopped."""
+    for worker in workers:
+        worker.stop()
+    for worker in workers:
+        if not worker.stopped.is_set():
+            worker.join(grace=grace)
 
 
 def done(r: redis.Redis) -> list[str]:

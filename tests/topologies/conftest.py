@@ -11,8 +11,8 @@ import pytest
 
 from taskqueue import manifest
 from taskqueue.worker import config as cfg
-from taskqueue.worker import handlers
 from taskqueue.worker.runner import Worker
+from tests.helpers.worker import in_process, stop_all
 from tests.topologies import handlers as topo_handlers
 from tests.topologies.manifests import StartWorker, taskqueue
 
@@ -31,15 +31,10 @@ def start_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[StartWorker]:
         tq = manifest.parse(taskqueue(url, worker=worker_spec, **spec))
         config = dataclasses.replace(cfg.from_spec(tq.spec, redis_url=url, worker_id=worker_id),
                                      sweep_seconds=0.2)
-        worker = Worker(config, handler=handlers.load(
-            handler=config.handler, command=config.command, timeout=config.task_timeout))
+        worker = in_process(config)
         worker.start()
         started.append(worker)
         return worker
 
     yield start
-    for worker in started:
-        worker.stop()
-    for worker in started:
-        if not worker.stopped.is_set():
-            worker.join(grace=5)
+    stop_all(started)
