@@ -20,13 +20,13 @@ SERIES_SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_co
 
 
 def _families() -> dict[str, tuple[str, ...]]:
-    """Metric family -> the series names Prometheus scrapes, from the prometheus_client objects."""
-    found = {}
+    """Metric family -> the series names Prometheus scrapes, from the prometheus_client objects
+    and the worker's per-task collector."""
+    families = [*metrics.WORKER_TASKS.describe()]
     for obj in vars(metrics).values():
         if isinstance(obj, MetricWrapperBase):
-            [family] = obj.describe()
-            found[family.name] = tuple(family.name + s for s in SERIES_SUFFIXES[family.type])
-    return found
+            families += obj.describe()
+    return {f.name: tuple(f.name + s for s in SERIES_SUFFIXES[f.type]) for f in families}
 
 
 def _dashboard() -> dict[str, Any]:

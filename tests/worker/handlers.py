@@ -55,6 +55,11 @@ def fail_first(payload: str, ctx: TaskContext) -> None:
     record_with_context(payload, ctx)
 
 
+async def fail_first_async(payload: str, ctx: TaskContext) -> None:
+    """`fail_first` as a coroutine."""
+    fail_first(payload, ctx)
+
+
 def explode(payload: str) -> None:
     raise RuntimeError("boom " + payload)
 

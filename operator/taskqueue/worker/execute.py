@@ -24,18 +24,6 @@ from taskqueue.worker.store import REDIS_ERRORS, Store, now_ms
 log = logging.getLogger("taskqueue.worker.task")
 
 
-class _QueueMetrics:
-    """The metric children of one queue label, looked up once (`.labels()` is not free)."""
-
-    __slots__ = ("duration", "pickup", "started", "succeeded")
-
-    def __init__(self, queue: str) -> None:
-        self.started = metrics.TASKS_STARTED.labels(queue)
-        self.succeeded = metrics.TASKS_SUCCEEDED.labels(queue)
-        self.duration = metrics.TASK_DURATION.labels(queue)
-        self.pickup = metrics.PICKUP_LATENCY.labels(queue)
-
-
 @dataclass
 class Executor:
     """Runs tasks for one consume slot (uses that slot's `Store`)."""
@@ -50,7 +38,12 @@ class Executor:
     abandoned: threading.Event = field(default_factory=threading.Event)
     """Set when the grace period is over and a coroutine still running is cancelled: its
     CancelledError is then not a failure of the task (the worker gives the task back)."""
-    _metrics: dict[str, _QueueMetrics] = field(default_factory=dict)
+    tally: metrics.SlotTally = field(default_factory=metrics.WORKER_TASKS.slot)
+    """This slot's per-task metrics (plain numbers, summed when /metrics is scraped)."""
+    service: servicetime.Totals = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.service = servicetime.of(self.config.worker_id)
 
     def run(self, raw_entry: str, *, held: bool) -> bool:
         entry, task, ctx, m = self._begin(raw_entry)
@@ -82,30 +75,29 @@ class Executor:
         self._succeeded(m, ctx)
         return True
 
-    def _begin(self, raw_entry: str) -> tuple[keys.Entry, keys.Task, TaskContext, _QueueMetrics]:
+    def _begin(self, raw_entry: str,
+               ) -> tuple[keys.Entry, keys.Task, TaskContext, metrics.QueueTally]:
         entry = keys.Entry.decode(raw_entry)
-        m = self._metrics.get(entry.queue)
-        if m is None:
-            m = self._metrics[entry.queue] = _QueueMetrics(entry.queue)
+        m = self.tally.queue(entry.queue)
         task = keys.unwrap(entry.element)  # a raw LPUSH payload: as it is, attempt 1, no id
         ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
                           enqueued_at=task.enqueued_at)
         if task.enqueued_at and not task.attempts:
             m.pickup.observe(max(0.0, time.time() - task.enqueued_at))
-        m.started.inc()
+        m.started += 1
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task started", extra=self._extra(ctx))
-        metrics.WORKER_IN_FLIGHT.inc()
+        self.tally.running += 1
         return entry, task, ctx, m
 
-    def _end(self, m: _QueueMetrics, queue: str, started: float) -> None:
-        metrics.WORKER_IN_FLIGHT.dec()
+    def _end(self, m: metrics.QueueTally, queue: str, started: float) -> None:
+        self.tally.running -= 1
         elapsed = time.perf_counter() - started
         m.duration.observe(elapsed)
-        servicetime.of(self.config.worker_id).add(queue, elapsed)  # the operator's wait model
+        self.service.add(queue, elapsed)  # the operator's wait model
 
-    def _succeeded(self, m: _QueueMetrics, ctx: TaskContext) -> None:
-        m.succeeded.inc()
+    def _succeeded(self, m: metrics.QueueTally, ctx: TaskContext) -> None:
+        m.succeeded += 1
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task succeeded", extra=self._extra(ctx))
 

@@ -120,6 +120,8 @@ def settle(result: object, *, timeout: float | None) -> None:
     """What a sync handler returned: an awaitable (an `async def` behind a plain decorator) is
     awaited on the shared event loop; a generator fails the task, since its body has not run
     and running it for the handler would guess at its meaning; anything else is success."""
+    if result is None:  # what almost every handler returns: nothing to check
+        return
     if inspect.isgenerator(result) or inspect.isasyncgen(result):
         if inspect.isgenerator(result):
             result.close()

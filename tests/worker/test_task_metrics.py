@@ -1,0 +1,94 @@
+"""The worker's per-task metrics: what each slot tallies is what /metrics shows, summed over the
+slots, whatever the concurrency and handler kind (`taskqueue.metrics.WORKER_TASKS`).
+
+Counters are process-wide, so each test uses a queue of its own and reads only its label.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from taskqueue import client, metrics
+from tests.helpers.wait import wait_for
+from tests.helpers.worker import MakeWorker, wait_done
+
+
+def samples(queue: str | None) -> dict[str, float]:
+    """The worker registry's samples with label queue=`queue` (None: the unlabelled ones), by
+    name plus `le` for buckets."""
+    text = generate_latest(metrics.WORKER).decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.labels.get("queue") != queue or not s.name.startswith("taskqueue_worker_"):
+                continue
+            le = s.labels.get("le")
+            out[s.name + (f"{{le={le}}}" if le else "")] = s.value
+    return out
+
+
+@pytest.mark.parametrize("concurrency", [pytest.param(1, id="one-slot"),
+                                         pytest.param(4, id="four-slots")])
+@pytest.mark.parametrize("handler", [
+    pytest.param("tests.worker.handlers:fail_first", id="thread-slots"),
+    pytest.param("tests.worker.handlers:fail_first_async", id="coroutine-slots"),
+])
+def test_counts_and_histograms_add_up_over_slots(
+        make_worker: MakeWorker, redis_sync: redis.Redis, handler: str,
+        concurrency: int) -> None:
+    queue = f"metrics-{uuid.uuid4().hex[:8]}"
+    for _ in range(30):
+        client.enqueue_sync(redis_sync, queue, "1")  # succeeds at once
+    for _ in range(5):
+        client.enqueue_sync(redis_sync, queue, "2")  # fails once, then succeeds
+    redis_sync.lpush(queue, "1")  # a raw payload: no envelope, so no pickup time
+    make_worker(handler=handler, queues=[{"key": queue}], worker={"concurrency": concurrency},
+                retry={"backoffSeconds": 0.01})
+    wait_done(redis_sync, 36)
+    m = wait_for("the last attempt counted", lambda: (lambda m: m if m.get(
+        "taskqueue_worker_task_duration_seconds_count") == 41 else None)(samples(queue)))
+
+    assert m["taskqueue_worker_tasks_started_total"] == 41  # 36 first attempts + 5 retries
+    assert m["taskqueue_worker_tasks_succeeded_total"] == 36
+    assert m["taskqueue_worker_tasks_failed_total"] == 5
+    assert m["taskqueue_worker_pickup_latency_seconds_count"] == 35  # enveloped, first attempt
+    assert m["taskqueue_worker_task_duration_seconds_bucket{le=+Inf}"] == 41
+    assert 0 < m["taskqueue_worker_task_duration_seconds_sum"] < 41
+    buckets = [v for k, v in m.items() if k.startswith("taskqueue_worker_task_duration_seconds_b")]
+    assert buckets == sorted(buckets)  # cumulative
+    assert samples(None)["taskqueue_worker_in_flight"] == 0
+
+
+def test_in_flight_counts_the_tasks_running_now(make_worker: MakeWorker,
+                                                redis_sync: redis.Redis) -> None:
+    queue = f"metrics-{uuid.uuid4().hex[:8]}"
+    for i in range(3):
+        redis_sync.lpush(queue, f"t{i}:1.5")
+    make_worker(handler="tests.worker.handlers:sleep_then_record", queues=[{"key": queue}],
+                worker={"concurrency": 3})
+    wait_for("three tasks started",
+             lambda: samples(queue).get("taskqueue_worker_tasks_started_total") == 3)
+    assert samples(None)["taskqueue_worker_in_flight"] == 3
+    wait_done(redis_sync, 3)
+    wait_for("none running", lambda: samples(None)["taskqueue_worker_in_flight"] == 0)
+
+
+@pytest.mark.parametrize(("value", "le"), [
+    pytest.param(0.0004, "0.0005", id="below-the-first-bound"),
+    pytest.param(0.0005, "0.0005", id="on-a-bound-is-in-it"),
+    pytest.param(0.00051, "0.001", id="just-above-a-bound"),
+    pytest.param(7.0, "+Inf", id="above-the-last-bound"),
+])
+def test_a_value_lands_in_the_first_bucket_whose_bound_it_does_not_exceed(
+        value: float, le: str) -> None:
+    tally = metrics.Buckets((0.0005, 0.001, 5.0))
+    tally.observe(value)
+    buckets, total = metrics.cumulative([tally])
+    assert dict(buckets)[le] == 1
+    assert sum(1 for _, count in buckets if count == 0) == [b for b, _ in buckets].index(le)
+    assert total == value
