@@ -46,3 +46,16 @@ def test_give_back_restores_a_failed_take() -> None:
     totals.add("q", 0.5)
     totals.give_back(failed)
     assert totals.take() == fields("q", 2000, 2, 2_500_000)
+
+
+def test_take_gathers_what_every_slot_added() -> None:
+    totals = Totals()
+    first, second = totals.slot(), totals.slot()
+    first.add("q", 1.0)
+    second.add("q", 0.5)
+    second.add("r", 0.25)
+    totals.add("q", 0.5)
+    assert totals.take() == fields("q", 2000, 3, 1_500_000) + fields("r", 250, 1, 62_500)
+    assert totals.take() == []
+    first.add("q", 0.75)
+    assert totals.take() == fields("q", 750, 1, 562_500)

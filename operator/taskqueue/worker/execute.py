@@ -40,10 +40,11 @@ class Executor:
     CancelledError is then not a failure of the task (the worker gives the task back)."""
     tally: metrics.SlotTally = field(default_factory=metrics.WORKER_TASKS.slot)
     """This slot's per-task metrics (plain numbers, summed when /metrics is scraped)."""
-    service: servicetime.Totals = field(init=False)
+    service: servicetime.SlotTotals = field(init=False)
+    """This slot's share of the worker's service-time totals."""
 
     def __post_init__(self) -> None:
-        self.service = servicetime.of(self.config.worker_id)
+        self.service = servicetime.of(self.config.worker_id).slot()
 
     def run(self, raw_entry: str, *, held: bool) -> bool:
         entry, task, ctx, m = self._begin(raw_entry)
