@@ -10,7 +10,11 @@ import time
 import pytest
 import redis
 
+from taskqueue.worker.dispatch import others_registered
+from taskqueue.worker.store import Store
+from tests.fixtures.redis_server import free_port
 from tests.helpers.wait import wait_for
+from tests.helpers.worker import MakeWorker, make_config
 from tests.worker.handlers import PIDS
 from tests.worker.procs import spawn
 
@@ -84,3 +88,27 @@ def test_a_lone_task_goes_to_the_busy_worker_so_idle_ones_stay_idle(
         assert on_busy >= 0.7 * shorts, f"{on_busy}/{shorts} on the busy worker"
     finally:
         _stop(*procs.values())
+
+
+def _store(url: str, worker_id: str) -> Store:
+    config = make_config(url, worker_id=worker_id)
+    return Store(url=url, schema=config.schema, worker_id=worker_id)
+
+
+def test_packing_waits_only_when_another_worker_could_take_the_task(
+        redis_url: str, make_worker: MakeWorker, redis_sync: redis.Redis) -> None:
+    make_worker(worker_id="a")
+    wait_for("worker a registered", lambda: redis_sync.zscore("q:workers", "a"))
+    a = _store(redis_url, "a")
+    try:
+        assert not others_registered(a)  # alone: a push is picked up at once
+        make_worker(worker_id="b")
+        wait_for("worker b registered", lambda: redis_sync.zscore("q:workers", "b"))
+        assert others_registered(a)
+    finally:
+        a.close()
+
+
+def test_packing_still_waits_when_redis_cannot_say_who_else_is_there() -> None:
+    unreachable = _store(f"redis://127.0.0.1:{free_port()}/0", "a")
+    assert others_registered(unreachable)

@@ -14,7 +14,9 @@ run it and its ack rides on the next call, as before).
 
 Idle: when a call came back with fewer tasks than asked, the queues were dry; the dispatcher
 waits for a tracking push (`Wakeup.idle`, same arming rule as before) or for a slot to finish.
-After a push, a worker holding no task waits `PACK_DELAY_SECONDS` first (packing, issue 11).
+After a push, a worker holding no task waits `PACK_DELAY_SECONDS` first (packing, issue 11), unless
+it is the TaskQueue's only registered worker: then nobody else could take the task, and the wait
+would only add to the idle pickup latency.
 
 Drain: on stop the dispatcher acks what was posted in one last call and tells every slot to
 end; a slot still running posts afterwards and then acks its own entries (`finished` returns
@@ -33,7 +35,7 @@ from taskqueue.worker import drain
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.fetching import Fetching
 from taskqueue.worker.state import WorkerState
-from taskqueue.worker.store import Store
+from taskqueue.worker.store import REDIS_ERRORS, Store
 from taskqueue.worker.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,15 @@ def share(wants: Sequence[int], n: int) -> list[int]:
         out.append(take)
         n -= take
     return out
+
+
+def others_registered(store: Store) -> bool:
+    """Whether a worker other than `store`'s is registered on its TaskQueue (one ZCARD of the
+    workers zset); True when Redis cannot say, so that packing errs on the fleet's side."""
+    try:
+        return int(store.call("ZCARD", store.schema.workers)) > 1
+    except REDIS_ERRORS:
+        return True
 
 
 class Dispatcher:
@@ -183,7 +194,7 @@ class Dispatcher:
         """The queues ran dry: wait for a push (or a slot to finish, or the sweep)."""
         self.wakeup.idle(token, timeout=self.config.sweep_seconds, until=self._has_news)
         self._next_promote = 0.0  # an idle re-check always promotes
-        if self.held and self.state.held_count() == 0:
+        if self.held and self.state.held_count() == 0 and others_registered(self.store):
             self.state.stopping.wait(PACK_DELAY_SECONDS)  # busy workers fetch first
 
     def _close(self) -> None:
