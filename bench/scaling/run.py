@@ -125,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n### {name}, concurrency {concurrency}\n```")
             print(report.table(results))
             print("```")
+            poll = tq.spec.scaling.pollIntervalSeconds
+            churn = {r.scaler: (r.scale_changes, r.reversals(2 * poll)) for r in results}
+            print("- scale changes (reversed within two polls): "
+                  + ", ".join(f"{s} {n} ({f})" for s, (n, f) in churn.items()))
             verdicts = checks(name, concurrency, results, tq.spec.scaling.idleCooldownSeconds,
                               tq.spec.scaling.pollIntervalSeconds,
                               tq.spec.scaling.targetWaitSeconds)
@@ -133,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"- {'MET' if ok else 'NOT MET'}: {what}: {figure}")
             everything.append({"trace": name, "concurrency": concurrency,
                                "results": [report.as_dict(r) for r in results],
+                               "reversed_within_two_polls": {s: f for s, (_, f) in churn.items()},
                                "targets": [{"target": w, "met": ok, "figure": f}
                                            for w, ok, f in verdicts]})
     if args.json:

@@ -2,13 +2,15 @@
 `Deployments.ensure` (the one place a TaskQueue's Deployment is created or updated).
 
 With the watch on, a poll uses the last Deployment seen instead of a GET; a Deployment no watch
-event refreshed is re-read after DEPLOYMENT_REFRESH_POLLS polls anyway (a missed event). After
+event refreshed is re-read after DEPLOYMENT_REFRESH_SECONDS anyway (a missed event). After
 our own write, watch events older than it (resourceVersion floor) are ignored.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from taskqueue import admission, models, workload
@@ -17,9 +19,10 @@ from taskqueue.record import SpecError
 
 log = logging.getLogger("taskqueue.operator")
 
-DEPLOYMENT_REFRESH_POLLS = 12
+DEPLOYMENT_REFRESH_SECONDS = 60.0
 """With the Deployment watch on, a cached Deployment no watch event has refreshed is re-read
-(GET) after this many polls anyway: a safety net for a missed event."""
+(GET) once it is this old anyway: a safety net for a missed event. In seconds, not polls, so
+polling faster does not read more (12 polls at the former 5 s default)."""
 
 Key = tuple[str, str]
 
@@ -27,16 +30,18 @@ Key = tuple[str, str]
 @dataclass
 class _Seen:
     state: DeploymentState
-    uses: int = 0
-    """Polls that used this state since the watch event (or GET) that brought it."""
+    since: float
+    """When the watch event (or GET) that brought this state came (the cache's clock)."""
 
 
 class Deployments:
     """The Deployments the polls scale: read (cached when watched), created, updated."""
 
     def __init__(self, kube: Kube, *, watched: bool = False,
-                 rules: admission.WorkerRules | None = None) -> None:
+                 rules: admission.WorkerRules | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.kube = kube
+        self.clock = clock
         self.rules = rules or admission.WorkerRules()
         """What a TaskQueue may run and scale (checked before any read or write)."""
         self.watched = watched
@@ -55,16 +60,16 @@ class Deployments:
             if tracked and state.resource_version:
                 self._floors[key] = state.resource_version
             return
-        self._keep(key, state, uses=0)
+        self._keep(key, state)
 
-    def _keep(self, key: Key, state: DeploymentState, *, uses: int) -> None:
+    def _keep(self, key: Key, state: DeploymentState) -> None:
         rv = state.resource_version
         floor, seen = self._floors.get(key), self._seen.get(key)
         if floor is not None and not newer_or_same(rv, floor):
             return
         if seen is not None and not newer_or_same(rv, seen.state.resource_version):
             return
-        self._seen[key] = _Seen(state, uses)
+        self._seen[key] = _Seen(state, self.clock())
         self._floors.pop(key, None)
 
     def wrote(self, namespace: str, name: str, resource_version: str | None) -> None:
@@ -85,15 +90,14 @@ class Deployments:
         cache = owned and self.watched
         if cache:
             seen = self._seen.get(key)
-            if seen is not None and seen.uses < DEPLOYMENT_REFRESH_POLLS:
-                seen.uses += 1
+            if seen is not None and self.clock() - seen.since < DEPLOYMENT_REFRESH_SECONDS:
                 return seen.state
         state = await self.kube.get_deployment(namespace, name)
         if cache:
             if state is None:
                 self._seen.pop(key, None)
             else:
-                self._keep(key, state, uses=1)
+                self._keep(key, state)
         return state
 
     async def ensure(self, tq: models.TaskQueue, *, uid: str) -> DeploymentState:

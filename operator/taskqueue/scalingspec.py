@@ -17,7 +17,9 @@ class ScalingSpec(SpecModel):
     targetBacklogPerReplica: int = Field(
         default=10, ge=1, description="Queued + in-flight tasks one replica should carry."
     )
-    pollIntervalSeconds: float = Field(default=5.0, ge=1, description="Seconds between polls.")
+    pollIntervalSeconds: float = Field(
+        default=2.0, ge=1, description="Seconds between polls (each is one Redis round trip)."
+    )
     scaleDownStabilizationSeconds: float = Field(
         default=15.0, ge=0, description="Scale down to the highest recommendation in this window "
         "(pods leave only once quiesced and drained, so the window can be short)."

@@ -90,7 +90,7 @@ def test_defaults_applied_by_the_api_server(
         "spec": {"redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "q"}]},
     })
     body = get(control_plane, "tq", "d", "-n", namespace)
-    assert body["spec"]["scaling"]["pollIntervalSeconds"] == 5
+    assert body["spec"]["scaling"]["pollIntervalSeconds"] == 2
     assert body["spec"]["delivery"] == "AtLeastOnce"
     assert manifest.parse(body).spec.scaling.maxReplicas == 10
 

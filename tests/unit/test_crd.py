@@ -129,5 +129,5 @@ def test_defaulted_manifest_round_trips_through_the_models(schema: dict[str, Any
     minimal = {"redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "a"}, {"key": "b"}]}
     spec = models.TaskQueueSpec.model_validate(apply_defaults(schema["properties"]["spec"],
                                                               minimal))
-    assert spec.scaling.pollIntervalSeconds == 5
+    assert spec.scaling.pollIntervalSeconds == 2
     assert [q.type for q in spec.queues] == ["list", "list"]

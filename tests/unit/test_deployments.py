@@ -11,7 +11,7 @@ import pytest
 
 from taskqueue import admission, kube, manifest, models, workload
 from taskqueue import status as statuses
-from taskqueue.deployments import DEPLOYMENT_REFRESH_POLLS, Deployments
+from taskqueue.deployments import DEPLOYMENT_REFRESH_SECONDS, Deployments
 from taskqueue.kube import DeploymentState
 from taskqueue.record import SpecError
 
@@ -52,14 +52,23 @@ class FakeKube:
         return str(self.calls.total())
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 async def test_watched_deployment_is_not_read_on_every_poll() -> None:
-    fake, tq = FakeKube(), taskqueue()
-    p = Deployments(fake, watched=True)  # type: ignore[arg-type]
+    fake, tq, clock = FakeKube(), taskqueue(), Clock()
+    p = Deployments(fake, watched=True, clock=clock)  # type: ignore[arg-type]
     await p.ensure(tq, uid="u")  # missing: GET, create
     assert fake.calls == {"get": 1, "create": 1}
     await p.ensure(tq, uid="u")  # our own write: read again
     assert fake.calls["get"] == 2
-    for _ in range(DEPLOYMENT_REFRESH_POLLS - 1):
+    for _ in range(30):  # a minute of 2 s polls
+        clock.now += 2.0 - 1e-6
         assert (await p.ensure(tq, uid="u")).replicas == 0
     assert fake.calls["get"] == 2 and fake.calls["create"] == 1
 
@@ -70,9 +79,15 @@ async def test_watched_deployment_is_not_read_on_every_poll() -> None:
     assert (await p.ensure(tq, uid="u")).replicas == 3
     assert fake.calls["get"] == 2
 
-    # the safety net: a GET after DEPLOYMENT_REFRESH_POLLS polls without an event
-    for _ in range(DEPLOYMENT_REFRESH_POLLS):
+    # the safety net: a GET once DEPLOYMENT_REFRESH_SECONDS pass without an event, however
+    # many polls that is
+    for _ in range(100):
         await p.ensure(tq, uid="u")
+    assert fake.calls["get"] == 2
+    clock.now += DEPLOYMENT_REFRESH_SECONDS
+    await p.ensure(tq, uid="u")
+    assert fake.calls["get"] == 3
+    await p.ensure(tq, uid="u")  # the GET's state is fresh again
     assert fake.calls["get"] == 3
 
     # deleted: the event drops it, the next poll recreates it

@@ -10,7 +10,7 @@ import pytest
 
 from taskqueue.models import TaskQueue
 from taskqueue.simulate import trace
-from taskqueue.simulate.run import Settings, history, percentile, simulate
+from taskqueue.simulate.run import Result, Settings, history, percentile, simulate
 from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
 from taskqueue.simulate.trace import Arrival, Load
 from taskqueue.simulate.world import World
@@ -135,6 +135,24 @@ def test_service_totals_are_seen_as_of_the_last_heartbeat(
 ])
 def test_percentile(values: list[float], q: float, expected: float) -> None:
     assert percentile(values, q) == expected
+
+
+@pytest.mark.parametrize("log, within, expected", [
+    pytest.param((), 10.0, 0, id="no-changes"),
+    pytest.param(((0.0, 2), (5.0, 4), (9.0, 6)), 10.0, 0, id="up-up"),
+    pytest.param(((0.0, 2), (5.0, 4), (9.0, 3)), 10.0, 1, id="up-then-down-soon"),
+    pytest.param(((0.0, 2), (5.0, 4), (30.0, 3)), 10.0, 0, id="up-then-down-later"),
+    pytest.param(((0.0, 3), (4.0, 1), (8.0, 3), (12.0, 1)), 4.0, 3, id="flapping"),
+    pytest.param(((0.0, 3), (20.0, 0)), 30.0, 1, id="up-then-zero-within"),
+    pytest.param(((0.0, 3), (20.0, 0)), 10.0, 0, id="up-then-zero-after"),
+])
+def test_reversals_count_changes_undone_soon(
+    log: tuple[tuple[float, int], ...], within: float, expected: int
+) -> None:
+    result = Result(scaler="x", worker_seconds=0.0, mean_replicas=0.0, max_replicas=0,
+                    waits={}, tasks=0, interrupted=0, busy_deleted=0, deleted=0,
+                    scale_changes=len(log), zero_after=None, scale_log=log)
+    assert result.reversals(within) == expected
 
 
 def test_csv_traces(tmp_path: Path) -> None:

@@ -62,6 +62,18 @@ class Result:
     """Seconds from the last completion to zero replicas (None: never reached zero)."""
     timeline: tuple[tuple[float, int, int], ...] = field(default=(), repr=False)
     """(time, live pods, queued tasks) every `sample_every` seconds."""
+    scale_log: tuple[tuple[float, int], ...] = field(default=(), repr=False)
+    """(time, new spec.replicas) of every replica change."""
+
+    def reversals(self, within: float) -> int:
+        """Replica changes undone within `within` seconds: a change whose next change goes the
+        other way that soon (flapping, e.g. up then down again a poll or two later)."""
+        flips, before = 0, 0
+        for (t, n), (t_next, n_next) in zip(self.scale_log, self.scale_log[1:], strict=False):
+            if t_next - t <= within and (n - before) * (n_next - n) < 0:
+                flips += 1
+            before = n
+        return flips
 
     def replicas_between(self, start: float, end: float) -> float:
         """Mean live pods sampled in [start, end) (the steady part of a run)."""
@@ -111,7 +123,8 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
         world.reported_sq = dict(world.counters.service_sq)
     end = (trace[-1].at if trace else 0.0)
     steps = math.ceil((end + settings.tail) / settings.tick)
-    changes, last, peak, cost_at_end = 0, 0, 0, None
+    last, peak, cost_at_end = 0, 0, None
+    scale_log: list[tuple[float, int]] = []
     zero_at: float | None = None
     timeline: list[tuple[float, int, int]] = []
     next_sample = 0.0
@@ -122,7 +135,8 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
         live = len(world.live())
         peak = max(peak, live)
         if world.spec_replicas != last:
-            changes, last = changes + 1, world.spec_replicas
+            last = world.spec_replicas
+            scale_log.append((t, last))
         zero_at = None if world.pods or world.spec_replicas else (zero_at or t)
         if cost_at_end is None and t >= end:
             cost_at_end = world.worker_seconds
@@ -139,6 +153,6 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
         scaler=scaler.name, worker_seconds=world.worker_seconds,
         mean_replicas=(cost_at_end or 0.0) / end if end > 0 else 0.0,
         max_replicas=peak, waits=waits, tasks=len(trace), interrupted=c.interrupted,
-        busy_deleted=c.busy_deleted, deleted=c.deleted, scale_changes=changes,
-        zero_after=zero_after, timeline=tuple(timeline),
+        busy_deleted=c.busy_deleted, deleted=c.deleted, scale_changes=len(scale_log),
+        zero_after=zero_after, timeline=tuple(timeline), scale_log=tuple(scale_log),
     )
