@@ -12,7 +12,7 @@ import redis
 import yaml
 
 from taskqueue import keys, manifest
-from taskqueue.worker import main as worker_main
+from taskqueue.worker import command as worker_command
 from tests.helpers.chart import REPO
 
 EXAMPLES = REPO / "examples"
@@ -65,8 +65,8 @@ def test_scale_target_workers_consume_the_taskqueue_queues(monkeypatch: pytest.M
     assert "replicas" not in deploy["spec"], "replicas belongs to the operator"
     [container] = deploy["spec"]["template"]["spec"]["containers"]
     monkeypatch.delenv("TASKQUEUE_MANIFEST", raising=False)
-    args = worker_main.parser().parse_args(container["args"])
-    worker_spec = worker_main.spec_from(args)
+    args = worker_command.parser().parse_args(container["args"])
+    worker_spec = worker_command.spec_from(args)
     assert [q.key for q in worker_spec.queues] == [q.key for q in tq.spec.queues]
     assert worker_spec.key_prefix == tq.spec.key_prefix
     env = {e["name"]: e for e in container["env"]}

@@ -136,12 +136,12 @@ def test_without_idempotency_a_redelivery_runs_again(make_worker: MakeWorker,
 
 
 def test_worker_flag_and_manifest_set_the_window(redis_url: str) -> None:
-    from taskqueue.worker import main as worker_main
-    config, _, _ = worker_main.build(["--redis-url", redis_url, "--queue", "q", "--handler",
+    from taskqueue.worker import command as worker_command
+    config, _, _ = worker_command.build(["--redis-url", redis_url, "--queue", "q", "--handler",
                                       "tests.seeds.handlers:effect",
                                       "--idempotency-window", "3600"])
     assert config.idempotency_window == 3600.0
-    config, _, _ = worker_main.build(["--redis-url", redis_url, "--queue", "q", "--handler",
+    config, _, _ = worker_command.build(["--redis-url", redis_url, "--queue", "q", "--handler",
                                       "tests.seeds.handlers:effect"])
     assert config.idempotency_window is None
 

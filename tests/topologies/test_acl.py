@@ -229,11 +229,11 @@ def test_the_worker_without_one_permission_names_it(
 def test_the_worker_process_stops_with_one_line_naming_the_permission(
         redis_server: RedisServer, make_user: MakeUser, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from taskqueue.worker import main as worker_main
+    from taskqueue.worker import command as worker_command
     url = make_user("worker", without="evalsha")
     path = tmp_path / "tq.json"
     doc = taskqueue(url, queues=QUEUES, worker={"handler": "tests.topologies.handlers:record"})
     path.write_text(json.dumps(doc))
-    assert worker_main.main(["-f", str(path), "--redis-url", url, "--worker-id", "w1"]) == 2
+    assert worker_command.main(["-f", str(path), "--redis-url", url, "--worker-id", "w1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'evalsha'" in err[0] and "taskqueue.acl worker" in err[0]

@@ -1,175 +1,27 @@
-"""`taskqueue-worker`: run a worker for one TaskQueue until SIGTERM.
+"""`taskqueue-worker`: run a worker for one TaskQueue until SIGTERM (`taskqueue.worker.command`).
 
-Settings come from `-f taskqueue.yaml`, else the `TASKQUEUE_MANIFEST` env (JSON, set by the
-operator in worker pods), else from flags alone (`--queue` at least); flags override the
-manifest. Logs: `--log-json` / `$TASKQUEUE_LOG_JSON=1` and `--log-level` /
-`$TASKQUEUE_LOG_LEVEL` (the env is how a worker pod sets them; flags win). Exit status: 0 after
-a drain, 2 for bad settings or an unusable handler (reported before any task is taken).
+This entry point imports the command with Python's cyclic garbage collector off: the imports
+(redis-py, pydantic and the TaskQueue models) allocate hundreds of thousands of objects that
+live as long as the process, and collecting while they are created only scans them again and
+again (about a tenth of the worker's start). Once imported they are frozen out of the collector's
+reach (`gc.freeze`) and the collector is on again for what tasks allocate.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import gc
-import logging
-import os
 import sys
 from collections.abc import Sequence
-from typing import Any
-
-from redis.exceptions import NoPermissionError
-
-from taskqueue import manifest, metrics
-from taskqueue.models import TaskQueue, TaskQueueSpec
-from taskqueue.worker import config as cfg
-from taskqueue.worker import handlers, logs
-from taskqueue.worker.runner import Worker
-
-log = logging.getLogger("taskqueue.worker")
-
-
-TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
-
-
-def env_flag(name: str) -> bool:
-    """An on/off environment setting: 1/true/yes/on (any case) is on, anything else off."""
-    return os.environ.get(name, "").strip().lower() in TRUE_WORDS
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="taskqueue-worker", description=__doc__.split("\n")[0])
-    p.add_argument("-f", "--file", help="TaskQueue manifest (YAML); default $TASKQUEUE_MANIFEST")
-    p.add_argument("--redis-url", help="overrides spec.redis (also $TASKQUEUE_REDIS_URL)")
-    p.add_argument("--worker-id", help="default $TASKQUEUE_WORKER_ID or <host>-<pid>-<random>")
-    p.add_argument("--queue", action="append", metavar="KEY[:zset][@LIMIT]",
-                   help="queue key in priority order (repeatable); replaces spec.queues")
-    p.add_argument("--handler", help="python handler 'package.module:function'")
-    p.add_argument("--command", nargs="+", help="command per task, payload on stdin")
-    p.add_argument("--concurrency", type=int)
-    p.add_argument("--prefetch", type=int)
-    p.add_argument("--delivery", choices=["AtLeastOnce", "AtMostOnce"])
-    p.add_argument("--max-attempts", type=int)
-    p.add_argument("--backoff", type=float, help="first retry delay in seconds")
-    p.add_argument("--task-timeout", type=float, help="seconds before a task fails")
-    p.add_argument("--heartbeat", type=float, help="heartbeat period in seconds")
-    p.add_argument("--grace", type=float, help="seconds to finish tasks after SIGTERM")
-    p.add_argument("--key-prefix", help="prefix of the bookkeeping keys")
-    p.add_argument("--dead-letter-key")
-    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
-    p.add_argument("--idempotency-window", type=float, metavar="S",
-                   help="idempotent consumption: skip ids completed within S seconds")
-    p.add_argument("--metrics-address",
-                   default=os.environ.get("TASKQUEUE_METRICS_ADDRESS") or "0.0.0.0",
-                   help="address the metrics listen on (default $TASKQUEUE_METRICS_ADDRESS "
-                        "or 0.0.0.0)")
-    p.add_argument("--log-json", action=argparse.BooleanOptionalAction,
-                   default=env_flag("TASKQUEUE_LOG_JSON"),
-                   help="one JSON object per log line (default $TASKQUEUE_LOG_JSON=1)")
-    p.add_argument("--log-level", default=os.environ.get("TASKQUEUE_LOG_LEVEL") or "INFO",
-                   help="default $TASKQUEUE_LOG_LEVEL or INFO")
-    return p
-
-
-def _queue(arg: str) -> dict[str, Any]:
-    key, _, limit = arg.partition("@")
-    kind = "list"
-    if key.endswith(":zset"):
-        key, kind = key.removesuffix(":zset"), "zset"
-    q: dict[str, Any] = {"key": key, "type": kind}
-    if limit:
-        q["starvationLimit"] = int(limit)
-    return q
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """Manifest spec fields set by flags, by section."""
-    worker = {"handler": args.handler, "command": args.command,
-              "concurrency": args.concurrency, "prefetch": args.prefetch,
-              "taskTimeoutSeconds": args.task_timeout, "heartbeatSeconds": args.heartbeat,
-              "metricsPort": args.metrics_port,
-              "idempotency": ({"windowSeconds": args.idempotency_window}
-                              if args.idempotency_window is not None else None)}
-    retry = {"maxAttempts": args.max_attempts, "backoffSeconds": args.backoff,
-             "deadLetterKey": args.dead_letter_key}
-    top = {"delivery": args.delivery, "keyPrefix": args.key_prefix,
-           "queues": [_queue(q) for q in args.queue] if args.queue else None}
-    return {name: {k: v for k, v in section.items() if v is not None}
-            for name, section in (("worker", worker), ("retry", retry), ("", top))}
-
-
-def load_file(path: str) -> TaskQueue:
-    """The manifest at `path` (-f); a ManifestError naming the file when it cannot be read."""
-    try:
-        return manifest.load(path)
-    except IsADirectoryError:
-        raise manifest.ManifestError(f"-f {path}: is a directory; pass a manifest file") from None
-    except FileNotFoundError:
-        raise manifest.ManifestError(f"-f {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise manifest.ManifestError(f"-f {path}: cannot read ({type(exc).__name__})") from None
-
-
-def spec_from(args: argparse.Namespace) -> TaskQueueSpec:
-    """The spec: manifest file, else $TASKQUEUE_MANIFEST, else flags only; flags override."""
-    if args.file:
-        data = load_file(args.file).model_dump(exclude_none=True)
-    elif os.environ.get("TASKQUEUE_MANIFEST"):
-        data = manifest.loads_json(os.environ["TASKQUEUE_MANIFEST"]).model_dump(
-            exclude_none=True)
-    else:
-        if not args.queue:
-            raise manifest.ManifestError("pass -f taskqueue.yaml, set TASKQUEUE_MANIFEST, "
-                                         "or give at least one --queue KEY")
-        # a placeholder: config.from_spec takes --redis-url / $TASKQUEUE_REDIS_URL (and checks
-        # it, naming the setting), and without either, the local default
-        data = {"kind": "TaskQueue",
-                "spec": {"redis": {"url": "redis://127.0.0.1:6379/0"}, "queues": []}}
-    spec = data["spec"]
-    over = _overrides(args)
-    spec.update(over[""])
-    for section in ("worker", "retry"):
-        spec.setdefault(section, {}).update(over[section])
-    if over["worker"].get("handler"):
-        spec["worker"].pop("command", None)
-    elif over["worker"].get("command"):
-        spec["worker"].pop("handler", None)
-    return manifest.parse(data).spec
-
-
-def build(argv: Sequence[str] | None = None) -> tuple[cfg.WorkerConfig, handlers.Handler, bool]:
-    """Config, loaded handler and --log-json from the command line (raises on bad settings)."""
-    args = parser().parse_args(argv)
-    logs.setup(json_lines=args.log_json, level=args.log_level)
-    spec = spec_from(args)
-    config = cfg.from_spec(spec, redis_url=args.redis_url, worker_id=args.worker_id)
-    if args.grace is not None:
-        config = dataclasses.replace(config, grace_seconds=args.grace)
-    handler = handlers.load(handler=config.handler, command=config.command,
-                            timeout=config.task_timeout)
-    return config, handler, args.log_json
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    gc.disable()
     try:
-        config, handler, _ = build(argv)
-        address = parser().parse_args(argv).metrics_address
-    except (manifest.ManifestError, handlers.HandlerError, ValueError) as exc:
-        print(f"taskqueue-worker: {exc}", file=sys.stderr)
-        return 2
-    if config.metrics_port:
-        metrics.serve(metrics.WORKER, port=config.metrics_port, addr=address)
-    worker = Worker(config, handler=handler)
-    # everything imported so far lives as long as the process: keep it out of the cyclic GC, so
-    # a full collection scans only what tasks allocate (a pause of ~20 ms otherwise)
-    gc.freeze()
-    try:
-        return worker.run_until_signal()
-    except NoPermissionError as exc:  # refused at registration: say which command, and stop
-        print(f"taskqueue-worker: the Redis user lacks a permission: {exc} (the worker's ACL "
-              "rule: `python -m taskqueue.acl worker KEY_PATTERN`, docs/install.md)",
-              file=sys.stderr)
-        return 2
+        from taskqueue.worker import command
+    finally:
+        gc.freeze()
+        gc.enable()
+    return command.main(argv)
 
 
 if __name__ == "__main__":
