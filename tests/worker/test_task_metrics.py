@@ -6,6 +6,8 @@ Counters are process-wide, so each test uses a queue of its own and reads only i
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -13,7 +15,7 @@ import redis
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from taskqueue import client, metrics
+from taskqueue import client, metrics, tally
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker, wait_done
 
@@ -56,12 +58,28 @@ def test_counts_and_histograms_add_up_over_slots(
     assert m["taskqueue_worker_tasks_started_total"] == 41  # 36 first attempts + 5 retries
     assert m["taskqueue_worker_tasks_succeeded_total"] == 36
     assert m["taskqueue_worker_tasks_failed_total"] == 5
+    assert m["taskqueue_worker_tasks_retried_total"] == 5
+    assert m["taskqueue_worker_tasks_dead_lettered_total"] == 0
     assert m["taskqueue_worker_pickup_latency_seconds_count"] == 35  # enveloped, first attempt
     assert m["taskqueue_worker_task_duration_seconds_bucket{le=+Inf}"] == 41
     assert 0 < m["taskqueue_worker_task_duration_seconds_sum"] < 41
     buckets = [v for k, v in m.items() if k.startswith("taskqueue_worker_task_duration_seconds_b")]
     assert buckets == sorted(buckets)  # cumulative
     assert samples(None)["taskqueue_worker_in_flight"] == 0
+
+
+def test_a_task_out_of_attempts_counts_as_failed_and_dead_lettered(
+        make_worker: MakeWorker, redis_sync: redis.Redis) -> None:
+    queue = f"metrics-{uuid.uuid4().hex[:8]}"
+    client.enqueue_sync(redis_sync, queue, "x")
+    make_worker(handler="tests.worker.handlers:explode", queues=[{"key": queue}],
+                retry={"maxAttempts": 2, "backoffSeconds": 0.01, "deadLetterKey": "dlq"})
+    wait_for("the task dead-lettered", lambda: redis_sync.llen("dlq") == 1)
+    m = wait_for("both attempts counted", lambda: (lambda m: m if m.get(
+        "taskqueue_worker_tasks_dead_lettered_total") == 1 else None)(samples(queue)))
+    assert (m["taskqueue_worker_tasks_started_total"], m["taskqueue_worker_tasks_failed_total"],
+            m["taskqueue_worker_tasks_retried_total"],
+            m["taskqueue_worker_tasks_succeeded_total"]) == (2, 2, 1, 0)
 
 
 def test_in_flight_counts_the_tasks_running_now(make_worker: MakeWorker,
@@ -86,9 +104,17 @@ def test_in_flight_counts_the_tasks_running_now(make_worker: MakeWorker,
 ])
 def test_a_value_lands_in_the_first_bucket_whose_bound_it_does_not_exceed(
         value: float, le: str) -> None:
-    tally = metrics.Buckets((0.0005, 0.001, 5.0))
-    tally.observe(value)
-    buckets, total = metrics.cumulative([tally])
+    counts = tally.Buckets((0.0005, 0.001, 5.0))
+    counts.observe(value)
+    buckets, total = metrics.cumulative([counts])
     assert dict(buckets)[le] == 1
     assert sum(1 for _, count in buckets if count == 0) == [b for b, _ in buckets].index(le)
     assert total == value
+
+
+def test_a_worker_that_serves_no_metrics_does_not_import_prometheus_client() -> None:
+    code = ("import sys, taskqueue.worker.command, taskqueue.worker.runner; "
+            "print('prometheus_client' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"

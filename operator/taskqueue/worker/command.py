@@ -21,7 +21,7 @@ from typing import Any
 
 from redis.exceptions import NoPermissionError
 
-from taskqueue import manifest, metrics
+from taskqueue import manifest
 from taskqueue.models import TaskQueue, TaskQueueSpec
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers, logs
@@ -160,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"taskqueue-worker: {exc}", file=sys.stderr)
         return 2
     if config.metrics_port:
+        from taskqueue import metrics  # prometheus_client: only for a worker that serves them
+
         metrics.serve(metrics.WORKER, port=config.metrics_port, addr=address)
     worker = Worker(config, handler=handler)
     # everything imported so far lives as long as the process: keep it out of the cyclic GC, so

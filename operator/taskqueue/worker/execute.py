@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from taskqueue import backoff, keys, metrics
+from taskqueue import backoff, keys, tally
 from taskqueue.worker import servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import AsyncHandler, Handler, TaskContext
@@ -38,8 +38,8 @@ class Executor:
     abandoned: threading.Event = field(default_factory=threading.Event)
     """Set when the grace period is over and a coroutine still running is cancelled: its
     CancelledError is then not a failure of the task (the worker gives the task back)."""
-    tally: metrics.SlotTally = field(default_factory=metrics.WORKER_TASKS.slot)
-    """This slot's per-task metrics (plain numbers, summed when /metrics is scraped)."""
+    counts: tally.SlotTally = field(default_factory=tally.WORKER.slot)
+    """This slot's metrics (plain numbers, summed when /metrics is scraped)."""
     service: servicetime.SlotTotals = field(init=False)
     """This slot's share of the worker's service-time totals."""
 
@@ -77,9 +77,9 @@ class Executor:
         return True
 
     def _begin(self, raw_entry: str,
-               ) -> tuple[keys.Entry, keys.Task, TaskContext, metrics.QueueTally]:
+               ) -> tuple[keys.Entry, keys.Task, TaskContext, tally.QueueTally]:
         entry = keys.Entry.decode(raw_entry)
-        m = self.tally.queue(entry.queue)
+        m = self.counts.queue(entry.queue)
         task = keys.unwrap(entry.element)  # a raw LPUSH payload: as it is, attempt 1, no id
         ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
                           enqueued_at=task.enqueued_at)
@@ -88,16 +88,16 @@ class Executor:
         m.started += 1
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task started", extra=self._extra(ctx))
-        self.tally.running += 1
+        self.counts.running += 1
         return entry, task, ctx, m
 
-    def _end(self, m: metrics.QueueTally, queue: str, started: float) -> None:
-        self.tally.running -= 1
+    def _end(self, m: tally.QueueTally, queue: str, started: float) -> None:
+        self.counts.running -= 1
         elapsed = time.perf_counter() - started
         m.duration.observe(elapsed)
         self.service.add(queue, elapsed)  # the operator's wait model
 
-    def _succeeded(self, m: metrics.QueueTally, ctx: TaskContext) -> None:
+    def _succeeded(self, m: tally.QueueTally, ctx: TaskContext) -> None:
         m.succeeded += 1
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task succeeded", extra=self._extra(ctx))
@@ -109,7 +109,8 @@ class Executor:
     def _failed(self, raw_entry: str, entry: keys.Entry, task: keys.Task, ctx: TaskContext,
                 exc: BaseException, *, held: bool) -> None:
         error = backoff.describe(exc)
-        metrics.TASKS_FAILED.labels(entry.queue).inc()
+        q = self.counts.queue(entry.queue)
+        q.failed += 1
         dead = ctx.attempt >= self.config.max_attempts
         if dead:
             value = keys.dead_letter_record(entry=entry, task=task, attempts=ctx.attempt,
@@ -126,11 +127,11 @@ class Executor:
             log.warning("task failed; left for recovery: %s", error, extra=extra)
             return
         if dead:
-            metrics.TASKS_DEAD_LETTERED.labels(entry.queue).inc()
+            q.dead_lettered += 1
             log.error("task failed for good, dead-lettered to %s: %s",
                       self.config.schema.dead_letter, error, extra=extra)
         else:
-            metrics.TASKS_RETRIED.labels(entry.queue).inc()
+            q.retried += 1
             log.warning("task failed, retry in %.2fs: %s", max(0, due - now_ms()) / 1000,
                         error, extra=extra)
 

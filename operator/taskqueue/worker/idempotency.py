@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from taskqueue import keys, metrics
+from taskqueue import keys, tally
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.store import CONNECTION_ERRORS, Store, now_ms
 
@@ -71,7 +71,7 @@ class Guard:
     """The idempotency steps of one consume slot (over that slot's `Store`)."""
 
     def __init__(self, *, config: WorkerConfig, store: Store, leases: Leases, slot: int,
-                 held: bool, stopping: threading.Event) -> None:
+                 held: bool, stopping: threading.Event, counts: tally.SlotTally) -> None:
         assert config.idempotency_window is not None
         self.config = config
         self.store = store
@@ -80,6 +80,8 @@ class Guard:
         self.held = "1" if held else "0"
         self.window_ms = int(config.idempotency_window * 1000)
         self.stopping = stopping
+        self.counts = counts
+        """The slot's metrics (duplicates and deferrals)."""
 
     def claim(self, raw_entry: str) -> Verdict | None:
         """What to do with `raw_entry` (claim.lua, retried through connection loss); None when
@@ -93,11 +95,11 @@ class Guard:
         if verdict == "run":
             self.leases.add(s.running(tid), self.owner)
         elif verdict == "done":
-            metrics.TASKS_DUPLICATE.labels(queue).inc()
+            self.counts.queue(queue).duplicate += 1
             log.info("task %s already done: acked without running", tid,
                      extra={"task_id": tid, "queue": queue})
         elif verdict == "deferred":
-            metrics.TASKS_DEFERRED.labels(queue).inc()
+            self.counts.queue(queue).deferred += 1
             log.info("task %s is running elsewhere: deferred", tid,
                      extra={"task_id": tid, "queue": queue})
         return verdict

@@ -56,7 +56,7 @@ class Slot:
         """Entries this slot ran successfully and has not yet posted (AtLeastOnce)."""
         self.guard = None if leases is None else Guard(
             config=config, store=self.store, leases=leases, slot=index, held=self.held,
-            stopping=state.stopping)
+            stopping=state.stopping, counts=self.executor.counts)
         self.index = index
         self.busy = False
         self.want = 1
