@@ -29,6 +29,7 @@ import argparse
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -202,6 +203,49 @@ def main() -> None:
             server.stop()
 
 
+def one_pair(a: argparse.Namespace, url: str, r: redis.Redis, rnd: int, pair: str,
+             ratios: dict[tuple[int, str], list[tuple[float, float]]]) -> None:
+    """One PxC pair: every contender once, side by side; prints and keeps the ratios."""
+    procs_s, _, rest = pair.partition("x")
+    conc_s, _, bull_s = rest.partition(":")
+    procs, conc = int(procs_s), int(conc_s)
+    bull_conc = int(bull_s or conc_s)
+    rows = [(f"taskqueue c={conc} sync", run_ours(url, r, procs, conc, a.tasks)),
+            (f"taskqueue c={conc} async", run_ours(url, r, procs, conc, a.tasks,
+                                                   handler="bench_tasks:anoop")),
+            (f"bullmq c={bull_conc}", run_bullmq(url, r, procs, bull_conc, a.tasks))]
+    if a.base_root:
+        rows.insert(0, (f"base c={conc} sync",
+                        run_ours(url, r, procs, conc, a.tasks, root=a.base_root)))
+    bull = rows[-1][1]
+    for name, (rate, rcpu, ccpu) in rows:
+        ratios.setdefault((procs, name), []).append((rate / bull[0], rcpu / bull[1]))
+        print(f"round={rnd} procs={procs} {name:22s} {rate:8.0f} tasks/s  redis "
+              f"{rcpu:5.1f} us/task  client {ccpu:6.1f} us/task  vs bullmq: tasks/s "
+              f"{rate / bull[0]:.2f}x redis cpu/task {rcpu / bull[1]:.2f}x", flush=True)
+
+
+def starts(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
+    """Launch-to-first-task samples, contenders interleaved, then the medians."""
+    launches: dict[str, list[float]] = {}
+    for _ in range(a.starts):
+        for name, root in (("taskqueue", ROOT), ("base", a.base_root)):
+            if root is None:
+                continue
+            launch, rss = first_task_ours(url, r, 10000, root=root)
+            launches.setdefault(name, []).append(launch)
+            print(f"start {name} launch-to-first-task {launch:6.0f} ms  "
+                  f"RSS after 10,000 tasks {rss:5.1f} MiB", flush=True)
+        launch = first_job_bullmq(url, r)
+        launches.setdefault("bullmq", []).append(launch)
+        print(f"start bullmq launch-to-first-job {launch:6.0f} ms", flush=True)
+    if launches:
+        bull = statistics.median(launches["bullmq"])
+        for name, got in launches.items():
+            print(f"median start {name}: {statistics.median(got):.0f} ms "
+                  f"({statistics.median(got) / bull:.2f}x bullmq)", flush=True)
+
+
 def report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
     version = subprocess.run([node(), "-p", "require('bullmq/package.json').version"],
                              cwd=BULL, capture_output=True, text=True, check=True).stdout
@@ -209,32 +253,16 @@ def report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
                                   check=True).stdout.strip()
     print(f"# cpus={os.cpu_count()} redis={r.info()['redis_version']} bullmq={version.strip()} "
           f"node={node_version} load average={os.getloadavg()}", flush=True)
+    ratios: dict[tuple[int, str], list[tuple[float, float]]] = {}
     for rnd in range(a.rounds):
         for pair in a.pairs:
-            procs_s, _, rest = pair.partition("x")
-            conc_s, _, bull_s = rest.partition(":")
-            procs, conc = int(procs_s), int(conc_s)
-            bull_conc = int(bull_s or conc_s)
-            rows = [(f"taskqueue c={conc} sync", run_ours(url, r, procs, conc, a.tasks)),
-                    (f"taskqueue c={conc} async", run_ours(url, r, procs, conc, a.tasks,
-                                                           handler="bench_tasks:anoop")),
-                    (f"bullmq c={bull_conc}", run_bullmq(url, r, procs, bull_conc, a.tasks))]
-            if a.base_root:
-                rows.insert(0, (f"base c={conc} sync",
-                                run_ours(url, r, procs, conc, a.tasks, root=a.base_root)))
-            bull = rows[-1][1]
-            for name, (rate, rcpu, ccpu) in rows:
-                print(f"round={rnd} procs={procs} {name:22s} {rate:8.0f} tasks/s  redis "
-                      f"{rcpu:5.1f} us/task  client {ccpu:6.1f} us/task  vs bullmq: tasks/s "
-                      f"{rate / bull[0]:.2f}x redis cpu/task {rcpu / bull[1]:.2f}x", flush=True)
-    for _ in range(a.starts):
-        for name, root in (("taskqueue", ROOT), ("base", a.base_root)):
-            if root is None:
-                continue
-            launch, rss = first_task_ours(url, r, 10000, root=root)
-            print(f"start {name} launch-to-first-task {launch:6.0f} ms  "
-                  f"RSS after 10,000 tasks {rss:5.1f} MiB", flush=True)
-        print(f"start bullmq launch-to-first-job {first_job_bullmq(url, r):6.0f} ms", flush=True)
+            one_pair(a, url, r, rnd, pair, ratios)
+    if a.rounds > 1:
+        for (procs, name), got in ratios.items():
+            print(f"median of {len(got)} rounds procs={procs} {name:22s} vs bullmq: tasks/s "
+                  f"{statistics.median(g[0] for g in got):.2f}x redis cpu/task "
+                  f"{statistics.median(g[1] for g in got):.2f}x", flush=True)
+    starts(a, url, r)
     print(f"# load average at the end={os.getloadavg()}", flush=True)
 
 
