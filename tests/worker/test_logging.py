@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from taskqueue.worker import logs, main
+from taskqueue.worker import command, logs
 from tests.helpers.wait import wait_for
 from tests.worker.procs import spawn
 
@@ -46,7 +46,7 @@ def test_log_format_and_level_from_env_or_flags(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
 
-    _, _, got_json = main.build(["--queue", "q", "--redis-url", redis_url,
+    _, _, got_json = command.build(["--queue", "q", "--redis-url", redis_url,
                                  "--handler", "taskqueue.worker.builtin:noop", *argv])
 
     root = logging.getLogger()
