@@ -80,9 +80,10 @@ class WorkerTasks:
 
     @staticmethod
     def _families(by_queue: dict[str, list[QueueTally]], *, running: int) -> Iterator[Metric]:
+        queues = sorted(by_queue.items())
         for attr, name, doc in _WORKER_COUNTERS:
             counter = CounterMetricFamily(name, doc, labels=["queue"])
-            for queue, tallies in sorted(by_queue.items()):
+            for queue, tallies in queues:
                 counter.add_metric([queue], sum(getattr(t, attr) for t in tallies))
             yield counter
         duration = HistogramMetricFamily("taskqueue_worker_task_duration_seconds",
@@ -90,7 +91,7 @@ class WorkerTasks:
         pickup = HistogramMetricFamily("taskqueue_worker_pickup_latency_seconds",
                                        "Time from enqueue (envelope time) to pickup.",
                                        labels=["queue"])
-        for queue, tallies in sorted(by_queue.items()):
+        for queue, tallies in queues:
             for family, parts in ((duration, [t.duration for t in tallies]),
                                   (pickup, [t.pickup for t in tallies])):
                 buckets, total = cumulative(parts)
