@@ -34,6 +34,20 @@ def samples(queue: str | None) -> dict[str, float]:
     return out
 
 
+def samples_once(queue: str, name: str, value: float) -> dict[str, float]:
+    """`samples(queue)` once the sample `name` has reached `value`."""
+    def reached() -> dict[str, float] | None:
+        got = samples(queue)
+        return got if got.get(name) == value else None
+
+    return wait_for(f"{name} = {value}", reached)
+
+
+def fresh_queue() -> str:
+    """A queue key no other test has counted (the counters are process-wide)."""
+    return f"metrics-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.mark.parametrize("concurrency", [pytest.param(1, id="one-slot"),
                                          pytest.param(4, id="four-slots")])
 @pytest.mark.parametrize("handler", [
@@ -43,7 +57,7 @@ def samples(queue: str | None) -> dict[str, float]:
 def test_counts_and_histograms_add_up_over_slots(
         make_worker: MakeWorker, redis_sync: redis.Redis, handler: str,
         concurrency: int) -> None:
-    queue = f"metrics-{uuid.uuid4().hex[:8]}"
+    queue = fresh_queue()
     for _ in range(30):
         client.enqueue_sync(redis_sync, queue, "1")  # succeeds at once
     for _ in range(5):
@@ -52,8 +66,7 @@ def test_counts_and_histograms_add_up_over_slots(
     make_worker(handler=handler, queues=[{"key": queue}], worker={"concurrency": concurrency},
                 retry={"backoffSeconds": 0.01})
     wait_done(redis_sync, 36)
-    m = wait_for("the last attempt counted", lambda: (lambda m: m if m.get(
-        "taskqueue_worker_task_duration_seconds_count") == 41 else None)(samples(queue)))
+    m = samples_once(queue, "taskqueue_worker_task_duration_seconds_count", 41)
 
     assert m["taskqueue_worker_tasks_started_total"] == 41  # 36 first attempts + 5 retries
     assert m["taskqueue_worker_tasks_succeeded_total"] == 36
@@ -70,13 +83,12 @@ def test_counts_and_histograms_add_up_over_slots(
 
 def test_a_task_out_of_attempts_counts_as_failed_and_dead_lettered(
         make_worker: MakeWorker, redis_sync: redis.Redis) -> None:
-    queue = f"metrics-{uuid.uuid4().hex[:8]}"
+    queue = fresh_queue()
     client.enqueue_sync(redis_sync, queue, "x")
     make_worker(handler="tests.worker.handlers:explode", queues=[{"key": queue}],
                 retry={"maxAttempts": 2, "backoffSeconds": 0.01, "deadLetterKey": "dlq"})
     wait_for("the task dead-lettered", lambda: redis_sync.llen("dlq") == 1)
-    m = wait_for("both attempts counted", lambda: (lambda m: m if m.get(
-        "taskqueue_worker_tasks_dead_lettered_total") == 1 else None)(samples(queue)))
+    m = samples_once(queue, "taskqueue_worker_tasks_dead_lettered_total", 1)
     assert (m["taskqueue_worker_tasks_started_total"], m["taskqueue_worker_tasks_failed_total"],
             m["taskqueue_worker_tasks_retried_total"],
             m["taskqueue_worker_tasks_succeeded_total"]) == (2, 2, 1, 0)
@@ -84,13 +96,12 @@ def test_a_task_out_of_attempts_counts_as_failed_and_dead_lettered(
 
 def test_in_flight_counts_the_tasks_running_now(make_worker: MakeWorker,
                                                 redis_sync: redis.Redis) -> None:
-    queue = f"metrics-{uuid.uuid4().hex[:8]}"
+    queue = fresh_queue()
     for i in range(3):
         redis_sync.lpush(queue, f"t{i}:1.5")
     make_worker(handler="tests.worker.handlers:sleep_then_record", queues=[{"key": queue}],
                 worker={"concurrency": 3})
-    wait_for("three tasks started",
-             lambda: samples(queue).get("taskqueue_worker_tasks_started_total") == 3)
+    samples_once(queue, "taskqueue_worker_tasks_started_total", 3)
     assert samples(None)["taskqueue_worker_in_flight"] == 3
     wait_done(redis_sync, 3)
     wait_for("none running", lambda: samples(None)["taskqueue_worker_in_flight"] == 0)
