@@ -151,7 +151,7 @@ def test_reversals_count_changes_undone_soon(
 ) -> None:
     result = Result(scaler="x", worker_seconds=0.0, mean_replicas=0.0, max_replicas=0,
                     waits={}, tasks=0, interrupted=0, busy_deleted=0, deleted=0,
-                    scale_changes=len(log), zero_after=None, scale_log=log)
+                    zero_after=None, scale_log=log)
     assert result.reversals(within) == expected
 
 

@@ -57,13 +57,16 @@ class Result:
     interrupted: int
     busy_deleted: int
     deleted: int
-    scale_changes: int
     zero_after: float | None
     """Seconds from the last completion to zero replicas (None: never reached zero)."""
     timeline: tuple[tuple[float, int, int], ...] = field(default=(), repr=False)
     """(time, live pods, queued tasks) every `sample_every` seconds."""
     scale_log: tuple[tuple[float, int], ...] = field(default=(), repr=False)
     """(time, new spec.replicas) of every replica change."""
+
+    @property
+    def scale_changes(self) -> int:
+        return len(self.scale_log)
 
     def reversals(self, within: float) -> int:
         """Replica changes undone within `within` seconds: a change whose next change goes the
@@ -153,6 +156,6 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
         scaler=scaler.name, worker_seconds=world.worker_seconds,
         mean_replicas=(cost_at_end or 0.0) / end if end > 0 else 0.0,
         max_replicas=peak, waits=waits, tasks=len(trace), interrupted=c.interrupted,
-        busy_deleted=c.busy_deleted, deleted=c.deleted, scale_changes=len(scale_log),
+        busy_deleted=c.busy_deleted, deleted=c.deleted,
         zero_after=zero_after, timeline=tuple(timeline), scale_log=tuple(scale_log),
     )
