@@ -50,11 +50,14 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from taskqueue.hashtag import cluster_key_problem
-from taskqueue.models import QueueType, TaskQueueSpec
+
+if TYPE_CHECKING:  # the worker reads key names without pydantic (start-up time)
+    from taskqueue.models import QueueType, TaskQueueSpec
+
+_LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
 
 LUA_CALL = re.compile(r"redis\.call\(\s*'([A-Za-z]+)'")
 """A Redis command called from Lua; group 1 is its name (for ACL rules and NOPERM messages)."""
@@ -313,10 +316,14 @@ def dead_letter_record(*, entry: Entry, task: Task, attempts: int, error: str,
 def lua(name: str) -> str:
     """The source of `taskqueue/lua/<name>.lua`, each `-- include: <lib>` line replaced by
     `taskqueue/lua/lib/<lib>.lua` (Redis scripts cannot import; shared functions live there)."""
-    folder = resources.files("taskqueue").joinpath("lua")
-    lines = folder.joinpath(f"{name}.lua").read_text("utf-8").splitlines(keepends=True)
+    lines = _read(os.path.join(_LUA_DIR, f"{name}.lua")).splitlines(keepends=True)
     return "".join(
-        folder.joinpath("lib", f"{line.split(':', 1)[1].strip()}.lua").read_text("utf-8")
+        _read(os.path.join(_LUA_DIR, "lib", f"{line.split(':', 1)[1].strip()}.lua"))
         if line.startswith("-- include:") else line
         for line in lines
     )
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()

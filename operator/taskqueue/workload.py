@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any
 
-from taskqueue import __version__, models
+from taskqueue import __version__, models, workersettings
 
 # What scripts/images builds (the worker base image); a TaskQueue normally names its own image.
 DEFAULT_IMAGE = f"taskqueue-worker:{__version__}"
@@ -82,6 +82,10 @@ def manifest_json(tq: models.TaskQueue) -> str:
 def _env(tq: models.TaskQueue) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {"name": "TASKQUEUE_MANIFEST", "value": manifest_json(tq)},
+        # the same settings compiled for a fast start (read without pydantic); a worker of another
+        # version ignores them and validates TASKQUEUE_MANIFEST
+        {"name": workersettings.ENV,
+         "value": workersettings.dumps(tq.spec, tls_dir=models.REDIS_TLS_DIR)},
         {"name": "TASKQUEUE_WORKER_ID",
          "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]

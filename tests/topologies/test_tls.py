@@ -137,7 +137,8 @@ def test_the_worker_pod_mounts_the_secret_and_carries_no_secret_in_env() -> None
             } in container["volumeMounts"]
     assert container["securityContext"]["runAsNonRoot"] is True  # with the securityContext
     for env in container["env"]:  # values are references to Secrets, or no secret at all
-        assert "valueFrom" in env or env["name"] in ("TASKQUEUE_MANIFEST",)
+        assert "valueFrom" in env or env["name"] in ("TASKQUEUE_MANIFEST",
+                                                     "TASKQUEUE_WORKER_SETTINGS")
     assert "BEGIN" not in json.dumps(pod)
 
 

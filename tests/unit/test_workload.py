@@ -56,6 +56,10 @@ def test_manifest_env_round_trips_and_leaves_scaling_out() -> None:
     assert parsed.metadata.name == "emails" and parsed.metadata.namespace == "prod"
     assert parsed.spec.model_dump(exclude={"scaling"}) == tq.spec.model_dump(exclude={"scaling"})
     assert "scaling" not in json.loads(variables["TASKQUEUE_MANIFEST"]["value"])["spec"]
+    rescaled = env(workload.build_deployment(
+        taskqueue(scaling={"maxReplicas": 9}, worker={"handler": "pkg.mod:fn"}), uid="u",
+        replicas=1))
+    assert rescaled["TASKQUEUE_WORKER_SETTINGS"] == variables["TASKQUEUE_WORKER_SETTINGS"]
     assert variables["TASKQUEUE_WORKER_ID"]["valueFrom"] == {
         "fieldRef": {"fieldPath": "metadata.name"}
     }

@@ -30,6 +30,7 @@ def spawn(redis_url: str, *args: str, log_path: Path | None = None,
     path = [*pythonpath, str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), test_handlers.URL_ENV: redis_url}
     env.pop("TASKQUEUE_MANIFEST", None)
+    env.pop("TASKQUEUE_WORKER_SETTINGS", None)
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     return subprocess.Popen(worker_argv("--redis-url", redis_url, *args), env=env, cwd=ROOT,
                             stdout=out, stderr=subprocess.STDOUT if log_path else subprocess.PIPE)

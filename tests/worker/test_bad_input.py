@@ -29,6 +29,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     env.pop("TASKQUEUE_MANIFEST", None)
+    env.pop("TASKQUEUE_WORKER_SETTINGS", None)
     env.pop("TASKQUEUE_REDIS_URL", None)
     return subprocess.run(worker_argv(*args), env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=30, check=False)

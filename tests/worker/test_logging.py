@@ -41,7 +41,8 @@ def _restore_logging() -> Iterator[None]:
 def test_log_format_and_level_from_env_or_flags(
         monkeypatch: pytest.MonkeyPatch, redis_url: str, env: dict[str, str], argv: list[str],
         json_lines: bool, level: int) -> None:
-    for name in ("TASKQUEUE_LOG_JSON", "TASKQUEUE_LOG_LEVEL", "TASKQUEUE_MANIFEST"):
+    for name in ("TASKQUEUE_LOG_JSON", "TASKQUEUE_LOG_LEVEL", "TASKQUEUE_MANIFEST",
+                 "TASKQUEUE_WORKER_SETTINGS"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)

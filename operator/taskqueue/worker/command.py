@@ -1,9 +1,11 @@
 """The `taskqueue-worker` command line: settings from a manifest, the environment and flags, then
 the worker until SIGTERM (`taskqueue.worker.main` imports this module and calls `main`).
 
-Settings come from `-f taskqueue.yaml`, else the `TASKQUEUE_MANIFEST` env (JSON, set by the
-operator in worker pods), else from flags alone (`--queue` at least); flags override the
-manifest. Logs: `--log-json` / `$TASKQUEUE_LOG_JSON=1` and `--log-level` /
+Settings come from `-f taskqueue.yaml`, else the settings the operator compiled for worker pods
+(`$TASKQUEUE_WORKER_SETTINGS`, read without pydantic: `taskqueue.workersettings`), else the
+`TASKQUEUE_MANIFEST` env (JSON), else from flags alone (`--queue` at least); flags override the
+manifest (a flag that changes the spec makes the worker validate the manifest again).
+Logs: `--log-json` / `$TASKQUEUE_LOG_JSON=1` and `--log-level` /
 `$TASKQUEUE_LOG_LEVEL` (the env is how a worker pod sets them; flags win). Exit status: 0 after
 a drain, 2 for bad settings or an unusable handler (reported before any task is taken).
 """
@@ -17,15 +19,17 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import NoPermissionError
 
-from taskqueue import manifest
-from taskqueue.models import TaskQueue, TaskQueueSpec
+from taskqueue import workersettings
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers, logs
 from taskqueue.worker.runner import Worker
+
+if TYPE_CHECKING:  # pydantic and the models load only when a manifest must be validated
+    from taskqueue.models import TaskQueue, TaskQueueSpec
 
 log = logging.getLogger("taskqueue.worker")
 
@@ -102,6 +106,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 def load_file(path: str) -> TaskQueue:
     """The manifest at `path` (-f); a ManifestError naming the file when it cannot be read."""
+    from taskqueue import manifest
+
     try:
         return manifest.load(path)
     except IsADirectoryError:
@@ -114,6 +120,8 @@ def load_file(path: str) -> TaskQueue:
 
 def spec_from(args: argparse.Namespace) -> TaskQueueSpec:
     """The spec: manifest file, else $TASKQUEUE_MANIFEST, else flags only; flags override."""
+    from taskqueue import manifest
+
     if args.file:
         data = load_file(args.file).model_dump(exclude_none=True)
     elif os.environ.get("TASKQUEUE_MANIFEST"):
@@ -139,12 +147,26 @@ def spec_from(args: argparse.Namespace) -> TaskQueueSpec:
     return manifest.parse(data).spec
 
 
+def config_from(args: argparse.Namespace) -> cfg.WorkerConfig:
+    """The operator's compiled settings when the command line changes nothing they hold, else
+    the spec validated from the manifest (and flags)."""
+    compiled = os.environ.get(workersettings.ENV)
+    if compiled and not args.file and not any(_overrides(args).values()):
+        try:
+            declared = workersettings.read(compiled)
+        except workersettings.StaleSettingsError as exc:  # an operator of another version
+            log.info("%s not used (%s): validating the manifest", workersettings.ENV, exc)
+        else:
+            return cfg.from_declared(declared, redis_url=args.redis_url,
+                                     worker_id=args.worker_id)
+    return cfg.from_spec(spec_from(args), redis_url=args.redis_url, worker_id=args.worker_id)
+
+
 def build(argv: Sequence[str] | None = None) -> tuple[cfg.WorkerConfig, handlers.Handler, bool]:
     """Config, loaded handler and --log-json from the command line (raises on bad settings)."""
     args = parser().parse_args(argv)
     logs.setup(json_lines=args.log_json, level=args.log_level)
-    spec = spec_from(args)
-    config = cfg.from_spec(spec, redis_url=args.redis_url, worker_id=args.worker_id)
+    config = config_from(args)
     if args.grace is not None:
         config = dataclasses.replace(config, grace_seconds=args.grace)
     handler = handlers.load(handler=config.handler, command=config.command,
@@ -156,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config, handler, _ = build(argv)
         address = parser().parse_args(argv).metrics_address
-    except (manifest.ManifestError, handlers.HandlerError, ValueError) as exc:
+    except (handlers.HandlerError, ValueError) as exc:  # a ManifestError is a ValueError
         print(f"taskqueue-worker: {exc}", file=sys.stderr)
         return 2
     if config.metrics_port:

@@ -1,4 +1,10 @@
-"""Worker settings: built from a TaskQueue spec (manifest or env) plus command-line overrides."""
+"""Worker settings: what a TaskQueue spec declares (`taskqueue.workersettings`) plus the
+environment and command-line overrides.
+
+Imports neither pydantic nor redis-py: a worker pod reads the declared settings the operator
+compiled (`from_declared`), and only a manifest given some other way is validated first
+(`from_spec`, which goes through the same declared form).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,13 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from taskqueue import connection, keys, models, redact
-from taskqueue.models import Delivery, TaskQueueSpec
+from taskqueue import dsn, keys, redact, workersettings
+from taskqueue.workersettings import Declared
+
+if TYPE_CHECKING:
+    from taskqueue.models import Delivery, TaskQueueSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,7 +78,7 @@ def redis_url_problem(url: str) -> str | None:
 
 def _settings_problem(url: str) -> str | None:
     try:
-        connection.RedisSettings.from_dsn(url)
+        dsn.RedisSettings.from_dsn(url)
     except ValueError as exc:  # SettingsError: the message shows the URL redacted
         return str(exc)
     return None
@@ -76,12 +86,22 @@ def _settings_problem(url: str) -> str | None:
 
 def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
               worker_id: str | None = None) -> WorkerConfig:
-    """The settings a TaskQueue spec declares; `redis_url` overrides spec.redis. Raises
-    ValueError naming the setting when the Redis URL is missing or malformed."""
+    """The settings a validated TaskQueue spec declares (`from_declared`)."""
+    from taskqueue import models  # pydantic: only when a manifest, not the operator, is the source
+
+    declared = workersettings.read(workersettings.declare(spec, tls_dir=models.REDIS_TLS_DIR))
+    return from_declared(declared, redis_url=redis_url, worker_id=worker_id)
+
+
+def from_declared(d: Declared, *, redis_url: str | None = None,
+                  worker_id: str | None = None) -> WorkerConfig:
+    """The settings a TaskQueue declares; `redis_url` (else $TASKQUEUE_REDIS_URL) overrides
+    spec.redis.url. Raises ValueError naming the setting when the Redis URL is missing or
+    malformed."""
     env_url = os.environ.get("TASKQUEUE_REDIS_URL")
     url, field = ((redis_url, "--redis-url") if redis_url else
                   (env_url, "TASKQUEUE_REDIS_URL") if env_url else
-                  (spec.redis.url, "spec.redis.url"))
+                  (d.redis_url, "spec.redis.url"))
     if not url:
         raise ValueError(
             "no Redis URL: spec.redis uses urlSecretRef, so set TASKQUEUE_REDIS_URL or --redis-url"
@@ -89,32 +109,28 @@ def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
     problem = redis_url_problem(url)
     if problem:
         raise ValueError(f"{field}: {problem}")
-    url = connection.dsn_for(url, spec.redis.mode, sentinel=spec.redis.sentinel)
-    url = connection.with_sentinel_password(
-        url, os.environ.get("TASKQUEUE_REDIS_SENTINEL_PASSWORD"))
-    url = connection.with_tls_dir(url, spec.redis.tls, os.environ.get(
-        "TASKQUEUE_REDIS_TLS_DIR", models.REDIS_TLS_DIR))
-    schema = keys.KeySchema.from_spec(spec)
-    problem = schema.cluster_problem() if connection.is_cluster_dsn(url) else None
+    url = dsn.dsn_for(url, d.redis_mode, sentinel=d.sentinel)
+    url = dsn.with_sentinel_password(url, os.environ.get("TASKQUEUE_REDIS_SENTINEL_PASSWORD"))
+    url = dsn.with_tls_dir(url, d.tls, os.environ.get("TASKQUEUE_REDIS_TLS_DIR", d.tls_dir))
+    problem = d.schema.cluster_problem() if dsn.is_cluster_dsn(url) else None
     if problem:
         raise ValueError(problem)
-    w = spec.worker
     return WorkerConfig(
         redis_url=url,
-        schema=schema,
+        schema=d.schema,
         worker_id=worker_id or default_worker_id(),
-        handler=w.handler,
-        command=tuple(w.command) if w.command else None,
-        delivery=spec.delivery,
-        concurrency=w.concurrency,
-        prefetch=w.prefetch,
-        max_attempts=spec.retry.maxAttempts,
-        backoff_seconds=spec.retry.backoffSeconds,
-        max_backoff_seconds=spec.retry.maxBackoffSeconds,
-        task_timeout=w.taskTimeoutSeconds,
-        heartbeat_seconds=w.heartbeatSeconds,
-        grace_seconds=float(w.terminationGracePeriodSeconds),
-        metrics_port=w.metricsPort,
-        idempotency_window=w.idempotency.windowSeconds if w.idempotency else None,
-        wait_replicas=spec.redis.waitForReplicas,
+        handler=d.handler,
+        command=d.command,
+        delivery=d.delivery,
+        concurrency=d.concurrency,
+        prefetch=d.prefetch,
+        max_attempts=d.max_attempts,
+        backoff_seconds=d.backoff_seconds,
+        max_backoff_seconds=d.max_backoff_seconds,
+        task_timeout=d.task_timeout,
+        heartbeat_seconds=d.heartbeat_seconds,
+        grace_seconds=d.grace_seconds,
+        metrics_port=d.metrics_port,
+        idempotency_window=d.idempotency_window,
+        wait_replicas=d.wait_replicas,
     )
