@@ -47,9 +47,7 @@ from taskqueue import waitpolicy
 from taskqueue.models import ScalingSpec
 from taskqueue.observation import QueueObservation
 
-BUDGET = True
 NO_RATES = rates_.Rates()
-NO_BUDGET = waitpolicy.Budget()
 """Nothing measured yet."""
 #: Weight of the newest sample in the smoothed per-replica throughput (exponential average).
 THROUGHPUT_SMOOTHING = 0.5
@@ -77,7 +75,6 @@ class PolicyState:
     """Smoothed completed tasks per second per replica, once measured."""
     rates: rates_.Rates = NO_RATES
     """Arrival rate per queue and service time (for targetWaitSeconds)."""
-    budget: waitpolicy.Budget = NO_BUDGET
 
 
 @dataclass(frozen=True)
@@ -114,10 +111,6 @@ def decide(
     if observation is None:
         return _on_redis_error(spec, state)
     state = _measure(state, observation, now)
-    if BUDGET:
-        state = replace(state, budget=waitpolicy.account(
-            spec, state.rates, observation, queue_order or tuple(observation.backlog),
-            state.budget, observation.live_workers * concurrency))
     if spec.paused:
         return Decision(current, current, f"paused: holding {current}", current, state)
     rec = _recommend(spec, observation, state, now,
@@ -202,8 +195,7 @@ def _recommend(
 ) -> _Recommendation:
     rec, why = _by_length(spec, obs, state)
     steady, burst = rec, False
-    sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order,
-                               state.budget if BUDGET else None)
+    sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order)
     if sizing is not None:
         rec, why = _by_length(spec, obs, state, exclude=frozenset(spec.targetWaitSeconds or {}))
         steady = max(rec, math.ceil(sizing.steady / fleet.concurrency))

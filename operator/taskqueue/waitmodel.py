@@ -48,8 +48,6 @@ class QueueLoad:
     """Seconds the oldest queued task has already waited (spent from its target)."""
     cv2: float | None = None
     """Squared coefficient of variation of this queue's service time (None: unknown)."""
-    allowed: float = 1 - QUANTILE
-    """The share of this queue's tasks the steady sizing may let wait longer than the target."""
 
 
 def erlang_c(slots: int, load: float) -> float:
@@ -89,15 +87,14 @@ def normal_queue(*, slots: int, load: float) -> int:
 
 
 def slots_for_queue(*, service: float, load_before: float, load_through: float,
-                    load_total: float, target: float, cv2: float = 1.0,
-                    allowed: float = 1 - QUANTILE) -> int:
-    """Fewest slots that keep P(W > target) <= `allowed` for one queue."""
+                    load_total: float, target: float, cv2: float = 1.0) -> int:
+    """Fewest slots that keep P(W > target) <= 1 - QUANTILE for one queue."""
     c = max(1, math.floor(load_through) + 1)
     while c < MAX_SLOTS:
         tail = wait_tail(slots=c, service=service, load_before=load_before,
                          load_through=load_through, load_total=load_total, wait=target,
                          cv2=cv2)
-        if tail <= allowed:
+        if tail <= 1 - QUANTILE:
             return c
         c += 1
     return MAX_SLOTS
@@ -148,8 +145,7 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
         work += q.queued * s_of(q)
         if q.target_wait is not None:
             steady = slots_for_queue(service=mix, load_before=before, load_through=through,
-                                     load_total=load_total, target=q.target_wait, cv2=cv2,
-                                  allowed=q.allowed)
+                                     load_total=load_total, target=q.target_wait, cv2=cv2)
             # queued beyond a normal fluctuation (a burst) must start within the target as well
             excess = queued - normal_queue(slots=steady, load=load_total)
             backlog = math.ceil(through + _burst_slots(
@@ -189,22 +185,3 @@ def _burst_slots(excess: int, *, per_task: float, left: float, horizon: float) -
         return 0.0
     window = max(left, horizon - per_task, 0.0)
     return QUANTILE * excess / (1 + window / per_task)
-
-
-def late_shares(queues: Sequence[QueueLoad], *, service: float, slots: int) -> dict[str, float]:
-    """P(W > target) of each queue with a target, with `slots` slots (the steady model)."""
-    def s_of(q: QueueLoad) -> float:
-        return q.service if q.service is not None else service
-    load_total = sum(q.arrival_rate * s_of(q) for q in queues)
-    rate_total = sum(q.arrival_rate for q in queues)
-    mix = load_total / rate_total if rate_total > 0 else service
-    cv2 = _mixed_cv2(queues, s_of, mix)
-    out, before = {}, 0.0
-    for q in queues:
-        through = before + q.arrival_rate * s_of(q)
-        if q.target_wait is not None:
-            out[q.key] = wait_tail(slots=slots, service=mix, load_before=before,
-                                   load_through=through, load_total=load_total,
-                                   wait=q.target_wait, cv2=cv2)
-        before = through
-    return out
