@@ -12,6 +12,7 @@ from taskqueue.models import ScalingSpec
 from taskqueue.observation import QueueObservation
 from taskqueue.policy import PolicyState, decide
 from taskqueue.rates import Rates
+from taskqueue.simulate import trace
 from taskqueue.simulate.run import Settings, simulate
 from taskqueue.simulate.scalers import OperatorScaler
 from taskqueue.simulate.trace import Arrival
@@ -98,3 +99,23 @@ def test_a_hint_sizes_a_new_taskqueues_first_spike_like_history_would() -> None:
     assert with_hint.p95() < new.p95()
     assert with_hint.p95() == pytest.approx(warm.p95(), rel=0.1)
     assert with_hint.worker_seconds == pytest.approx(warm.worker_seconds, rel=0.1)
+
+
+@pytest.mark.parametrize("expected", [
+    pytest.param(None, id="no-hint"),
+    pytest.param(2.0, id="right-hint"),
+    pytest.param(8.0, id="four-times-too-long"),
+    pytest.param(0.5, id="four-times-too-short"),
+])
+def test_a_hint_does_not_change_what_a_steady_load_holds(expected: float | None) -> None:
+    # 40/s x 2 s = 80 busy slots = 20 pods of 4; once measured, the hint is gone
+    scaling: dict[str, Any] = {"maxReplicas": 60, "targetWaitSeconds": {"tasks": 2.0},
+                               "scaleDownStabilizationSeconds": 10}
+    if expected is not None:
+        scaling["expectedServiceSeconds"] = {"tasks": expected}
+    tq = manifest.parse({"kind": "TaskQueue", "spec": {
+        "redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "tasks"}],
+        "worker": {"concurrency": 4}, "scaling": scaling}})
+    arrivals = trace.generate("steady", trace.Load(rate=40.0, service=2.0, duration=600.0))
+    result = simulate(tq, arrivals, OperatorScaler(tq))
+    assert 0.8 * 20 <= result.replicas_between(120, 600) <= 1.2 * 20
