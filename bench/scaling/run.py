@@ -5,9 +5,12 @@ concurrency (bench/scaling/taskqueue.yaml: defaults, plus targetWaitSeconds 2 s 
 queue and 10 s on the low one) and prints a markdown table and the issue-11 targets, met or not.
 
     python bench/scaling/run.py [--duration 3600] [--json results.json] [--set key=value ...]
-                                [--warm N] [--only TRACES] [--concurrency 1,4]
+                                [--warm N] [--expected] [--only TRACES] [--concurrency 1,4]
 
 `--set scaling.idleCooldownSeconds=30` (repeatable) overrides a manifest field for a what-if.
+`--expected` writes each queue's nominal mean service time (the generator's, what a user who
+knows their tasks would write) into `scaling.expectedServiceSeconds`; without it the manifest
+has none, as a TaskQueue whose user wrote nothing about its tasks.
 """
 
 from __future__ import annotations
@@ -34,18 +37,25 @@ SERVICE = 2.0
 RATES = {"steady": 2.45, "bursty": 0.5, "spikes": 0.5, "diurnal": 1.0, "long": 0.5,
          "two-priority": 1.0}
 COMPARED = ("bursty", "spikes", "diurnal", "two-priority")
+NOMINAL_SERVICE = {"long": (30 * SERVICE,), "two-priority": (SERVICE / 4, SERVICE)}
+"""Each queue's mean service time as the generator draws it (default: SERVICE)."""
 OWN_TARGETS = ("steady", "diurnal", "two-priority")
 """Traces whose tasks can all meet the manifest's wait targets (on bursty and spikes, a burst's
 tasks wait at least a poll plus the pod start-up: more than the 2 s target)."""
 
 
-def taskqueue(concurrency: int, two_queues: bool, overrides: list[str]) -> TaskQueue:
+def taskqueue(concurrency: int, name: str, overrides: list[str],
+              expected: bool = False) -> TaskQueue:
     data: dict[str, Any] = copy.deepcopy(yaml.safe_load((HERE / "taskqueue.yaml").read_text()))
     spec = data["spec"]
     spec["worker"]["concurrency"] = concurrency
-    if not two_queues:
+    if name != "two-priority":
         spec["queues"] = spec["queues"][:1]
         spec["scaling"]["targetWaitSeconds"].pop("low", None)
+    if expected:
+        means = NOMINAL_SERVICE.get(name, (SERVICE,))
+        spec["scaling"]["expectedServiceSeconds"] = {
+            q["key"]: s for q, s in zip(spec["queues"], means, strict=False)}
     for item in overrides:
         path, _, value = item.partition("=")
         node = spec
@@ -57,8 +67,8 @@ def taskqueue(concurrency: int, two_queues: bool, overrides: list[str]) -> TaskQ
 
 
 def run(name: str, concurrency: int, duration: float, overrides: list[str],
-        history: int = 0) -> list[Result]:
-    tq = taskqueue(concurrency, name == "two-priority", overrides)
+        history: int = 0, expected: bool = False) -> list[Result]:
+    tq = taskqueue(concurrency, name, overrides, expected)
     keys = [q.key for q in tq.spec.queues]
     arrivals = trace.generate(name, trace.Load(rate=RATES[name] * concurrency, service=SERVICE,
                                                duration=duration, queue=keys[0]))
@@ -113,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm", type=int, default=0, metavar="N",
                         help="start with N attempts per queue in the service totals (a "
                              "TaskQueue that ran before; default 0: a new one)")
+    parser.add_argument("--expected", action="store_true",
+                        help="set scaling.expectedServiceSeconds to each queue's nominal mean "
+                             "service time (default: unset, a TaskQueue that says nothing)")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     names = [n for n in trace.GENERATORS if not args.only or n in args.only.split(",")]
@@ -120,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for concurrency in (int(c) for c in args.concurrency.split(",")):
         for name in names:
-            results = run(name, concurrency, args.duration, args.overrides, args.warm)
-            tq = taskqueue(concurrency, name == "two-priority", args.overrides)
+            results = run(name, concurrency, args.duration, args.overrides, args.warm,
+                          args.expected)
+            tq = taskqueue(concurrency, name, args.overrides, args.expected)
             print(f"\n### {name}, concurrency {concurrency}\n```")
             print(report.table(results))
             print("```")

@@ -216,14 +216,15 @@ class TaskQueueSpec(_Model):
         return self
 
     @model_validator(mode="after")
-    def _wait_targets_name_queues(self) -> TaskQueueSpec:
+    def _per_queue_seconds_name_queues(self) -> TaskQueueSpec:
         keys = {q.key for q in self.queues}
-        unknown = sorted(set(self.scaling.targetWaitSeconds or {}) - keys)
-        if unknown:
-            raise ValueError(
-                f"scaling.targetWaitSeconds names {unknown}, not in spec.queues; use the key "
-                f"of one of {sorted(keys)}"
-            )
+        for name in ("targetWaitSeconds", "expectedServiceSeconds"):
+            unknown = sorted(set(getattr(self.scaling, name) or {}) - keys)
+            if unknown:
+                raise ValueError(
+                    f"scaling.{name} names {unknown}, not in spec.queues; use the key "
+                    f"of one of {sorted(keys)}"
+                )
         return self
 
     @property

@@ -15,7 +15,8 @@ The rules, in the order they are applied:
    targetBacklogPerReplica).
 4. ``targetDrainSeconds``: also ceil(queued / (per-replica rate x targetDrainSeconds)) when the
    per-replica completion rate has been measured; the larger of the two wins.
-5. ``targetWaitSeconds`` (per queue): once the service time is measured, the slots that keep the
+5. ``targetWaitSeconds`` (per queue): once the service time is measured (or, before that, expected:
+   ``expectedServiceSeconds``, `waitpolicy.service_times`), the slots that keep the
    p95 wait of each such queue under its target, highest priority first (`taskqueue.waitmodel`,
    Erlang C with the measured rates, `taskqueue.rates`), divided by the worker concurrency; the
    length target then only counts the queues without a wait target, plus the tasks due soon.

@@ -121,6 +121,18 @@ class Rates:
             return self.busy_seconds / started if started >= 1 else None
         return self.busy_seconds / self.completions
 
+    @property
+    def service_known(self) -> bool:
+        """The mean service time is measured (reported for, or completed by, MIN_COMPLETIONS
+        tasks), not the lower bound `service_seconds` gives before."""
+        return (sum(m[2] for m in self.measured) >= MIN_COMPLETIONS
+                or (self.busy_seconds > 0 and self.completions >= MIN_COMPLETIONS))
+
+    @property
+    def reports_service(self) -> bool:
+        """The workers report their service totals (so each queue's own is on its way)."""
+        return bool(self.reported)
+
     def service_by_queue(self, queues: list[str]) -> dict[str, float] | None:
         """Service seconds per queue (the mean for each when the fit cannot tell them apart);
         None until the mean is known."""

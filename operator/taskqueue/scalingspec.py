@@ -4,7 +4,7 @@ source of the CRD; re-exported by `taskqueue.models`, used by the policy). Pure 
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from taskqueue.statusschema import SpecModel
 
@@ -43,6 +43,13 @@ class ScalingSpec(SpecModel):
         description="Queue key -> seconds: scale so the p95 wait of that queue stays under it "
         "(Erlang C with the measured arrival rate and service time; highest priority first).",
     )
+    expectedServiceSeconds: dict[str, float] | None = Field(
+        default=None,
+        description="Queue key -> seconds a task of that queue is expected to run: "
+        "targetWaitSeconds sizes with it until the workers have measured that queue's service "
+        "time, so a new TaskQueue's first burst is sized for its wait target (without it, the "
+        "length target sizes the fleet until then).",
+    )
     fallbackReplicas: int | None = Field(
         default=None, ge=0, description="Replicas while Redis cannot be read (default: hold)."
     )
@@ -54,15 +61,16 @@ class ScalingSpec(SpecModel):
         "poll plus this count as demand, so workers are up when they fall due.",
     )
 
-    @field_validator("targetWaitSeconds")
+    @field_validator("targetWaitSeconds", "expectedServiceSeconds")
     @classmethod
-    def _positive_waits(cls, waits: dict[str, float] | None) -> dict[str, float] | None:
-        for key, seconds in (waits or {}).items():
-            if not seconds > 0:
+    def _positive_seconds(cls, seconds: dict[str, float] | None,
+                          info: ValidationInfo) -> dict[str, float] | None:
+        for key, value in (seconds or {}).items():
+            if not value > 0:
                 raise ValueError(
-                    f"targetWaitSeconds[{key!r}] is {seconds}; use a number of seconds > 0"
+                    f"{info.field_name}[{key!r}] is {value}; use a number of seconds > 0"
                 )
-        return waits
+        return seconds
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalingSpec:

@@ -12,12 +12,13 @@ from taskqueue.rates import Rates
 
 def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
            queue_order: tuple[str, ...]) -> waitmodel.WaitSizing | None:
-    """Slots for the wait targets; None without targets or until the service time is known."""
+    """Slots for the wait targets; None without targets or until a service time is known
+    (measured, or expected: `expectedServiceSeconds`)."""
     targets = spec.targetWaitSeconds
-    service = rates.service_seconds
-    if not targets or service is None:
+    known = service_times(rates, spec.expectedServiceSeconds or {}, queue_order)
+    if not targets or known is None:
         return None
-    services = rates.service_by_queue(list(queue_order)) or {}
+    service, services = known
     loads = [
         waitmodel.QueueLoad(key=q, arrival_rate=rates.arrival_rate(q),
                             queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
@@ -27,6 +28,31 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
     ]
     return waitmodel.size_for_wait(loads, service=service, horizon=burst_horizon(spec),
                                    startup=spec.podStartupSeconds)
+
+
+def service_times(rates: Rates, expected: dict[str, float], queue_order: tuple[str, ...],
+                  ) -> tuple[float, dict[str, float]] | None:
+    """The fleet-wide mean service time and each queue's, or None while nothing is known.
+
+    A queue's expected time (`expectedServiceSeconds`) stands until the workers have reported
+    that queue's own (or, from workers that report none, until MIN_COMPLETIONS tasks have
+    completed: the estimate then takes over). Until the fleet's mean is measured, it is the
+    higher of the expected times' mean and the lower bound the tasks in hand give, and the
+    queues without an expected time have that."""
+    measured = rates.service_known
+    fleet = rates.service_seconds
+    if not measured and expected:
+        prior = sum(expected.values()) / len(expected)
+        fleet = prior if fleet is None else max(fleet, prior)
+    if fleet is None:
+        return None
+    estimated = (rates.service_by_queue(list(queue_order)) or {}) if measured else {}
+    hinted = not (measured and not rates.reports_service)
+    own = {q: rates.measured_service(q) for q in queue_order}
+    return fleet, {
+        q: own[q] or (expected[q] if hinted and q in expected else estimated.get(q, fleet))
+        for q in queue_order
+    }
 
 
 def burst_horizon(spec: ScalingSpec) -> float:
