@@ -1,30 +1,31 @@
-"""Redis operations on a TaskQueue shared by the operator, the worker and the CLI.
+"""Redis operations on a TaskQueue through redis-py, shared by the operator and the CLI.
 
 Reads a whole observation in one round trip (`observe`) and requeues a departed worker's tasks
-atomically (`recover_worker`). The scripts and key names come from `taskqueue.keys`.
+atomically (`recover_worker`). The scripts and key names come from `taskqueue.keys`, the calls'
+KEYS and ARGV from `taskqueue.scriptcalls` (re-exported here: `fetch_keys`, `recover_call`,
+`release_keys`), which the worker uses without redis-py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import redis
 from redis.exceptions import NoPermissionError, NoScriptError
 
-from taskqueue import keys
-
-if TYPE_CHECKING:  # the synchronous worker never imports redis.asyncio (start-up time)
-    import redis.asyncio as aioredis
+from taskqueue import keys, scriptcalls
 from taskqueue.observation import QueueObservation, WorkerObservation
+from taskqueue.scriptcalls import fetch_keys, recover_call, release_keys
 
-T = TypeVar("T")
-_SCRIPT_LINE = re.compile(r"@user_script:(\d+)")
+if TYPE_CHECKING:  # redis.asyncio is loaded where an asyncio client is made
+    import redis.asyncio as aioredis
+
+__all__ = ["Script", "fetch_keys", "observe", "observe_call", "parse_observation", "quiesce",
+           "recover_call", "recover_worker", "release_keys", "script", "transaction_error"]
 
 _SEEN_WORKERS_MAX = 4096
 _seen_workers: OrderedDict[str, tuple[str, ...]] = OrderedDict()
@@ -33,19 +34,14 @@ front, so a poll stays one round trip while the fleet is unchanged (a hint only:
 costs a second call, never a wrong answer)."""
 
 
-class Script:
-    """A Lua script from `taskqueue/lua/` run by EVALSHA, loaded again on NOSCRIPT (a restarted,
-    failed-over or different server). The one script loader of the project: async and sync
-    clients call it here, and the worker's pre-packed fast path uses `sha` and `source`.
+class Script(scriptcalls.Script):
+    """A Lua script run through a redis-py client (async or sync), loaded again on NOSCRIPT.
+    The one script loader of the operator and the CLI (the worker sends the same scripts over
+    its own connection: `taskqueue.scriptcalls`).
 
     One instance per script name, shared by every client: nothing here refers to a client, so
     clients are never kept alive by the cache nor confused with a later client at the same id.
     """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.source = keys.lua(name)
-        self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def __call__(self, client: aioredis.Redis, *, keys: Sequence[Any] = (),
                        args: Sequence[Any] = ()) -> Any:
@@ -61,33 +57,20 @@ class Script:
     def sync(self, client: redis.Redis, *, keys: Sequence[Any] = (),
              args: Sequence[Any] = ()) -> Any:
         """The same call on a synchronous client."""
-        return self.on_noscript(
-            lambda: client.evalsha(self.sha, len(keys), *keys, *args), client.script_load)
-
-    def on_noscript(self, send: Callable[[], T], load: Callable[[str], object]) -> T:
-        """`send()` (an EVALSHA of this script on any transport); on NOSCRIPT `load(source)`
-        then `send()` again."""
         try:
             try:
-                return send()
+                return client.evalsha(self.sha, len(keys), *keys, *args)
             except NoScriptError:
-                load(self.source)
-                return send()
+                client.script_load(self.source)
+                return client.evalsha(self.sha, len(keys), *keys, *args)
         except redis.ResponseError as exc:
             raise self.explain(exc) from exc
 
     def explain(self, exc: redis.ResponseError) -> redis.ResponseError:
-        """`exc`, or when the ACL refused a command inside this script (Redis names only the
-        script line), a NoPermissionError naming the command and the rule to add."""
-        found = _SCRIPT_LINE.search(str(exc))
-        if "can't run this command" not in str(exc) or found is None:
-            return exc
-        line = self.source.splitlines()[int(found.group(1)) - 1]
-        command = keys.LUA_CALL.search(line)
-        name = command.group(1).lower() if command else "?"
-        return NoPermissionError(
-            f"the Redis user has no permissions to run the '{name}' command (called by "
-            f"{self.name}.lua line {found.group(1)}); add +{name} to its ACL rule")
+        """`exc`, or when the ACL refused a command inside this script, a NoPermissionError
+        naming the command and the rule to add."""
+        refused = self.refusal(str(exc))
+        return exc if refused is None else NoPermissionError(refused)
 
 
 @cache
@@ -225,30 +208,6 @@ def transaction_error(exc: redis.ResponseError) -> redis.ResponseError:
     if "NOPERM" in text:
         return NoPermissionError(text.split("NOPERM ", 1)[1])
     return exc
-
-
-def recover_call(
-    schema: keys.KeySchema, *, worker_id: str, max_attempts: int, reason: str
-) -> tuple[list[str], list[str | int]]:
-    """KEYS and ARGV of recover.lua for `worker_id` (shared by the async and sync callers)."""
-    return (
-        [schema.processing(worker_id), schema.workers, schema.dead_letter, schema.stats,
-         *schema.queue_keys],
-        [worker_id, max_attempts, reason],
-    )
-
-
-def release_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
-    """KEYS of release.lua for `worker_id` (the entries are its ARGV)."""
-    return [schema.processing(worker_id), schema.dead_letter, *schema.queue_keys]
-
-
-def fetch_keys(schema: keys.KeySchema, worker_id: str, *,
-               queue_keys: Sequence[str] | None = None) -> list[str]:
-    """KEYS of fetch.lua for `worker_id`, taking from `queue_keys` (default: every queue)."""
-    queues = schema.queue_keys if queue_keys is None else queue_keys
-    return [schema.processing(worker_id), schema.delayed, schema.starvation, schema.stats,
-            schema.dead_letter, schema.quiesced, *queues]
 
 
 async def recover_worker(

@@ -14,10 +14,10 @@ from typing import Any, cast
 
 import pytest
 import redis
-from redis.exceptions import NoPermissionError
 
 from taskqueue import acl, client, keys, manifest, models
 from taskqueue.poller import Poller
+from taskqueue.worker import resp
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers.cli import Run
 from tests.helpers.poll import observe_taskqueue
@@ -218,7 +218,7 @@ def test_the_worker_without_one_permission_names_it(
     caplog.set_level(logging.WARNING)
     try:
         start_worker(url, worker_id="w1", queues=QUEUES, record_url=redis_server.url)
-    except NoPermissionError as exc:  # at registration: the worker does not start
+    except resp.NoPermissionError as exc:  # at registration: the worker does not start
         assert f"'{missing}'" in str(exc)
         return
     from tests.fixtures.redis_cluster import wait_until

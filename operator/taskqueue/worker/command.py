@@ -21,11 +21,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import NoPermissionError
-
 from taskqueue import workersettings
 from taskqueue.worker import config as cfg
-from taskqueue.worker import handlers, logs
+from taskqueue.worker import handlers, logs, resp
 from taskqueue.worker.runner import Worker
 
 if TYPE_CHECKING:  # pydantic and the models load only when a manifest must be validated
@@ -191,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.freeze()
     try:
         return worker.run_until_signal()
-    except NoPermissionError as exc:  # refused at registration: say which command, and stop
+    except resp.NoPermissionError as exc:  # refused at registration: say which command, and stop
         print(f"taskqueue-worker: the Redis user lacks a permission: {exc} (the worker's ACL "
               "rule: `python -m taskqueue.acl worker KEY_PATTERN`, docs/install.md)",
               file=sys.stderr)

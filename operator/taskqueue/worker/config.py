@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from taskqueue import dsn, keys, redact, workersettings
+from taskqueue.worker import resp
 from taskqueue.workersettings import Declared
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def redis_url_problem(url: str) -> str | None:
 
 def _settings_problem(url: str) -> str | None:
     try:
-        dsn.RedisSettings.from_dsn(url)
+        resp.Target.from_url(url)
     except ValueError as exc:  # SettingsError: the message shows the URL redacted
         return str(exc)
     return None

@@ -1,10 +1,11 @@
 """Start-up: defer the body of `redis.asyncio` until something uses it.
 
-redis-py's `redis/__init__.py` runs `from redis import asyncio`, so every program that imports
-redis-py pays for the asyncio client (~43 ms of a ~250 ms worker start on a quiet machine) even
-when, like the synchronous worker, it never makes one. `install()` (called by the worker's
-entry point before anything imports redis) registers a finder that creates `redis.asyncio` as
-a package whose `__path__` is set (its submodules import normally, e.g. the
+The worker talks to Redis without redis-py (`resp`); only Cluster and Sentinel topologies
+import it, to find the master. redis-py's `redis/__init__.py` runs `from redis import asyncio`,
+so every program that imports redis-py pays for the asyncio client (~43 ms of a ~250 ms worker
+start on a quiet machine) even when, like the worker, it never makes one. `install()` (called
+by the worker's entry point before anything imports redis) registers a finder that creates
+`redis.asyncio` as a package whose `__path__` is set (its submodules import normally, e.g. the
 `redis.asyncio.observability.recorder` that redis-py's sync command mixins import) but whose
 `__init__.py` runs only on the first attribute lookup it cannot answer (`redis.asyncio.Redis`,
 `from redis.asyncio import Redis`). A coroutine handler that uses redis.asyncio gets the real
@@ -13,7 +14,6 @@ module on first use.
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import sys
 import threading
@@ -40,8 +40,10 @@ class _DeferredPackage(types.ModuleType):
 _LOCK = threading.RLock()
 
 
-class _DeferredLoader(importlib.abc.Loader):
-    def __init__(self, real: importlib.abc.Loader) -> None:
+class _DeferredLoader:
+    """A loader (duck-typed: importlib.abc costs ~40 ms of start-up to import)."""
+
+    def __init__(self, real: Any) -> None:
         self.real = real
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
@@ -51,7 +53,9 @@ class _DeferredLoader(importlib.abc.Loader):
         module.__dict__["_deferred_loader"] = self.real
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
+    """A meta path finder (duck-typed, as `_DeferredLoader`)."""
+
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in DEFERRED:
@@ -59,7 +63,8 @@ class _Finder(importlib.abc.MetaPathFinder):
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None or spec.submodule_search_locations is None:
             return None
-        spec.loader = _DeferredLoader(spec.loader)
+        loader: Any = _DeferredLoader(spec.loader)  # a Loader in all but its base class
+        spec.loader = loader
         return spec
 
 

@@ -7,7 +7,6 @@ backoff, or the dead-letter list once `max_attempts` attempts are spent).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import threading
@@ -62,6 +61,8 @@ class Executor:
     async def run_async(self, raw_entry: str, *, held: bool, handler: AsyncHandler) -> bool:
         """`run` for a coroutine handler, awaited on the event loop; the failure path (fail.lua
         with retries) runs in a worker thread so the loop never waits for Redis."""
+        import asyncio  # loaded already: the loop runs (not imported by synchronous workers)
+
         entry, task, ctx, m = self._begin(raw_entry)
         started = time.perf_counter()
         try:

@@ -7,7 +7,6 @@ thread as `run(payload, context)` and raises on failure (exception, non-zero exi
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
 import inspect
@@ -18,7 +17,10 @@ import subprocess
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # asyncio is imported when a coroutine handler first runs (start-up time)
+    import asyncio
 
 
 class HandlerError(Exception):
@@ -136,6 +138,8 @@ def settle(result: object, *, timeout: float | None) -> None:
 def run_awaitable(awaitable: Awaitable[Any], *, timeout: float | None) -> None:
     """Await on the shared event loop from a consume thread; raises what the awaitable raised,
     TaskFailedError after `timeout` seconds."""
+    import asyncio
+
     async def run() -> None:
         try:
             await asyncio.wait_for(awaitable, timeout)
@@ -171,6 +175,8 @@ _loop_lock = threading.Lock()
 
 def shared_loop() -> asyncio.AbstractEventLoop:
     """The event loop (one thread) that runs every coroutine handler of the process."""
+    import asyncio
+
     global _loop
     with _loop_lock:
         if _loop is None:
@@ -202,6 +208,8 @@ class AsyncHandler:
             return
         # asyncio.timeout keeps the handler in the caller's task (wait_for would wrap it in a
         # task of its own, and a KeyboardInterrupt/SystemExit there would stop the loop)
+        import asyncio
+
         try:
             async with asyncio.timeout(self._timeout):
                 await coro

@@ -15,12 +15,10 @@ import signal
 import threading
 import time
 from types import FrameType
-
-from redis.exceptions import NoPermissionError
+from typing import TYPE_CHECKING
 
 from taskqueue import backoff
-from taskqueue.worker import keycheck
-from taskqueue.worker.aslot import AsyncSlot
+from taskqueue.worker import keycheck, resp
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.fetching import fetch_mode
@@ -32,6 +30,9 @@ from taskqueue.worker.slot import Slot
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import REDIS_ERRORS, Store
 from taskqueue.worker.wakeup import Wakeup
+
+if TYPE_CHECKING:  # aslot (asyncio) is imported for coroutine handlers only (start-up time)
+    from taskqueue.worker.aslot import AsyncSlot
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ class Worker:
         the dispatcher modes, without an idempotency window: its scripts are per-slot calls)."""
         if (isinstance(handler, AsyncHandler) and self.dispatcher is not None
                 and leases is None):
+            from taskqueue.worker.aslot import AsyncSlot
+
             self.async_slots = [AsyncSlot(config=config, handler=handler, state=self.state,
                                           dispatcher=self.dispatcher, index=i)
                                 for i in range(config.concurrency)]
@@ -114,7 +117,7 @@ class Worker:
             # an ACL refusal is not transient: the worker does not start, naming the command
             backoff.retry(register, what="registering with Redis", log=log,
                           wait=self.state.stopping.wait, retry_on=REDIS_ERRORS,
-                          fatal=(NoPermissionError,))
+                          fatal=(resp.NoPermissionError,))
 
     def stop(self) -> None:
         """Stop taking tasks (idle slots return at once); `join()` drains."""

@@ -1,15 +1,15 @@
 """The worker's Redis calls: one dedicated connection, the Lua scripts by EVALSHA, no pool.
 
-The connection goes to the master that serves the TaskQueue's keys (`taskqueue.connection`:
-one server, the Cluster node owning the TaskQueue's hash slot, or the master Sentinel names);
+The connection (`taskqueue.worker.resp`) goes to the master that serves the TaskQueue's keys:
+one server, the Cluster node owning the TaskQueue's hash slot, or the master Sentinel names;
 after a connection loss, MOVED, READONLY or CLUSTERDOWN it is found again on the next call, which
 is how a worker follows a failover.
 
-Each consume slot, the heartbeat and the wake-up listener own one `Store` each, so a blocking
-call never waits for another thread. Payloads are decoded as UTF-8 with `surrogateescape` and
-encoded back the same way by our own command packer (redis-py's hiredis packer would reject
-them), so bytes that are not UTF-8 still travel back to Redis unchanged (acks match exactly).
-The fetch command, sent once per task, is mostly pre-encoded.
+The dispatcher, the heartbeat and the wake-up listener own one `Store` each, so a blocking call
+never waits for another thread. Payloads are decoded as UTF-8 with `surrogateescape` and encoded
+back the same way (`resp.pack`), so bytes that are not UTF-8 still travel back to Redis
+unchanged (acks match exactly). The fetch command, sent once per wake-up, is mostly
+pre-encoded.
 """
 
 from __future__ import annotations
@@ -19,15 +19,9 @@ import time
 from collections.abc import Collection, Sequence
 from typing import Any
 
-import redis
-from redis.exceptions import (
-    ClusterDownError,
-    MovedError,
-    ReadOnlyError,
-    TryAgainError,
-)
-
-from taskqueue import connection, keys, queueops
+from taskqueue import keys, scriptcalls
+from taskqueue.worker import resp
+from taskqueue.worker.resp import bulk, pack
 
 log = logging.getLogger(__name__)
 
@@ -35,24 +29,19 @@ WAIT_TIMEOUT_MS = 2000
 """How long durable mode waits for replicas before going on (and logging it)."""
 
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    redis.ConnectionError, redis.TimeoutError, OSError, MovedError, ReadOnlyError,
-    ClusterDownError, TryAgainError,
+    OSError, resp.MovedError, resp.ReadOnlyError, resp.ClusterDownError, resp.TryAgainError,
 )
 """Errors after which a call may be retried on a new connection (to the master found again):
 no script ran, or the connection broke and the caller's own recovery applies."""
-REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, *CONNECTION_ERRORS)
+REDIS_ERRORS: tuple[type[BaseException], ...] = (resp.RedisError, *CONNECTION_ERRORS)
 """Every error a Redis call can raise: connection loss and error replies (OOM, BUSY, WRONGTYPE,
 READONLY, MISCONF, NOSCRIPT...). Long-lived worker threads retry all of them with backoff."""
 
 
-def connect(url: str, *, key: str, protocol: int = 2) -> Any:
-    """A new raw connection (not yet connected) to the master serving `key`, with the URL's
+def connect(url: str, *, key: str, protocol: int = 2) -> resp.Connection:
+    """A new connection (not yet connected) to the master serving `key`, with the URL's
     settings (auth, TLS, db, topology)."""
-    return connection.node_connection(
-        connection.RedisSettings.from_dsn(url), key=key, decode_responses=True,
-        encoding_errors="surrogateescape", protocol=protocol, socket_connect_timeout=5,
-        socket_timeout=30, socket_keepalive=True,
-    )
+    return resp.Connection(resp.Target.from_url(url), key=key, protocol=protocol)
 
 
 class RedisClock:
@@ -80,24 +69,6 @@ def now_ms() -> int:
     return CLOCK.now_ms()
 
 
-def bulk(value: str | bytes | int | float) -> bytes:
-    """One RESP bulk string; `str` is encoded as UTF-8 with surrogateescape."""
-    if isinstance(value, str):
-        data = value.encode("utf-8", "surrogateescape")
-    elif isinstance(value, bytes):
-        data = value
-    elif isinstance(value, int):
-        data = b"%d" % value
-    else:
-        data = repr(float(value)).encode()
-    return b"$%d\r\n%s\r\n" % (len(data), data)
-
-
-def pack(args: Sequence[str | bytes | int | float]) -> bytes:
-    """A RESP command."""
-    return b"*%d\r\n" % len(args) + b"".join(bulk(a) for a in args)
-
-
 class Store:
     """Redis operations of one worker thread over a connection of its own."""
 
@@ -108,9 +79,9 @@ class Store:
         self.worker_id = worker_id
         self.processing = schema.processing(worker_id)
         self._url = url
-        self._conn: Any = None
+        self._conn: resp.Connection | None = None
         self._hold_flag = {True: bulk("1"), False: bulk("0")}
-        self._release_keys = queueops.release_keys(schema, worker_id)
+        self._release_keys = scriptcalls.release_keys(schema, worker_id)
         self.queue_keys: tuple[str, ...] = ()
         self.use_queues(skip=())
 
@@ -122,9 +93,9 @@ class Store:
         queue_args: list[str] = []
         for q in queues:
             queue_args += [q.type, "" if q.starvation_limit is None else str(q.starvation_limit)]
-        fetch_keys = queueops.fetch_keys(schema, self.worker_id, queue_keys=self.queue_keys)
+        fetch_keys = scriptcalls.fetch_keys(schema, self.worker_id, queue_keys=self.queue_keys)
         # EVALSHA <sha> <numkeys> <keys...> | now count hold nacks acks... | queue args...
-        head: list[str | int] = ["EVALSHA", queueops.script("fetch").sha, len(fetch_keys),
+        head: list[str | int] = ["EVALSHA", scriptcalls.script("fetch").sha, len(fetch_keys),
                                  *fetch_keys]
         self._fetch_head = b"".join(bulk(a) for a in head)
         self._fetch_tail = b"".join(bulk(a) for a in queue_args)
@@ -138,21 +109,23 @@ class Store:
 
     def close(self) -> None:
         if self._conn is not None:
-            self._conn.disconnect()
+            self._conn.close()
 
     def send(self, packed: bytes, *, timeout: float | None = None) -> Any:
-        """One packed command and its reply; after a connection error, MOVED or READONLY the
-        master is found again and a new connection opened on the next call."""
-        if self._conn is None:
-            self._conn = connect(self._url, key=self.processing)
+        """One packed command and its reply (within `timeout` s, else the socket timeout);
+        after a connection error, MOVED or READONLY the master is found again and a new
+        connection opened on the next call."""
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = connect(self._url, key=self.processing)
         try:
-            self._conn.send_packed_command([packed], check_health=False)
+            conn.send(packed)
             if timeout is None:
-                return self._conn.read_response()
-            return self._conn.read_response(timeout=timeout)
+                return conn.read()
+            return conn.read(timeout=timeout)
         except CONNECTION_ERRORS:
-            conn, self._conn = self._conn, None
-            conn.disconnect()
+            self._conn = None
+            conn.close()
             raise
 
     def call(self, *args: Any, timeout: float | None = None) -> Any:
@@ -160,12 +133,24 @@ class Store:
         return self.send(pack(args), timeout=timeout)
 
     def script(self, name: str, keys_: Sequence[str], args: Sequence[Any]) -> Any:
-        packed = pack(["EVALSHA", queueops.script(name).sha, len(keys_), *keys_, *args])
+        packed = pack(["EVALSHA", scriptcalls.script(name).sha, len(keys_), *keys_, *args])
         return self._evalsha(name, packed)
 
     def _evalsha(self, name: str, packed: bytes) -> Any:
-        return queueops.script(name).on_noscript(
-            lambda: self.send(packed), lambda source: self.call("SCRIPT", "LOAD", source))
+        """`packed` (an EVALSHA of script `name`); on NOSCRIPT the script is loaded and sent
+        again. An ACL refusal inside the script raises a NoPermissionError naming the command."""
+        script = scriptcalls.script(name)
+        try:
+            try:
+                return self.send(packed)
+            except resp.NoScriptError:
+                self.call("SCRIPT", "LOAD", script.source)
+                return self.send(packed)
+        except resp.ReplyError as exc:
+            refused = script.refusal(str(exc))
+            if refused is None:
+                raise
+            raise resp.NoPermissionError(refused) from exc
 
     def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True,
               promote: bool = True) -> list[str]:
@@ -216,8 +201,9 @@ class Store:
         return int(now), list(expired)
 
     def recover(self, *, worker_id: str, max_attempts: int, reason: str) -> tuple[int, int]:
-        """Requeue the tasks of a dead worker (recover.lua, as queueops.recover_worker)."""
-        keys_, args = queueops.recover_call(
+        """Requeue the tasks of a dead worker (recover.lua; the operator's twin:
+        queueops.recover_worker)."""
+        keys_, args = scriptcalls.recover_call(
             self.schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason
         )
         requeued, dead = self.script("recover", keys_, args)

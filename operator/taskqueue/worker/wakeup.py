@@ -33,7 +33,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from taskqueue import backoff
-from taskqueue.worker.store import connect, pack
+from taskqueue.worker import resp
+from taskqueue.worker.resp import pack
+from taskqueue.worker.store import connect
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +67,7 @@ class Wakeup:
         too (`idle(until=...)`), so one wait covers both."""
         self._gen = 0
         self._stopped = False
-        self._conn: Any = None
+        self._conn: resp.Connection | None = None
         self._sessions = 0
         self._armed = 0
         """Session number while tracking is confirmed on, 0 while it is off or unknown."""
@@ -160,12 +162,10 @@ class Wakeup:
         self._wake_w.close()
 
     def _session(self) -> None:
-        conn: Any = connect(self._url, key=min(self._keys), protocol=3)
+        conn = connect(self._url, key=min(self._keys), protocol=3)
         try:
-            conn.connect()
-            conn._parser.set_invalidation_push_handler(lambda msg: msg)
-            conn.send_packed_command([self._on_cmd], check_health=False)
-            conn.read_response()
+            conn.send(self._on_cmd)
+            conn.read()
             self._reconnect.succeeded()
             with self.cond:
                 self._conn = conn
@@ -179,8 +179,8 @@ class Wakeup:
                 self.cond.notify_all()
             while not self._stopped:
                 self._maybe_send_arm(conn)
-                if conn.can_read(timeout=0) or self._poll(conn, timeout=0.5):
-                    msg = conn.read_response(push_request=True)
+                if conn.buffered() or self._poll(conn, timeout=0.5):
+                    msg = conn.read()
                     if isinstance(msg, list):
                         self._on_push(conn, msg)
                     else:
@@ -193,11 +193,11 @@ class Wakeup:
                 self._want_arm = False
                 self._pending.clear()
                 self.cond.notify_all()
-            conn.disconnect()
+            conn.close()
 
-    def _poll(self, conn: Any, *, timeout: float) -> bool:
+    def _poll(self, conn: resp.Connection, *, timeout: float) -> bool:
         """Wait until the connection is readable (True) or a slot pokes us / timeout (False)."""
-        sock = conn._sock
+        sock = conn.sock
         if sock is None:
             raise ConnectionError("wake-up connection closed")
         poller = select.poll()
@@ -212,7 +212,7 @@ class Wakeup:
                 pass
         return sock.fileno() in ready
 
-    def _maybe_send_arm(self, conn: Any) -> None:
+    def _maybe_send_arm(self, conn: resp.Connection) -> None:
         with self.cond:
             if not self._want_arm:
                 return
@@ -223,9 +223,9 @@ class Wakeup:
             self._arming = True
             self.arms += 1
 
-    def _send(self, conn: Any, packed: bytes, reply: str) -> None:
+    def _send(self, conn: resp.Connection, packed: bytes, reply: str) -> None:
         """Under self.cond, from the listener thread only."""
-        conn.send_packed_command([packed], check_health=False)
+        conn.send(packed)
         self._pending.append(reply)
 
     def _on_reply(self) -> None:
@@ -238,7 +238,7 @@ class Wakeup:
                 self._idle_pushes = 0
                 self.cond.notify_all()
 
-    def _on_push(self, conn: Any, msg: list[Any]) -> None:
+    def _on_push(self, conn: resp.Connection, msg: list[Any]) -> None:
         if len(msg) < 2 or msg[0] != "invalidate":
             return
         touched = msg[1]
