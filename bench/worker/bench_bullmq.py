@@ -18,8 +18,11 @@ tasks/s, Redis CPU per task (INFO cpu used_cpu_sys + used_cpu_user, delta over t
   `autorun: false`, print "ready", and get SIGUSR1 to start; the timer runs from the signal
   until the wait and active lists are empty.
 
-Also: launch-to-first-task of one `taskqueue-worker` process (the console script, a task already
-queued) and its RSS after N tasks, beside BullMQ's launch-to-first-job.
+Also: launch-to-first-task of one `taskqueue-worker` process (a task already queued) and its RSS
+after N tasks, beside BullMQ's launch-to-first-job. Two ways to start ours: as a worker pod
+starts (`pod`: the env the operator gives it, TASKQUEUE_WORKER_SETTINGS and TASKQUEUE_MANIFEST,
+no flags), and by hand with flags (`flags`: the spec is validated with pydantic). A `--base-root`
+checkout gets the same env (an older worker ignores the settings and reads the manifest).
 A private redis-server (appendonly off) on a free port is started and stopped by the script.
 """
 
@@ -136,20 +139,40 @@ def run_bullmq(url: str, r: redis.Redis, procs: int, conc: int, n: int) -> tuple
         stop_children(children)
 
 
-def first_task_ours(url: str, r: redis.Redis, n: int, *,
-                    root: Path = ROOT) -> tuple[float, float]:
+def pod_env(url: str) -> dict[str, str]:
+    """The literal env the operator gives a worker pod of a TaskQueue consuming QUEUE."""
+    from taskqueue import models, workload
+
+    tq = models.TaskQueue.model_validate({
+        "apiVersion": models.API_VERSION, "kind": models.KIND,
+        "metadata": {"name": "bench", "namespace": "default"},
+        "spec": {"redis": {"url": url}, "queues": [{"key": QUEUE}],
+                 "worker": {"handler": "bench_first:stamp", "concurrency": 1}}})
+    container = workload.build_deployment(tq, uid="u", replicas=1)[
+        "spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+
+
+def first_task_ours(url: str, r: redis.Redis, n: int, *, root: Path = ROOT,
+                    how: str = "pod") -> tuple[float, float]:
     """ms from launching `python -m taskqueue.worker.main` (what the `taskqueue-worker` script
     runs) to its first task started (one task queued first), and its RSS in MiB after `n` more
-    tasks. `root`: the checkout to take the worker from."""
+    tasks. `root`: the checkout to take the worker from; `how`: "pod" (the operator's env) or
+    "flags" (the settings as command-line flags)."""
     r.flushall()
     r.lpush(QUEUE, "first")
+    # the handler module comes from this checkout for every contender (bench_first.py)
     child_env = {**env(url), "PYTHONPATH": os.pathsep.join(
-        [str(root / "operator"), str(root / "bench" / "worker"), str(root)])}
+        [str(root / "operator"), str(HERE), str(root)])}
+    argv = [sys.executable, "-m", "taskqueue.worker.main"]
+    if how == "pod":
+        child_env.update(pod_env(url))
+    else:
+        argv += ["--redis-url", url, "--queue", QUEUE, "--handler", "bench_first:stamp",
+                 "--concurrency", "1"]
     t0 = time.time()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "taskqueue.worker.main", "--redis-url", url, "--queue", QUEUE,
-         "--handler", "bench_tasks:stamp", "--concurrency", "1"], env=child_env, cwd=root,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(argv, env=child_env, cwd=root, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: r.get("bench:first") is not None, timeout=60, every=0.001)
         launch = (float(r.get("bench:first") or 0) - t0) * 1000
@@ -229,10 +252,12 @@ def starts(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
     """Launch-to-first-task samples, contenders interleaved, then the medians."""
     launches: dict[str, list[float]] = {}
     for _ in range(a.starts):
-        for name, root in (("taskqueue", ROOT), ("base", a.base_root)):
+        for name, root, how in (("taskqueue pod", ROOT, "pod"), ("taskqueue flags", ROOT, "flags"),
+                                ("base pod", a.base_root, "pod"),
+                                ("base flags", a.base_root, "flags")):
             if root is None:
                 continue
-            launch, rss = first_task_ours(url, r, 10000, root=root)
+            launch, rss = first_task_ours(url, r, 10000, root=root, how=how)
             launches.setdefault(name, []).append(launch)
             print(f"start {name} launch-to-first-task {launch:6.0f} ms  "
                   f"RSS after 10,000 tasks {rss:5.1f} MiB", flush=True)

@@ -28,9 +28,3 @@ def latency(payload: str, ctx: TaskContext) -> None:
     if not _r:
         _r.append(redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]))
     _r[0].rpush(f"lat:{ctx.queue}", f"{picked:.6f}")
-
-
-def stamp(payload: str) -> None:
-    """Launch-to-first-task sample: the task "first" records when it started (bench:first)."""
-    if payload == "first":
-        redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]).set("bench:first", f"{time.time():.6f}")

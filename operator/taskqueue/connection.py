@@ -1,11 +1,11 @@
-"""The one Redis client factory: standalone, Cluster or Sentinel, sync and async, TLS and ACL auth.
+"""The one redis-py client factory: standalone, Cluster or Sentinel, sync and async, TLS and ACL.
 
-Everything that talks to Redis (worker, operator, CLI, `taskqueue.client`) builds its clients here
-from a `RedisSettings` (`taskqueue.dsn`: the DSN forms, re-exported here). `node_connection()` is
-the worker's path: one raw connection to the master that serves a key (all keys of a TaskQueue
-share one hash slot), rebuilt by the caller after MOVED / READONLY / connection loss, which is how
-a worker follows a Cluster or Sentinel failover. Clients retry a command on connection loss or
-READONLY, asking Sentinel for the master again on every reconnect.
+The operator, the CLI and `taskqueue.client` build their clients here from a `RedisSettings`
+(`taskqueue.dsn`: the DSN forms, re-exported here). The worker talks to Redis over its own
+connection (`taskqueue.worker.resp`) and comes here only for `master_address()`: the master that
+serves a key in a Cluster or behind Sentinel (all keys of a TaskQueue share one hash slot),
+asked again at every reconnect, which is how a worker follows a failover. Clients retry a
+command on connection loss or READONLY, asking Sentinel for the master again on every reconnect.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from taskqueue.dsn import (
 
 __all__ = [
     "AsyncClient", "Mode", "RedisSettings", "SettingsError", "SyncClient", "async_client",
-    "dsn_for", "is_cluster_dsn", "master_address", "node_connection", "redact", "sync_client",
+    "dsn_for", "is_cluster_dsn", "master_address", "redact", "sync_client",
     "with_sentinel_password", "with_tls_dir",
 ]
 
@@ -216,11 +216,3 @@ def master_address(settings: RedisSettings, key: str, **options: Any) -> tuple[s
         return str(node.host), int(node.port)
     finally:
         client.close()
-
-
-def node_connection(settings: RedisSettings, *, key: str, **options: Any) -> Any:
-    """A raw redis-py Connection (not yet connected) to the master that serves `key`."""
-    address = master_address(settings, key, **{
-        k: v for k, v in options.items() if k in ("socket_timeout", "socket_connect_timeout")})
-    url = settings.node_url() if address is None else settings.node_url(*address)
-    return redis.ConnectionPool.from_url(url, **options).make_connection()
