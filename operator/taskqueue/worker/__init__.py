@@ -1,7 +1,8 @@
 """The taskqueue worker: takes tasks from the Redis queues of one TaskQueue and runs a handler.
 
 Modules, one purpose each:
-`config` (settings from a manifest and flags), `store` (the Redis scripts the worker calls),
+`config` (settings from the operator's compiled settings, a manifest and flags), `store` (the
+Redis scripts the worker calls), `resp` / `resperrors` (its own Redis connection and errors),
 `handlers` (python and command handler adapters), `wakeup` (idle wake-up via client-side
 tracking pushes), `heartbeat` (registration and recovery of dead workers), `dispatch` (the one
 fetch/ack thread: one fetch.lua call per wake-up for all slots), `fetching` (the fetch strategy

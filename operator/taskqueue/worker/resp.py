@@ -9,10 +9,9 @@ key, looked up again at every (re)connect through redis-py (`taskqueue.connectio
 those topologies only), which is how a worker follows a failover. redis-py costs a worker more
 start-up time than everything else it imports together; the worker needs none of its client.
 
-Errors: an error reply raises `ReplyError`, or the subclass its code names (NOSCRIPT, NOPERM,
-READONLY, MOVED/ASK, CLUSTERDOWN, TRYAGAIN). A connection that breaks, is refused, or cannot
-serve yet (LOADING, a refused password) raises `ConnectionLostError`; a reply that does not come
-in time raises `TimeoutError`. Both are OSErrors; after either the connection is unusable.
+Errors (`taskqueue.worker.resperrors`, re-exported here): an error reply raises `ReplyError` or
+the subclass its code names; a lost, refused or not-yet-serving connection `ConnectionLostError`,
+a late reply `TimeoutError`. Both are OSErrors; after either the connection is unusable.
 """
 
 from __future__ import annotations
@@ -27,69 +26,28 @@ from typing import TYPE_CHECKING, Any
 import hiredis
 
 from taskqueue import dsn
+from taskqueue.worker.resperrors import (
+    ClusterDownError,
+    ConnectionLostError,
+    MovedError,
+    NoPermissionError,
+    NoScriptError,
+    ProtocolError,
+    ReadOnlyError,
+    RedisError,
+    ReplyError,
+    TryAgainError,
+    reply_error,
+)
 
 if TYPE_CHECKING:
     import ssl
 
-
-class RedisError(Exception):
-    """What a Redis call fails with, besides OSError (connection loss, timeouts)."""
-
-
-class ReplyError(RedisError):
-    """An error reply (WRONGTYPE, OOM, BUSY, MISCONF...); the message starts with its code."""
-
-    @property
-    def code(self) -> str:
-        return str(self).split(" ", 1)[0]
-
-
-class NoScriptError(ReplyError):
-    """NOSCRIPT: the server does not have the script (restarted, failed over): load it."""
-
-
-class NoPermissionError(ReplyError):
-    """NOPERM: the ACL refused a command; the message names it."""
-
-
-class ReadOnlyError(ReplyError):
-    """READONLY: the node was demoted; find the master again."""
-
-
-class MovedError(ReplyError):
-    """MOVED / ASK: the key's slot is served elsewhere; find the master again."""
-
-
-class ClusterDownError(ReplyError):
-    """CLUSTERDOWN: the cluster cannot serve the slot now."""
-
-
-class TryAgainError(ReplyError):
-    """TRYAGAIN: a slot migration is under way."""
-
-
-class ConnectionLostError(ConnectionError):
-    """The connection broke or was refused, or the server cannot serve it (yet)."""
-
-
-class ProtocolError(ConnectionLostError):
-    """What came back is not RESP: the connection cannot be trusted any more."""
-
-
-_BY_CODE: dict[str, type[ReplyError]] = {
-    "NOSCRIPT": NoScriptError, "NOPERM": NoPermissionError, "READONLY": ReadOnlyError,
-    "MOVED": MovedError, "ASK": MovedError, "CLUSTERDOWN": ClusterDownError,
-    "TRYAGAIN": TryAgainError,
-}
-_CONNECTION_CODES = frozenset({"LOADING", "NOAUTH", "WRONGPASS"})
-
-
-def reply_error(message: str) -> Exception:
-    """The exception an error reply `message` raises. Pure."""
-    code = message.split(" ", 1)[0]
-    if code in _CONNECTION_CODES or message.startswith("ERR max number of clients"):
-        return ConnectionLostError(message)
-    return _BY_CODE.get(code, ReplyError)(message)
+__all__ = [
+    "ClusterDownError", "Connection", "ConnectionLostError", "MovedError", "NoPermissionError",
+    "NoScriptError", "ProtocolError", "ReadOnlyError", "RedisError", "ReplyError", "TLSOptions",
+    "Target", "TryAgainError", "bulk", "pack", "reply_error", "tls_context",
+]
 
 
 def bulk(value: str | bytes | int | float) -> bytes:
