@@ -135,10 +135,11 @@ def test_the_redis_url_flag_applies_to_the_compiled_settings(
     assert config.redis_url == "redis://10.1.1.1:7000/1"
 
 
-def test_a_worker_started_from_compiled_settings_imports_no_pydantic() -> None:
-    env = {**os.environ, **_pod_env(_taskqueue(SPECS["command-handler"]))}
-    code = ("import sys; from taskqueue.worker import command; command.build([]); "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'yaml'}))")
+def test_a_worker_started_from_compiled_settings_imports_no_pydantic_nor_redis_py() -> None:
+    env = {**os.environ, **_pod_env(_taskqueue({**SPECS["minimal"]}))}
+    heavy = "{'pydantic', 'yaml', 'redis', 'asyncio', 'prometheus_client'}"
+    code = ("import sys; from taskqueue.worker import command, runner; command.build([]); "
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env).stdout
     assert out.strip() == "[]"
