@@ -5,11 +5,11 @@ one server, the Cluster node owning the TaskQueue's hash slot, or the master Sen
 after a connection loss, MOVED, READONLY or CLUSTERDOWN it is found again on the next call, which
 is how a worker follows a failover.
 
-The dispatcher, the heartbeat and the wake-up listener own one `Store` each, so a blocking call
-never waits for another thread. Payloads are decoded as UTF-8 with `surrogateescape` and encoded
-back the same way (`resp.pack`), so bytes that are not UTF-8 still travel back to Redis
-unchanged (acks match exactly). The fetch command, sent once per wake-up, is mostly
-pre-encoded.
+The dispatcher, each consume slot, the heartbeat and the wake-up listener own one `Store` each,
+so a blocking call never waits for another thread. Payloads are decoded as UTF-8 with
+`surrogateescape` and encoded back the same way (`resp.pack`), so bytes that are not UTF-8
+still travel back to Redis unchanged (acks match exactly). The fetch command, sent once per
+wake-up, is mostly pre-encoded.
 """
 
 from __future__ import annotations
