@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -143,3 +144,22 @@ def test_a_worker_started_from_compiled_settings_imports_no_pydantic_nor_redis_p
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env).stdout
     assert out.strip() == "[]"
+
+
+def test_print_settings_compiles_a_manifest_and_flags_for_workers_started_elsewhere(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "tq.json"
+    path.write_text(workload.manifest_json(_taskqueue(SPECS["zset-and-starvation"])))
+    flags = ["-f", str(path), "--concurrency", "3", "--max-attempts", "9"]
+    for name in ("TASKQUEUE_MANIFEST", workersettings.ENV, "TASKQUEUE_REDIS_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert command.main(["--print-settings", *flags]) == 0
+    printed = capsys.readouterr().out.strip()
+    assert _config(monkeypatch, {workersettings.ENV: printed}) == _config(monkeypatch, {}, *flags)
+
+
+def test_print_settings_names_what_is_wrong(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert command.main(["--print-settings", "-f", str(tmp_path / "missing.yaml")]) == 2
+    assert "no such file" in capsys.readouterr().err

@@ -72,6 +72,9 @@ def parser() -> argparse.ArgumentParser:
                    help="one JSON object per log line (default $TASKQUEUE_LOG_JSON=1)")
     p.add_argument("--log-level", default=os.environ.get("TASKQUEUE_LOG_LEVEL") or "INFO",
                    help="default $TASKQUEUE_LOG_LEVEL or INFO")
+    p.add_argument("--print-settings", action="store_true",
+                   help="validate the manifest and flags, print them compiled for "
+                        "$TASKQUEUE_WORKER_SETTINGS (a start without pydantic) and exit")
     return p
 
 
@@ -172,10 +175,22 @@ def build(argv: Sequence[str] | None = None) -> tuple[cfg.WorkerConfig, handlers
     return config, handler, args.log_json
 
 
+def print_settings(args: argparse.Namespace) -> None:
+    """`--print-settings`: the validated spec (manifest and flags) as the operator compiles it
+    for worker pods, for workers started some other way (systemd, a VM)."""
+    from taskqueue import models
+
+    print(workersettings.dumps(spec_from(args), tls_dir=models.REDIS_TLS_DIR))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
+        args = parser().parse_args(argv)
+        if args.print_settings:
+            print_settings(args)
+            return 0
         config, handler, _ = build(argv)
-        address = parser().parse_args(argv).metrics_address
+        address = args.metrics_address
     except (handlers.HandlerError, ValueError) as exc:  # a ManifestError is a ValueError
         print(f"taskqueue-worker: {exc}", file=sys.stderr)
         return 2
