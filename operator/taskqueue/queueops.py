@@ -57,14 +57,9 @@ class Script(scriptcalls.Script):
     def sync(self, client: redis.Redis, *, keys: Sequence[Any] = (),
              args: Sequence[Any] = ()) -> Any:
         """The same call on a synchronous client."""
-        try:
-            try:
-                return client.evalsha(self.sha, len(keys), *keys, *args)
-            except NoScriptError:
-                client.script_load(self.source)
-                return client.evalsha(self.sha, len(keys), *keys, *args)
-        except redis.ResponseError as exc:
-            raise self.explain(exc) from exc
+        return self.on_noscript(
+            lambda: client.evalsha(self.sha, len(keys), *keys, *args), client.script_load,
+            noscript=NoScriptError, reply_error=redis.ResponseError, refused=NoPermissionError)
 
     def explain(self, exc: redis.ResponseError) -> redis.ResponseError:
         """`exc`, or when the ACL refused a command inside this script, a NoPermissionError

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
+from typing import TypeVar
 
 from taskqueue import keys
 
 _SCRIPT_LINE = re.compile(r"@user_script:(\d+)")
+T = TypeVar("T")
 
 
 class Script:
@@ -26,6 +28,25 @@ class Script:
         self.name = name
         self.source = keys.lua(name)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+
+    def on_noscript(self, send: Callable[[], T], load: Callable[[str], object], *,
+                    noscript: type[Exception], reply_error: type[Exception],
+                    refused: Callable[[str], Exception]) -> T:
+        """`send()` (an EVALSHA of this script on any synchronous transport); on `noscript`
+        `load(source)` then `send()` again. A `reply_error` that is an ACL refusal inside the
+        script is raised as `refused(message naming the command)`; the transport names its own
+        error classes."""
+        try:
+            try:
+                return send()
+            except noscript:
+                load(self.source)
+                return send()
+        except reply_error as exc:
+            message = self.refusal(str(exc))
+            if message is None:
+                raise
+            raise refused(message) from exc
 
     def refusal(self, error: str) -> str | None:
         """When the ACL refused a command inside this script (Redis names only the script

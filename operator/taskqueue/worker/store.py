@@ -139,18 +139,10 @@ class Store:
     def _evalsha(self, name: str, packed: bytes) -> Any:
         """`packed` (an EVALSHA of script `name`); on NOSCRIPT the script is loaded and sent
         again. An ACL refusal inside the script raises a NoPermissionError naming the command."""
-        script = scriptcalls.script(name)
-        try:
-            try:
-                return self.send(packed)
-            except resp.NoScriptError:
-                self.call("SCRIPT", "LOAD", script.source)
-                return self.send(packed)
-        except resp.ReplyError as exc:
-            refused = script.refusal(str(exc))
-            if refused is None:
-                raise
-            raise resp.NoPermissionError(refused) from exc
+        return scriptcalls.script(name).on_noscript(
+            lambda: self.send(packed), lambda source: self.call("SCRIPT", "LOAD", source),
+            noscript=resp.NoScriptError, reply_error=resp.ReplyError,
+            refused=resp.NoPermissionError)
 
     def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True,
               promote: bool = True) -> list[str]:
