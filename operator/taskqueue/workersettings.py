@@ -79,6 +79,7 @@ def declare(spec: TaskQueueSpec, *, tls_dir: str) -> dict[str, Any]:
     """The worker settings of a validated spec, as JSON-ready data (`tls_dir`: where worker
     pods mount the spec.redis.tls Secret). Pure."""
     r, w = spec.redis, spec.worker
+    schema = KeySchema.from_spec(spec)
     return {
         "format": FORMAT,
         "redis": {
@@ -89,9 +90,9 @@ def declare(spec: TaskQueueSpec, *, tls_dir: str) -> dict[str, Any]:
                 "caKey": r.tls.caKey, "certKey": r.tls.certKey, "keyKey": r.tls.keyKey},
         },
         "keys": {
-            "prefix": spec.key_prefix, "deadLetter": spec.dead_letter_key,
-            "queues": [{"key": q.key, "type": q.type, "starvationLimit": q.starvationLimit}
-                       for q in spec.queues],
+            "prefix": schema.prefix, "deadLetter": schema.dead_letter,
+            "queues": [{"key": q.key, "type": q.type, "starvationLimit": q.starvation_limit}
+                       for q in schema.queues],
         },
         "worker": {
             "handler": w.handler, "command": w.command, "delivery": spec.delivery,
