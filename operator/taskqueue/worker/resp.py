@@ -172,6 +172,12 @@ class Target:
 _DEFAULT: Any = object()
 
 
+def _reader() -> hiredis.Reader:
+    """A fresh reply parser: strings decoded as UTF-8 with surrogateescape."""
+    return hiredis.Reader(encoding="utf-8", errors="surrogateescape", replyError=ReplyError,
+                          protocolError=ProtocolError)
+
+
 class Connection:
     """One connection to the master serving `key`, opened on first use (`connect`)."""
 
@@ -180,8 +186,7 @@ class Connection:
         self.key = key
         self.protocol = protocol
         self.sock: socket.socket | None = None
-        self._reader = hiredis.Reader(encoding="utf-8", errors="surrogateescape",
-                                      replyError=ReplyError, protocolError=ProtocolError)
+        self._reader = _reader()
 
     def connect(self) -> None:
         """Open the socket and authenticate (HELLO / AUTH, SELECT), unless already open."""
@@ -271,7 +276,7 @@ class Connection:
                     return reply
         except TimeoutError:
             raise TimeoutError(f"no reply from Redis within {sock.gettimeout()} s") from None
-        except (ConnectionLostError, ProtocolError):
+        except ConnectionLostError:  # ProtocolError too
             raise
         except OSError as exc:
             raise ConnectionLostError(f"lost Redis while reading: {exc}") from exc
@@ -287,8 +292,7 @@ class Connection:
 
     def close(self) -> None:
         sock, self.sock = self.sock, None
-        self._reader = hiredis.Reader(encoding="utf-8", errors="surrogateescape",
-                                      replyError=ReplyError, protocolError=ProtocolError)
+        self._reader = _reader()
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.close()
