@@ -141,16 +141,16 @@ def run_bullmq(url: str, r: redis.Redis, procs: int, conc: int, n: int) -> tuple
 
 def pod_env(url: str) -> dict[str, str]:
     """The literal env the operator gives a worker pod of a TaskQueue consuming QUEUE."""
-    from taskqueue import models, workload
+    from tests.helpers.worker import pod_env as env_of
+
+    from taskqueue import models
 
     tq = models.TaskQueue.model_validate({
         "apiVersion": models.API_VERSION, "kind": models.KIND,
         "metadata": {"name": "bench", "namespace": "default"},
         "spec": {"redis": {"url": url}, "queues": [{"key": QUEUE}],
                  "worker": {"handler": "bench_first:stamp", "concurrency": 1}}})
-    container = workload.build_deployment(tq, uid="u", replicas=1)[
-        "spec"]["template"]["spec"]["containers"][0]
-    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    return env_of(tq)
 
 
 def first_task_ours(url: str, r: redis.Redis, n: int, *, root: Path = ROOT,

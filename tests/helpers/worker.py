@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from taskqueue import manifest
+from taskqueue import manifest, models, workload
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers
 from taskqueue.worker.runner import Worker
@@ -54,3 +54,11 @@ def done(r: redis.Redis) -> list[str]:
 def wait_done(r: redis.Redis, n: int, *, timeout: float = 10.0) -> list[str]:
     wait_for(f"{n} tasks done", lambda: r.llen(test_handlers.DONE) >= n, timeout=timeout)
     return done(r)
+
+
+def pod_env(tq: models.TaskQueue) -> dict[str, str]:
+    """The literal env values (not the Secret and field references) the operator gives a worker
+    pod of `tq`: TASKQUEUE_MANIFEST, TASKQUEUE_WORKER_SETTINGS, ..."""
+    container = workload.build_deployment(tq, uid="u", replicas=1)[
+        "spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}

@@ -16,6 +16,7 @@ import pytest
 from taskqueue import keys, models, workersettings, workload
 from taskqueue.worker import command
 from taskqueue.worker.config import WorkerConfig
+from tests.helpers.worker import pod_env
 
 BASE: dict[str, Any] = {
     "redis": {"url": "redis://127.0.0.1:6379/0"},
@@ -52,13 +53,6 @@ def _taskqueue(overrides: dict[str, Any]) -> models.TaskQueue:
         "metadata": {"name": "jobs", "namespace": "default"}, "spec": spec})
 
 
-def _pod_env(tq: models.TaskQueue) -> dict[str, str]:
-    """The literal env values the operator gives a worker pod of `tq`."""
-    container = workload.build_deployment(tq, uid="u1", replicas=1)[
-        "spec"]["template"]["spec"]["containers"][0]
-    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
-
-
 def _config(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], *argv: str) -> WorkerConfig:
     for name in ("TASKQUEUE_MANIFEST", workersettings.ENV, "TASKQUEUE_REDIS_URL"):
         monkeypatch.delenv(name, raising=False)
@@ -70,7 +64,7 @@ def _config(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], *argv: str) ->
 @pytest.mark.parametrize("overrides", [pytest.param(v, id=k) for k, v in SPECS.items()])
 def test_the_compiled_settings_give_the_config_the_validated_manifest_gives(
         monkeypatch: pytest.MonkeyPatch, overrides: dict[str, Any]) -> None:
-    env = _pod_env(_taskqueue(overrides))
+    env = pod_env(_taskqueue(overrides))
     if "urlSecretRef" in overrides.get("redis", {}):
         env["TASKQUEUE_REDIS_URL"] = "redis://:secret@10.0.0.9:6380/3"
     manifest_only = {k: v for k, v in env.items() if k != workersettings.ENV}
@@ -92,12 +86,12 @@ def test_the_compiled_settings_give_the_config_the_validated_manifest_gives(
 
 def test_the_compiled_settings_carry_every_declared_value(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    config = _config(monkeypatch, _pod_env(_taskqueue(SPECS["command-handler"])))
+    config = _config(monkeypatch, pod_env(_taskqueue(SPECS["command-handler"])))
     assert (config.command, config.concurrency, config.prefetch, config.task_timeout,
             config.heartbeat_seconds, config.grace_seconds, config.metrics_port,
             config.idempotency_window) == (("python", "-c", "pass"), 4, 8, 2.5, 1.0, 9.0, 9100,
                                            3600.0)
-    tls = _config(monkeypatch, _pod_env(_taskqueue(SPECS["sentinel-with-tls"])))
+    tls = _config(monkeypatch, pod_env(_taskqueue(SPECS["sentinel-with-tls"])))
     assert tls.redis_url.startswith("rediss+sentinel://user@s-0:26379,s-1:26379/mymaster/2?")
     assert "ssl_certfile=%2Fetc%2Ftaskqueue%2Fredis-tls%2Ftls.crt" in tls.redis_url
 
@@ -111,7 +105,7 @@ def test_the_compiled_settings_carry_every_declared_value(
 ])
 def test_settings_of_another_format_fall_back_to_the_manifest(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, stale: str) -> None:
-    env = _pod_env(_taskqueue(SPECS["retry-and-dead-letter"]))
+    env = pod_env(_taskqueue(SPECS["retry-and-dead-letter"]))
     caplog.set_level(logging.INFO)
     config = _config(monkeypatch, {**env, workersettings.ENV: stale})
     assert config.max_attempts == 7 and config.schema.dead_letter == "{jobs}:dlq"
@@ -126,18 +120,18 @@ def test_settings_of_another_format_fall_back_to_the_manifest(
 ])
 def test_a_flag_that_changes_the_spec_validates_the_manifest_with_it(
         monkeypatch: pytest.MonkeyPatch, argv: list[str], check: Any) -> None:
-    assert check(_config(monkeypatch, _pod_env(_taskqueue({})), *argv))
+    assert check(_config(monkeypatch, pod_env(_taskqueue({})), *argv))
 
 
 def test_the_redis_url_flag_applies_to_the_compiled_settings(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    config = _config(monkeypatch, _pod_env(_taskqueue({})), "--redis-url",
+    config = _config(monkeypatch, pod_env(_taskqueue({})), "--redis-url",
                      "redis://10.1.1.1:7000/1")
     assert config.redis_url == "redis://10.1.1.1:7000/1"
 
 
 def test_a_worker_started_from_compiled_settings_imports_no_pydantic_nor_redis_py() -> None:
-    env = {**os.environ, **_pod_env(_taskqueue({**SPECS["minimal"]}))}
+    env = {**os.environ, **pod_env(_taskqueue({**SPECS["minimal"]}))}
     heavy = "{'pydantic', 'yaml', 'redis', 'asyncio', 'prometheus_client'}"
     code = ("import sys; from taskqueue.worker import command, runner; command.build([]); "
             f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy}))")
