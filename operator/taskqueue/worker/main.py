@@ -1,10 +1,11 @@
 """`taskqueue-worker`: run a worker for one TaskQueue until SIGTERM (`taskqueue.worker.command`).
 
-This entry point imports the command with Python's cyclic garbage collector off: the imports
-(redis-py, pydantic and the TaskQueue models) leave ~65,000 objects the collector tracks, which
-live as long as the process, and collecting while they are created only scans them again and
-again (about a tenth of the worker's start). Once imported they are frozen out of the collector's
-reach (`gc.freeze`) and the collector is on again for what tasks allocate.
+This entry point imports the command with Python's cyclic garbage collector off: what the
+imports create lives as long as the process, and collecting while it is created only scans it
+again and again (about a tenth of the start when the command imported redis-py, pydantic and the
+models, ~65,000 tracked objects; a pod's worker now loads none of them, a worker validating a
+manifest loads pydantic later, in `config.from_spec`). Once imported they are frozen out of the
+collector's reach (`gc.freeze`) and the collector is on again for what tasks allocate.
 """
 
 from __future__ import annotations
