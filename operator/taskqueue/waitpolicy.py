@@ -47,7 +47,7 @@ def service_times(rates: Rates, expected: dict[str, float], queue_order: tuple[s
     if fleet is None:
         return None
     estimated = (rates.service_by_queue(list(queue_order)) or {}) if measured else {}
-    hinted = not (measured and not rates.reports_service)
+    hinted = not measured or rates.reports_service
     own = {q: rates.measured_service(q) for q in queue_order}
     return fleet, {
         q: own[q] or (expected[q] if hinted and q in expected else estimated.get(q, fleet))
