@@ -85,6 +85,9 @@ def test_one_wakeup_with_k_idle_slots_makes_one_fetch_for_k_tasks(
         redis_sync.lpush("q", *[f"t{i}:0.5" for i in range(slots)])
         wait_for(f"{slots} tasks held", lambda: redis_sync.llen("q:processing:w1") == slots,
                  timeout=5)
+        # Redis ran the call; its MONITOR line may still be on the way to the listener thread
+        wait_for("the monitor saw a call that took tasks",
+                 lambda: any(c.count for c in calls), timeout=5)
         taking = [c for c in calls if c.count]
     assert taking == [FetchCall(count=slots, acks=0)]
     wait_done(redis_sync, slots, timeout=5)
