@@ -72,8 +72,12 @@ def test_activation_scale_out_idle_first_scale_in_and_zero(
     seen: set[int] = set()
 
     def at_max() -> bool:
+        # Pods first: three running pods mean the scale was already 3 when it is read next
+        # (each kubectl call takes long enough on a busy machine for the scale-out to happen
+        # between two reads in the other order).
+        running = running_pods(cp, ns)
         seen.add(replicas(cp, ns, dep) or 0)
-        return len(running_pods(cp, ns)) == 3
+        return len(running) == 3
     wait_for("3 running workers", at_max, timeout=30)
     wait_for("burst drained", lambda: completed(r, schema) == 21, timeout=60)
     assert max(seen) == 3

@@ -184,6 +184,15 @@ async def async_sleep_then_record(payload: str) -> None:
     record(payload)
 
 
+STARTED = "test:started"
+
+
+async def async_note_start_sleep_then_record(payload: str) -> None:
+    """Records the payload in STARTED, then does as `async_sleep_then_record`."""
+    client().rpush(STARTED, payload)
+    await async_sleep_then_record(payload)
+
+
 async def async_sleep_or_note_cancel(payload: str) -> None:
     """As `async_sleep_then_record`, but a cancellation records "cancelled:<payload>"."""
     try:

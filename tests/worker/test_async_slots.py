@@ -77,9 +77,12 @@ def test_a_coroutine_past_its_timeout_fails(redis_sync: redis.Redis,
 def test_stop_drains_the_coroutines_in_hand_and_gives_back_the_rest(
         redis_sync: redis.Redis, make_worker: MakeWorker) -> None:
     redis_sync.lpush("q", *[f"t{i}:0.5" for i in range(12)])
-    worker = make_worker(handler=f"{HANDLERS}:async_sleep_then_record",
+    worker = make_worker(handler=f"{HANDLERS}:async_note_start_sleep_then_record",
                          worker={"concurrency": 4})
-    wait_for("4 tasks held", lambda: redis_sync.llen("q:processing:w1") == 4, timeout=10)
+    # in hand = running: an entry taken but not yet begun when the stop comes is given back
+    # unrun (the slot checks the stop before each entry), so wait for the 4 coroutines
+    wait_for("4 coroutines running", lambda: redis_sync.llen("test:started") == 4, timeout=10)
+    assert redis_sync.llen("q:processing:w1") == 4
     worker.stop()
     worker.join(grace=10)
     done = redis_sync.lrange("test:done", 0, -1)
