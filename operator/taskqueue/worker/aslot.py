@@ -3,12 +3,14 @@ slot.
 
 With `handler: "pkg.mod:fn"` an `async def` (and no idempotency window), a worker in the
 dispatcher modes ("held", "unheld") runs `concurrency` `AsyncSlot`s instead of thread slots:
-the dispatcher delivers entries through `loop.call_soon_threadsafe`, each delivery becomes an
-asyncio task on the shared loop (`handlers.shared_loop()`), and when it has run its entries the
-slot posts its acks back to the dispatcher from the loop. `concurrency: 100` is 100 coroutines
-on one thread. Redis calls a task may need besides the fetch (fail.lua after a failure, the
-give-back on drain, the final ack after the dispatcher closed) run in a worker thread
-(`asyncio.to_thread`), so the loop never blocks on Redis.
+each delivery becomes an asyncio task on the shared loop (`handlers.shared_loop()`), and when it
+has run its entries the slot posts its acks back to the dispatcher from the loop.
+`concurrency: 100` is 100 coroutines on one thread. Both ways cross between the dispatcher's
+thread and the loop's in batches (`Bridge`): the deliveries of one fetch wake the loop once, and
+the slots that finish in one loop iteration wake the dispatcher once, so a task costs a fraction
+of a thread wake-up, not two. Redis calls a task may need besides the fetch (fail.lua after a
+failure, the give-back on drain, the final ack after the dispatcher closed) run in a worker
+thread (`asyncio.to_thread`), so the loop never blocks on Redis.
 """
 
 from __future__ import annotations
@@ -27,15 +29,60 @@ from taskqueue.worker.store import Store
 log = logging.getLogger(__name__)
 
 
+class Bridge:
+    """Carries deliveries (dispatcher thread -> loop) and posts (loop -> dispatcher) for all
+    the async slots of a worker, each way in batches: one `call_soon_threadsafe` for whatever
+    the dispatcher handed out before the loop took it, and one `Dispatcher.finished_many` for
+    the slots that finished in one loop iteration."""
+
+    def __init__(self, *, dispatcher: Dispatcher,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.dispatcher = dispatcher
+        self.loop = loop or handlers.shared_loop()
+        self._lock = threading.Lock()
+        self._inbound: list[tuple[AsyncSlot, list[str] | None]] = []
+        self._posts: list[AsyncSlot] = []
+        """Slots that finished and wait for this iteration's post (touched on the loop only)."""
+
+    def deliver(self, slot: AsyncSlot, entries: list[str] | None) -> None:
+        """From the dispatcher thread; the loop is woken only by the first of a batch."""
+        with self._lock:
+            self._inbound.append((slot, entries))
+            first = len(self._inbound) == 1
+        if first:
+            self.loop.call_soon_threadsafe(self._take_inbound)
+
+    def _take_inbound(self) -> None:
+        with self._lock:
+            batch, self._inbound = self._inbound, []
+        for slot, entries in batch:
+            slot.begin(entries)
+
+    def post(self, slot: AsyncSlot) -> None:
+        """On the loop: `slot` ran its entries and wants more (its acks go with it)."""
+        self._posts.append(slot)
+        if len(self._posts) == 1:
+            self.loop.call_soon(self._flush_posts)
+
+    def _flush_posts(self) -> None:
+        slots, self._posts = self._posts, []
+        if self.dispatcher.finished_many(slots, [a for slot in slots for a in slot.acks]):
+            for slot in slots:
+                slot.acks = []
+            return
+        for slot in slots:  # the dispatcher has closed: each acks on its own connection
+            slot.finish_alone()
+
+
 class AsyncSlot:
     """One slot of a coroutine handler; `ended` is set once it has stopped for good."""
 
     def __init__(self, *, config: WorkerConfig, handler: handlers.AsyncHandler,
-                 state: WorkerState, dispatcher: Dispatcher, index: int) -> None:
+                 state: WorkerState, bridge: Bridge, index: int) -> None:
         self.config = config
         self.handler = handler
         self.state = state
-        self.dispatcher = dispatcher
+        self.bridge = bridge
         self.held = config.delivery == "AtLeastOnce"
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id, wait_replicas=config.wait_replicas)
@@ -46,18 +93,18 @@ class AsyncSlot:
         self.acks: list[str] = []
         self.ended = threading.Event()
         self.crashed = False
-        self._loop = handlers.shared_loop()
+        self._loop = bridge.loop
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._loop.call_soon_threadsafe(self._post)
+        self._loop.call_soon_threadsafe(self.bridge.post, self)
 
     def deliver(self, entries: list[str] | None) -> None:
         """From the dispatcher thread: entries to run, or None when the worker stops."""
-        self._loop.call_soon_threadsafe(self._begin, entries)
+        self.bridge.deliver(self, entries)
 
     # -- on the loop ------------------------------------------------------------------------
-    def _begin(self, entries: list[str] | None) -> None:
+    def begin(self, entries: list[str] | None) -> None:
         if entries is None:
             self._end()
             return
@@ -88,7 +135,7 @@ class AsyncSlot:
             self.crashed = True
             self.ended.set()
             raise
-        self._post()
+        self.bridge.post(self)
 
     def abandon(self) -> None:
         """From any thread, once the grace period is over: cancel the coroutine still running
@@ -101,10 +148,8 @@ class AsyncSlot:
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
-    def _post(self) -> None:
-        if self.dispatcher.finished(self, self.acks):
-            self.acks = []
-            return
+    def finish_alone(self) -> None:
+        """The dispatcher has closed before taking this slot's post: ack, then end."""
         self._task = self._loop.create_task(self._finish(), name=self.name)
 
     async def _finish(self) -> None:

@@ -106,11 +106,15 @@ class Dispatcher:
     def finished(self, slot: Receiver, acks: Sequence[str]) -> bool:
         """`slot` ran its entries (`acks`: the successful ones, AtLeastOnce) and wants more.
         False once the dispatcher has closed: the slot acks on its own."""
+        return self.finished_many((slot,), acks)
+
+    def finished_many(self, slots: Sequence[Receiver], acks: Sequence[str]) -> bool:
+        """`finished` for several slots at once (`acks`: all of theirs), one wake-up."""
         with self.cond:
             if self._closed:
                 return False
             self._acks.extend(acks)
-            self._posted.append(slot)
+            self._posted.extend(slots)
             self.cond.notify_all()
         return True
 

@@ -66,10 +66,11 @@ class Worker:
         the dispatcher modes, without an idempotency window: its scripts are per-slot calls)."""
         if (isinstance(handler, AsyncHandler) and self.dispatcher is not None
                 and leases is None):
-            from taskqueue.worker.aslot import AsyncSlot
+            from taskqueue.worker.aslot import AsyncSlot, Bridge
 
+            bridge = Bridge(dispatcher=self.dispatcher)
             self.async_slots = [AsyncSlot(config=config, handler=handler, state=self.state,
-                                          dispatcher=self.dispatcher, index=i)
+                                          bridge=bridge, index=i)
                                 for i in range(config.concurrency)]
         else:
             inline = config.concurrency == 1 and leases is None
