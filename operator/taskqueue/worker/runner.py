@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import signal
 import threading
 import time
@@ -74,9 +75,10 @@ class Worker:
                                 for i in range(config.concurrency)]
         else:
             inline = config.concurrency == 1 and leases is None
+            inbox: queue.SimpleQueue[list[str] | None] = queue.SimpleQueue()
             self.slots = [Slot(config=config, handler=handler, state=self.state,
                                dispatcher=self.dispatcher, index=i, leases=leases,
-                               inline=inline)
+                               inline=inline, inbox=inbox)
                           for i in range(config.concurrency)]
         self.stopped = threading.Event()
 

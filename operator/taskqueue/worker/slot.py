@@ -6,6 +6,11 @@ A worker runs `concurrency` slots. How a slot gets its entries depends on the fe
   the process's dispatcher (`dispatch.Dispatcher`) fetches for all ready slots in one fetch.lua
   call and delivers each its entries; the slot runs them and posts the successful ones back as
   acks, which ride on the dispatcher's next call. The slot makes no Redis call on the task path.
+  The thread slots of a worker share one inbox: the dispatcher fetches one delivery per ready
+  slot, and whichever slot asks next runs it. A slot that finishes while deliveries wait takes
+  one at once instead of blocking, so with short tasks the thread that holds the GIL runs the
+  next task and the woken ones find nothing (a hand-over between threads costs more than a
+  no-op task); the process never holds more than the ready slots asked for.
   With concurrency 1 the one slot runs *inline*: the dispatcher thread runs its entries itself
   (`deliver`), so a task costs no hand-over between threads (nobody else needs the dispatcher
   while the only slot is busy).
@@ -43,7 +48,8 @@ class Slot:
 
     def __init__(self, *, config: WorkerConfig, handler: Handler, state: WorkerState,
                  dispatcher: Dispatcher | None, index: int,
-                 leases: Leases | None = None, inline: bool = False) -> None:
+                 leases: Leases | None = None, inline: bool = False,
+                 inbox: queue.SimpleQueue[list[str] | None] | None = None) -> None:
         self.config = config
         self.state = state
         self.dispatcher = dispatcher
@@ -62,7 +68,9 @@ class Slot:
         self.want = 1
         self.inline = inline and dispatcher is not None
         """Run on the dispatcher's thread (`deliver` runs the entries); `thread` is not used."""
-        self._inbox: queue.SimpleQueue[list[str] | None] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[list[str] | None] = (
+            queue.SimpleQueue() if inbox is None else inbox)
+        """Deliveries (None: end); shared by the worker's thread slots (one get per post)."""
         self._last_promote = 0.0
         self.thread = threading.Thread(target=self.run, name=f"slot-{index}", daemon=True)
 
@@ -71,8 +79,9 @@ class Slot:
         return self.mode == "held"
 
     def deliver(self, entries: list[str] | None) -> None:
-        """From the dispatcher: entries to run, or None when the worker stops. An inline slot
-        runs them here, on the dispatcher's thread, and posts itself ready again."""
+        """From the dispatcher: entries to run, or None when the worker stops, for the next
+        slot that asks (the inbox is shared). An inline slot runs them here, on the
+        dispatcher's thread, and posts itself ready again."""
         if not self.inline:
             self._inbox.put(entries)
             return

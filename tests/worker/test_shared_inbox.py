@@ -1,0 +1,84 @@
+"""The thread slots of a worker share one inbox: a delivery the dispatcher fetched for one ready
+slot is run by whichever slot asks next, so a slot that finishes while deliveries wait runs the
+next one at once instead of blocking (one thread keeps the GIL; no hand-over per task), and the
+worker still holds no more than its ready slots asked for. Real `Slot` threads; the dispatcher
+is a recorder of what the slots post (the real one is exercised in test_batching)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Sequence
+from typing import Any, cast
+
+from taskqueue import keys
+from taskqueue.worker.dispatch import Dispatcher
+from taskqueue.worker.slot import Slot
+from taskqueue.worker.state import WorkerState
+from tests.helpers.wait import wait_for
+from tests.helpers.worker import make_config
+
+
+class Recorder:
+    """Takes the slots' posts; `finished` is True until `closed`."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[int, list[str]]] = []
+        self.closed = False
+        self.lock = threading.Lock()
+
+    def finished(self, slot: Any, acks: Sequence[str]) -> bool:
+        with self.lock:
+            self.posts.append((slot.index, list(acks)))
+        return not self.closed
+
+
+def entry(payload: str) -> str:
+    return keys.Entry("q", "0", payload).encode()
+
+
+def slots(redis_url: str, n: int, handler: Any) -> tuple[list[Slot], Recorder,
+                                                         queue.SimpleQueue[list[str] | None]]:
+    config = make_config(redis_url, worker={"concurrency": n})
+    recorder, inbox = Recorder(), queue.SimpleQueue[list[str] | None]()
+    state = WorkerState()
+    made = [Slot(config=config, handler=handler, state=state,
+                 dispatcher=cast(Dispatcher, recorder), index=i, inbox=inbox)
+            for i in range(n)]
+    return made, recorder, inbox
+
+
+def test_a_delivery_is_run_by_the_slot_that_asks_next(redis_url: str) -> None:
+    ran: list[tuple[str, str]] = []
+
+    def handler(payload: str, _ctx: object) -> None:
+        ran.append((threading.current_thread().name, payload))
+
+    (first, second), recorder, _ = slots(redis_url, 2, handler)
+    # two deliveries, fetched for the two ready slots; only the first slot's thread runs
+    first.deliver([entry("a")])
+    second.deliver([entry("b")])
+    first.thread.start()
+    wait_for("both run", lambda: len(ran) == 2, timeout=5)
+    assert ran == [("slot-0", "a"), ("slot-0", "b")]
+    # it posted itself ready three times (start, after a, after b), each time with its acks
+    wait_for("third post", lambda: len(recorder.posts) == 3, timeout=5)
+    assert recorder.posts == [(0, []), (0, [entry("a")]), (0, [entry("b")])]
+    recorder.closed = True
+    second.deliver(None)
+    first.thread.join(5)
+    assert not first.thread.is_alive()
+
+
+def test_one_end_per_waiting_slot_ends_them_all(redis_url: str) -> None:
+    made, recorder, inbox = slots(redis_url, 4, lambda payload, ctx: None)
+    for slot in made:
+        slot.thread.start()
+    wait_for("4 slots waiting", lambda: len(recorder.posts) == 4, timeout=5)
+    recorder.closed = True
+    for slot in made:
+        slot.deliver(None)
+    for slot in made:
+        slot.thread.join(5)
+    assert not any(slot.thread.is_alive() for slot in made)
+    assert inbox.empty()
