@@ -187,6 +187,12 @@ async def async_sleep_then_record(payload: str) -> None:
 STARTED = "test:started"
 
 
+def note_start_sleep_then_record(payload: str) -> None:
+    """Records the payload in STARTED, then does as `sleep_then_record`."""
+    client().rpush(STARTED, payload)
+    sleep_then_record(payload)
+
+
 async def async_note_start_sleep_then_record(payload: str) -> None:
     """Records the payload in STARTED, then does as `async_sleep_then_record`."""
     client().rpush(STARTED, payload)

@@ -11,12 +11,15 @@ import threading
 from collections.abc import Sequence
 from typing import Any, cast
 
+import pytest
+import redis
+
 from taskqueue import keys
 from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.slot import Slot
 from taskqueue.worker.state import WorkerState
 from tests.helpers.wait import wait_for
-from tests.helpers.worker import make_config
+from tests.helpers.worker import MakeWorker, make_config
 
 
 class Recorder:
@@ -82,3 +85,16 @@ def test_one_end_per_waiting_slot_ends_them_all(redis_url: str) -> None:
         slot.thread.join(5)
     assert not any(slot.thread.is_alive() for slot in made)
     assert inbox.empty()
+
+
+@pytest.mark.parametrize("slots_", [2, 8])
+def test_blocking_handlers_still_run_all_slots_at_once(redis_sync: redis.Redis,
+                                                       make_worker: MakeWorker,
+                                                       slots_: int) -> None:
+    """A slot busy in a handler leaves the deliveries to the others: every slot starts a
+    task before any task ends (none waits behind a busy slot in the shared inbox)."""
+    redis_sync.lpush("q", *[f"t{i}:3" for i in range(slots_)])
+    make_worker(handler="tests.worker.handlers:note_start_sleep_then_record",
+                worker={"concurrency": slots_})
+    wait_for(f"{slots_} started", lambda: redis_sync.llen("test:started") == slots_, timeout=10)
+    assert redis_sync.llen("test:done") == 0
