@@ -1,8 +1,10 @@
 """The thread slots of a worker share one inbox: a delivery the dispatcher fetched for one ready
 slot is run by whichever slot asks next, so a slot that finishes while deliveries wait runs the
 next one at once instead of blocking (one thread keeps the GIL; no hand-over per task), and the
-worker still holds no more than its ready slots asked for. Real `Slot` threads; the dispatcher
-is a recorder of what the slots post (the real one is exercised in test_batching)."""
+worker still holds no more than its ready slots asked for. The last slot to become ready makes
+the fetch for all on its own thread (no wake-up of the dispatcher); dry queues stay the
+dispatcher thread's. Real `Slot` threads (with a recorder of their posts), a real `Dispatcher`
+on a real redis-server (end to end: test_batching)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from taskqueue import keys
 from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.slot import Slot
 from taskqueue.worker.state import WorkerState
+from taskqueue.worker.wakeup import Wakeup
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker, make_config
 
@@ -30,7 +33,7 @@ class Recorder:
         self.closed = False
         self.lock = threading.Lock()
 
-    def finished(self, slot: Any, acks: Sequence[str]) -> bool:
+    def finished(self, slot: Any, acks: Sequence[str], *, lead: bool = False) -> bool:
         with self.lock:
             self.posts.append((slot.index, list(acks)))
         return not self.closed
@@ -98,3 +101,50 @@ def test_blocking_handlers_still_run_all_slots_at_once(redis_sync: redis.Redis,
                 worker={"concurrency": slots_})
     wait_for(f"{slots_} started", lambda: redis_sync.llen("test:started") == slots_, timeout=10)
     assert redis_sync.llen("test:done") == 0
+
+
+class Receiving:
+    """A ready slot as the dispatcher sees it: records its deliveries and on which thread."""
+
+    def __init__(self) -> None:
+        self.want = 1
+        self.got: list[tuple[str, list[str] | None]] = []
+
+    def deliver(self, entries: list[str] | None) -> None:
+        self.got.append((threading.current_thread().name, entries))
+
+
+def dispatcher(redis_url: str, n: int) -> Dispatcher:
+    config = make_config(redis_url, worker={"concurrency": n})
+    wakeup = Wakeup(url=config.redis_url, queue_keys=config.schema.queue_keys)
+    return Dispatcher(config=config, state=WorkerState(), wakeup=wakeup)
+
+
+def test_the_last_slot_to_become_ready_fetches_for_all_on_its_own_thread(
+        redis_url: str, redis_sync: redis.Redis) -> None:
+    redis_sync.lpush("q", *[f"t{i}" for i in range(20)])
+    d, receivers = dispatcher(redis_url, 4), [Receiving() for _ in range(4)]
+    for r in receivers[:3]:  # the dispatcher thread is not started: nobody else fetches
+        assert d.finished(r, [], lead=True)
+    assert d.calls == 0 and all(not r.got for r in receivers)
+    assert d.finished(receivers[3], [], lead=True)
+    assert d.calls == 1  # one call, for the four
+    me = threading.current_thread().name
+    assert [(r.got[0][0], len(r.got[0][1] or [])) for r in receivers] == [(me, 1)] * 4
+    assert redis_sync.llen("q:processing:w1") == 4
+    d.store.close()
+
+
+def test_dry_queues_are_left_to_the_dispatcher_thread(redis_url: str,
+                                                      redis_sync: redis.Redis) -> None:
+    redis_sync.lpush("q", "only")
+    d, receivers = dispatcher(redis_url, 2), [Receiving() for _ in range(2)]
+    for r in receivers:
+        d.finished(r, [], lead=True)
+    assert d.calls == 1  # asked 2, got 1: the queues are dry
+    given = [r for r in receivers if r.got]
+    assert len(given) == 1
+    redis_sync.lpush("q", "next")
+    assert d.finished(given[0], [], lead=True)  # all ready again, but dry: no call here
+    assert d.calls == 1
+    d.store.close()

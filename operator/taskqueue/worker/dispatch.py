@@ -12,6 +12,16 @@ call that takes it, and the dispatcher asks only for what ready slots will run a
 prefetch 1 an entry sits in the processing list only while a slot is about to run it (or has
 run it and its ack rides on the next call, as before).
 
+Last one leads: a thread slot that finishes when every other slot is ready too (and nobody is
+fetching, and the queues are not dry) makes the call itself (`finished(..., lead=True)`), on
+its own thread, instead of waking the dispatcher: waking another thread costs more than a
+short task (~75 us a hand-over on a 2-vCPU VM), and the leader then takes its next entry from
+the shared inbox without blocking. The batch is then as large as it can be: every slot is in
+it. One fetcher at a time (`_fetching`, under `cond`): the dispatcher thread or the leader;
+whoever it is owns the fetch connection and the ready list for that cycle. Errors and dry
+queues are left to the dispatcher thread (the leader marks them; the dispatcher calls again
+after the backoff, or waits for a push).
+
 Idle: when a call came back with fewer tasks than asked, the queues were dry; the dispatcher
 waits for a tracking push (`Wakeup.idle`, same arming rule as before) or for a slot to finish.
 After a push, a worker holding no task waits `PACK_DELAY_SECONDS` first (packing, issue 11), unless
@@ -36,7 +46,7 @@ from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.fetching import Fetching
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import REDIS_ERRORS, Store
-from taskqueue.worker.wakeup import Wakeup
+from taskqueue.worker.wakeup import Token, Wakeup
 
 log = logging.getLogger(__name__)
 
@@ -98,15 +108,46 @@ class Dispatcher:
         self._posted: list[Receiver] = []
         self._acks: list[str] = []
         self._ready: list[Receiver] = []
+        """Slots waiting for entries; changed only by the fetcher of the moment."""
         self._closed = False
+        self._fetching = False
+        """A fetch cycle is running (the dispatcher thread's or a leader's)."""
+        self._dry: Token | None = None
+        """The last call found the queues dry: the dispatcher waits for a push after this."""
+        self._retry = False
+        """The last call failed (backoff waited): the dispatcher thread calls again."""
         self._next_promote = 0.0
         self.thread = threading.Thread(target=self.run, name="dispatch", daemon=True)
 
     # -- called by slots --------------------------------------------------------------------
-    def finished(self, slot: Receiver, acks: Sequence[str]) -> bool:
+    def finished(self, slot: Receiver, acks: Sequence[str], *, lead: bool = False) -> bool:
         """`slot` ran its entries (`acks`: the successful ones, AtLeastOnce) and wants more.
-        False once the dispatcher has closed: the slot acks on its own."""
-        return self.finished_many((slot,), acks)
+        False once the dispatcher has closed: the slot acks on its own. With `lead` (a thread
+        slot), the caller makes the fetch itself when it is the last slot to become ready
+        (see the module docstring)."""
+        with self.cond:
+            if self._closed:
+                return False
+            self._acks.extend(acks)
+            self._posted.append(slot)
+            if not (lead and self._may_lead()):
+                self.cond.notify_all()
+                return True
+            self._fetching = True
+        try:
+            self._fetch_cycle()
+        finally:
+            with self.cond:
+                self._fetching = False
+                self.cond.notify_all()
+        return True
+
+    def _may_lead(self) -> bool:
+        """Under `cond`: every slot is ready, nobody fetches, and the dispatcher thread has no
+        dry queues or failed call to see to."""
+        return (not self._fetching and self._dry is None and not self._retry
+                and len(self._posted) + len(self._ready) >= self.config.concurrency
+                and not self.state.stopping.is_set())
 
     def finished_many(self, slots: Sequence[Receiver], acks: Sequence[str]) -> bool:
         """`finished` for several slots at once (`acks`: all of theirs), one wake-up."""
@@ -141,21 +182,45 @@ class Dispatcher:
         return acks
 
     def _cycle(self) -> None:
+        """Wait for work that is the dispatcher thread's (posts nobody leads, dry queues, a
+        failed call), then be the fetcher for it."""
+        with self.cond:
+            self.cond.wait_for(self._my_turn, WAIT_SECONDS)
+            if self.state.stopping.is_set() or not self._my_turn():
+                return
+            self._fetching = True
+            dry, self._dry, self._retry = self._dry, None, False
+        try:
+            if dry is not None:
+                self._idle(dry)
+            self._fetch_cycle()
+        finally:
+            with self.cond:
+                self._fetching = False
+                self.cond.notify_all()
+
+    def _my_turn(self) -> bool:
+        return self.state.stopping.is_set() or (not self._fetching and (
+            bool(self._posted) or self._dry is not None or self._retry))
+
+    def _fetch_cycle(self) -> None:
+        """One call by the fetcher of the moment: the posted acks, and entries for the ready
+        slots; marks dry queues and a failed call for the dispatcher thread."""
         token = self.wakeup.token()
         acks = self._take_posted()
         if not self._ready and not acks:
-            with self.cond:
-                self.cond.wait_for(self._has_news, WAIT_SECONDS)
             return
         count = sum(slot.want for slot in self._ready)
         entries = self._fetch(acks, count)
         if entries is None:  # a Redis error (waited out): the acks go again next time
             with self.cond:
                 self._acks[:0] = acks
+                self._retry = True
             return
         self._hand_out(entries)
         if len(entries) < count:
-            self._idle(token)
+            with self.cond:
+                self._dry = token
 
     def _has_news(self) -> bool:
         return bool(self._posted) or self.state.stopping.is_set()
@@ -205,6 +270,7 @@ class Dispatcher:
         """Ack what was posted, then end every slot (busy ones after their entries)."""
         with self.cond:
             self._closed = True
+            self.cond.wait_for(lambda: not self._fetching)  # a leader ends its cycle first
             acks, self._acks = self._acks, []
             self._ready.extend(self._posted)
             self._posted = []

@@ -113,7 +113,7 @@ class Slot:
 
     def _run_dispatched(self, dispatcher: Dispatcher) -> None:
         inbox = self._inbox
-        while dispatcher.finished(self, self.acks):
+        while dispatcher.finished(self, self.acks, lead=True):
             self.acks = []
             entries = inbox.get()
             if entries is None:
