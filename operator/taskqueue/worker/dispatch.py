@@ -15,10 +15,11 @@ run it and its ack rides on the next call, as before).
 Last one leads: a thread slot that finishes when every other slot is ready too (and nobody is
 fetching, and the queues are not dry) makes the call itself (`finished(..., lead=True)`), on
 its own thread, instead of waking the dispatcher: waking another thread costs more than a
-short task (~75 us a hand-over on a 2-vCPU VM), and the leader then takes its next entry from
-the shared inbox without blocking. The batch is then as large as it can be: every slot is in
-it. One fetcher at a time (`_fetching`, under `cond`): the dispatcher thread or the leader;
-whoever it is owns the fetch connection and the ready list for that cycle. Errors and dry
+short task (50-80 us a hand-over on a 2-vCPU VM: bench/worker/handover.py), and the leader
+then takes its next entry from the shared inbox without blocking. The batch is then as large
+as it can be: every slot is in it, and no handler runs while the leader waits for Redis. One
+fetcher at a time (`_fetching`, under `cond`): the dispatcher thread or the leader; whoever it
+is owns the fetch connection and the ready list for that cycle. Errors and dry
 queues are left to the dispatcher thread (the leader marks them; the dispatcher calls again
 after the backoff, or waits for a push).
 
