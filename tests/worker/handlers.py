@@ -200,7 +200,9 @@ async def async_note_start_sleep_then_record(payload: str) -> None:
 
 
 async def async_sleep_or_note_cancel(payload: str) -> None:
-    """As `async_sleep_then_record`, but a cancellation records "cancelled:<payload>"."""
+    """As `async_sleep_then_record` (noting the start in STARTED first), but a cancellation
+    records "cancelled:<payload>"."""
+    client().rpush(STARTED, payload)
     try:
         await asyncio.sleep(float(payload.split(":")[1]))
     except asyncio.CancelledError:

@@ -1,8 +1,9 @@
 """The bridge between the dispatcher's thread and the coroutine slots' loop crosses in batches:
 the deliveries of one fetch wake the loop once, the slots that finish in one loop iteration
 post in one `finished_many` (one dispatcher wake-up), and after the dispatcher closed each of
-them acks on its own. A real event loop in its thread; the dispatcher is a recorder (the real
-one is exercised end to end in test_async_slots and test_batching)."""
+them acks on its own; when the last coroutines running finish, the loop makes the fetch for all
+itself. A real event loop in its thread; the dispatcher is a recorder, or a real one on a real
+redis-server (end to end: test_async_slots and test_batching)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 import pytest
+import redis
 
 from taskqueue.worker.aslot import AsyncSlot, Bridge
 from taskqueue.worker.dispatch import Dispatcher
+from taskqueue.worker.state import WorkerState
+from taskqueue.worker.wakeup import Wakeup
+from tests.helpers.worker import make_config
 
 
 class Recorder:
@@ -24,7 +29,8 @@ class Recorder:
         self.closed = closed
         self.calls: list[tuple[list[Any], list[str]]] = []
 
-    def finished_many(self, slots: Sequence[Any], acks: Sequence[str]) -> bool:
+    def finished_many(self, slots: Sequence[Any], acks: Sequence[str], *,
+                      lead: bool = False) -> bool:
         self.calls.append((list(slots), list(acks)))
         return not self.closed
 
@@ -131,3 +137,32 @@ def test_after_the_dispatcher_closed_each_slot_acks_its_own(
     assert len(recorder.calls) == 1
     assert all(slot.alone for slot in slots)
     assert slots[0].acks == ["a0"]  # kept for its own final ack
+
+
+class LoopSlot(FakeSlot):
+    """A coroutine slot as the dispatcher sees it too: `deliver` goes through the bridge."""
+
+    want = 1
+
+    def deliver(self, entries: list[str] | None) -> None:
+        self.bridge.deliver(cast(AsyncSlot, self), entries)
+
+
+def test_when_the_last_coroutines_finish_the_loop_fetches_for_all(
+        loop: asyncio.AbstractEventLoop, redis_url: str, redis_sync: redis.Redis) -> None:
+    redis_sync.lpush("q", *[f"t{i}" for i in range(10)])
+    config = make_config(redis_url, worker={"concurrency": 3})
+    wakeup = Wakeup(url=config.redis_url, queue_keys=config.schema.queue_keys)
+    d = Dispatcher(config=config, state=WorkerState(), wakeup=wakeup)  # its thread not started
+    bridge = Bridge(dispatcher=d, loop=loop)
+    slots = [LoopSlot(f"s{i}", bridge) for i in range(3)]
+    on_loop(loop, lambda: bridge.post(cast(AsyncSlot, slots[0])))  # one is still running
+    on_loop(loop, lambda: None)
+    assert d.calls == 0
+    on_loop(loop, lambda: [bridge.post(cast(AsyncSlot, s)) for s in slots[1:]])
+    on_loop(loop, lambda: None)
+    on_loop(loop, lambda: None)
+    assert d.calls == 1  # one call for the three, made on the loop
+    assert [len(s.began[0] or []) for s in slots] == [1, 1, 1]
+    assert redis_sync.llen("q:processing:w1") == 3
+    d.store.close()

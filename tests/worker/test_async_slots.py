@@ -97,7 +97,9 @@ def test_grace_over_gives_back_a_coroutine_still_running(redis_sync: redis.Redis
                                                         make_worker: MakeWorker) -> None:
     redis_sync.lpush("q", "long:30")
     worker = make_worker(handler=f"{HANDLERS}:async_sleep_or_note_cancel")
-    wait_for("1 task held", lambda: redis_sync.llen("q:processing:w1") == 1, timeout=10)
+    # running, not only taken (a taken entry not yet begun is given back unrun on stop)
+    wait_for("the coroutine running", lambda: redis_sync.llen("test:started") == 1, timeout=10)
+    assert redis_sync.llen("q:processing:w1") == 1
     worker.stop()
     worker.join(grace=0.5)
     assert redis_sync.lrange("q", 0, -1) == ["long:30"]

@@ -146,10 +146,12 @@ def test_sigkill_mid_batch_loses_nothing(redis_url: str, redis_sync: redis.Redis
 def test_sigterm_drains_a_batch(redis_url: str, redis_sync: redis.Redis) -> None:
     """SIGTERM while 4 slots run a batch: those 4 finish and are acked, the rest stays queued."""
     redis_sync.lpush("q", *[f"t{i}:0.6" for i in range(12)])
-    proc = spawn(redis_url, "--queue", "q", "--handler", f"{HANDLERS}:sleep_then_record",
-                 "--concurrency", "4", "--worker-id", "d4")
-    wait_for("4 tasks held", lambda: redis_sync.llen("q:processing:d4") == 4, timeout=15)
-    time.sleep(0.1)
+    proc = spawn(redis_url, "--queue", "q", "--handler",
+                 f"{HANDLERS}:note_start_sleep_then_record", "--concurrency", "4",
+                 "--worker-id", "d4")
+    # running, not only taken (an entry taken but not begun is given back unrun on SIGTERM)
+    wait_for("4 tasks running", lambda: redis_sync.llen("test:started") == 4, timeout=15)
+    assert redis_sync.llen("q:processing:d4") == 4
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=15)
     assert proc.returncode == 0

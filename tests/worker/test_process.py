@@ -67,10 +67,11 @@ def test_manifest_file_and_flags(tmp_path: Path, redis_url: str, redis_sync: red
 def test_sigterm_drains_finishes_tasks_in_hand_and_gives_back_the_rest(
         redis_url: str, redis_sync: redis.Redis) -> None:
     redis_sync.lpush("q", *[f"t{i}:0.6" for i in range(12)])
-    proc = spawn(redis_url, "--queue", "q", "--handler", f"{HANDLERS}:sleep_then_record",
-                 "--concurrency", "2", "--prefetch", "4", "--worker-id", "d1")
-    wait_for("2 tasks held by d1", lambda: redis_sync.llen("q:processing:d1") >= 2, timeout=15)
-    time.sleep(0.1)
+    proc = spawn(redis_url, "--queue", "q", "--handler",
+                 f"{HANDLERS}:note_start_sleep_then_record", "--concurrency", "2",
+                 "--prefetch", "4", "--worker-id", "d1")
+    # running, not only taken (an entry taken but not begun is given back unrun on SIGTERM)
+    wait_for("2 tasks running in d1", lambda: redis_sync.llen("test:started") == 2, timeout=15)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=15)
     assert proc.returncode == 0

@@ -8,9 +8,12 @@ has run its entries the slot posts its acks back to the dispatcher from the loop
 `concurrency: 100` is 100 coroutines on one thread. Both ways cross between the dispatcher's
 thread and the loop's in batches (`Bridge`): the deliveries of one fetch wake the loop once, and
 the slots that finish in one loop iteration wake the dispatcher once, so a task costs a fraction
-of a thread wake-up, not two. Redis calls a task may need besides the fetch (fail.lua after a
-failure, the give-back on drain, the final ack after the dispatcher closed) run in a worker
-thread (`asyncio.to_thread`), so the loop never blocks on Redis.
+of a thread wake-up, not two. When the last coroutines running finish, the loop makes that
+fetch itself instead of waking the dispatcher (`Dispatcher.finished_many(lead=True)`): one round
+trip on the loop while none of our coroutines runs (a failed call is waited out there too;
+dry queues are left to the dispatcher thread). Every other Redis call a task may need (fail.lua
+after a failure, the give-back on drain, the final ack after the dispatcher closed) runs in a
+worker thread (`asyncio.to_thread`), so a running coroutine never waits for Redis.
 """
 
 from __future__ import annotations
@@ -66,7 +69,11 @@ class Bridge:
 
     def _flush_posts(self) -> None:
         slots, self._posts = self._posts, []
-        if self.dispatcher.finished_many(slots, [a for slot in slots for a in slot.acks]):
+        acks = [a for slot in slots for a in slot.acks]
+        # when these were the last coroutines running, the loop makes the fetch itself (one
+        # round trip; no coroutine of ours is running to be held up) instead of waking the
+        # dispatcher; its deliveries reach the slots on the next iteration
+        if self.dispatcher.finished_many(slots, acks, lead=True):
             for slot in slots:
                 slot.acks = []
             return

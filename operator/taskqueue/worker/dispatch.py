@@ -14,9 +14,11 @@ run it and its ack rides on the next call, as before).
 
 Last one leads: a thread slot that finishes when every other slot is ready too (and nobody is
 fetching, and the queues are not dry) makes the call itself (`finished(..., lead=True)`), on
-its own thread, instead of waking the dispatcher: waking another thread costs more than a
-short task (50-80 us a hand-over on a 2-vCPU VM: bench/worker/handover.py), and the leader
-then takes its next entry from the shared inbox without blocking. The batch is then as large
+its own thread, instead of waking the dispatcher (coroutine slots: the event loop, when the
+last coroutines running finish; none of ours is then on the loop to be held up). Waking
+another thread costs more than a short task (50-80 us a hand-over on a 2-vCPU VM:
+bench/worker/handover.py), and the leader then takes its next entry from the shared inbox
+without blocking. The batch is then as large
 as it can be: every slot is in it, and no handler runs while the leader waits for Redis. One
 fetcher at a time (`_fetching`, under `cond`): the dispatcher thread or the leader; whoever it
 is owns the fetch connection and the ready list for that cycle. Errors and dry
@@ -126,11 +128,17 @@ class Dispatcher:
         False once the dispatcher has closed: the slot acks on its own. With `lead` (a thread
         slot), the caller makes the fetch itself when it is the last slot to become ready
         (see the module docstring)."""
+        return self.finished_many((slot,), acks, lead=lead)
+
+    def finished_many(self, slots: Sequence[Receiver], acks: Sequence[str], *,
+                      lead: bool = False) -> bool:
+        """`finished` for several slots at once (`acks`: all of theirs), one wake-up; with
+        `lead`, the call is made here when these were the last slots to become ready."""
         with self.cond:
             if self._closed:
                 return False
             self._acks.extend(acks)
-            self._posted.append(slot)
+            self._posted.extend(slots)
             if not (lead and self._may_lead()):
                 self.cond.notify_all()
                 return True
@@ -149,16 +157,6 @@ class Dispatcher:
         return (not self._fetching and self._dry is None and not self._retry
                 and len(self._posted) + len(self._ready) >= self.config.concurrency
                 and not self.state.stopping.is_set())
-
-    def finished_many(self, slots: Sequence[Receiver], acks: Sequence[str]) -> bool:
-        """`finished` for several slots at once (`acks`: all of theirs), one wake-up."""
-        with self.cond:
-            if self._closed:
-                return False
-            self._acks.extend(acks)
-            self._posted.extend(slots)
-            self.cond.notify_all()
-        return True
 
     def stop(self) -> None:
         with self.cond:
