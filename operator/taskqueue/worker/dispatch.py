@@ -18,12 +18,11 @@ its own thread, instead of waking the dispatcher (coroutine slots: the event loo
 last coroutines running finish; none of ours is then on the loop to be held up). Waking
 another thread costs more than a short task (50-80 us a hand-over on a 2-vCPU VM:
 bench/worker/handover.py), and the leader then takes its next entry from the shared inbox
-without blocking. The batch is then as large
-as it can be: every slot is in it, and no handler runs while the leader waits for Redis. One
-fetcher at a time (`_fetching`, under `cond`): the dispatcher thread or the leader; whoever it
-is owns the fetch connection and the ready list for that cycle. Errors and dry
-queues are left to the dispatcher thread (the leader marks them; the dispatcher calls again
-after the backoff, or waits for a push).
+without blocking. The batch is then as large as it can be: every slot is in it, and no
+handler runs while the leader waits for Redis. One fetcher at a time (`_fetching`, under
+`cond`): the dispatcher thread or the leader; whoever it is owns the fetch connection and the
+ready list for that cycle. Errors and dry queues are left to the dispatcher thread (the
+leader marks them; the dispatcher calls again after the backoff, or waits for a push).
 
 Idle: when a call came back with fewer tasks than asked, the queues were dry; the dispatcher
 waits for a tracking push (`Wakeup.idle`, same arming rule as before) or for a slot to finish.

@@ -5,7 +5,8 @@ A worker runs `concurrency` slots. How a slot gets its entries depends on the fe
 - "held" (AtLeastOnce) and "unheld" (AtMostOnce with zset+list queues or starvation limits):
   the process's dispatcher (`dispatch.Dispatcher`) fetches for all ready slots in one fetch.lua
   call and delivers each its entries; the slot runs them and posts the successful ones back as
-  acks, which ride on the dispatcher's next call. The slot makes no Redis call on the task path.
+  acks, which ride on the dispatcher's next call. The slot makes no Redis call of its own on the
+  task path (the last slot to become ready makes the dispatcher's call, for all: dispatch.py).
   The thread slots of a worker share one inbox: the dispatcher fetches one delivery per ready
   slot, and whichever slot asks next runs it. A slot that finishes while deliveries wait takes
   one at once instead of blocking, so with short tasks the thread that holds the GIL runs the
