@@ -165,7 +165,11 @@ def config_from(args: argparse.Namespace) -> cfg.WorkerConfig:
 
 def build(argv: Sequence[str] | None = None) -> tuple[cfg.WorkerConfig, handlers.Handler, bool]:
     """Config, loaded handler and --log-json from the command line (raises on bad settings)."""
-    args = parser().parse_args(argv)
+    return build_from(parser().parse_args(argv))
+
+
+def build_from(args: argparse.Namespace) -> tuple[cfg.WorkerConfig, handlers.Handler, bool]:
+    """`build` for a command line already parsed."""
     logs.setup(json_lines=args.log_json, level=args.log_level)
     config = config_from(args)
     if args.grace is not None:
@@ -189,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.print_settings:
             print_settings(args)
             return 0
-        config, handler, _ = build(argv)
+        config, handler, _ = build_from(args)
         address = args.metrics_address
     except (handlers.HandlerError, ValueError) as exc:  # a ManifestError is a ValueError
         print(f"taskqueue-worker: {exc}", file=sys.stderr)
