@@ -12,7 +12,10 @@ import redis
 from taskqueue import manifest, models, workload
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers
+from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.runner import Worker
+from taskqueue.worker.state import WorkerState
+from taskqueue.worker.wakeup import Wakeup
 from tests.helpers.wait import wait_for
 from tests.worker import handlers as test_handlers
 
@@ -30,6 +33,14 @@ def make_config(redis_url: str, *, worker_id: str = "w1", sweep: float = 1.0,
     tq = manifest.parse(spec_dict(redis_url, **spec))
     config = cfg.from_spec(tq.spec, worker_id=worker_id)
     return dataclasses.replace(config, sweep_seconds=sweep)
+
+
+def unstarted_dispatcher(redis_url: str, *, slots: int) -> Dispatcher:
+    """A real `Dispatcher` for queue "q" of worker "w1" with `slots` slots, its thread not
+    started: only the slots' own calls (`finished(..., lead=True)`) fetch."""
+    config = make_config(redis_url, worker={"concurrency": slots})
+    wakeup = Wakeup(url=config.redis_url, queue_keys=config.schema.queue_keys)
+    return Dispatcher(config=config, state=WorkerState(), wakeup=wakeup)
 
 
 def in_process(config: cfg.WorkerConfig) -> Worker:

@@ -17,9 +17,7 @@ import redis
 
 from taskqueue.worker.aslot import AsyncSlot, Bridge
 from taskqueue.worker.dispatch import Dispatcher
-from taskqueue.worker.state import WorkerState
-from taskqueue.worker.wakeup import Wakeup
-from tests.helpers.worker import make_config
+from tests.helpers.worker import unstarted_dispatcher
 
 
 class Recorder:
@@ -151,9 +149,7 @@ class LoopSlot(FakeSlot):
 def test_when_the_last_coroutines_finish_the_loop_fetches_for_all(
         loop: asyncio.AbstractEventLoop, redis_url: str, redis_sync: redis.Redis) -> None:
     redis_sync.lpush("q", *[f"t{i}" for i in range(10)])
-    config = make_config(redis_url, worker={"concurrency": 3})
-    wakeup = Wakeup(url=config.redis_url, queue_keys=config.schema.queue_keys)
-    d = Dispatcher(config=config, state=WorkerState(), wakeup=wakeup)  # its thread not started
+    d = unstarted_dispatcher(redis_url, slots=3)
     bridge = Bridge(dispatcher=d, loop=loop)
     slots = [LoopSlot(f"s{i}", bridge) for i in range(3)]
     on_loop(loop, lambda: bridge.post(cast(AsyncSlot, slots[0])))  # one is still running

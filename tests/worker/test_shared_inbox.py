@@ -20,9 +20,8 @@ from taskqueue import keys
 from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.slot import Slot
 from taskqueue.worker.state import WorkerState
-from taskqueue.worker.wakeup import Wakeup
 from tests.helpers.wait import wait_for
-from tests.helpers.worker import MakeWorker, make_config
+from tests.helpers.worker import MakeWorker, make_config, unstarted_dispatcher
 
 
 class Recorder:
@@ -114,16 +113,10 @@ class Receiving:
         self.got.append((threading.current_thread().name, entries))
 
 
-def dispatcher(redis_url: str, n: int) -> Dispatcher:
-    config = make_config(redis_url, worker={"concurrency": n})
-    wakeup = Wakeup(url=config.redis_url, queue_keys=config.schema.queue_keys)
-    return Dispatcher(config=config, state=WorkerState(), wakeup=wakeup)
-
-
 def test_the_last_slot_to_become_ready_fetches_for_all_on_its_own_thread(
         redis_url: str, redis_sync: redis.Redis) -> None:
     redis_sync.lpush("q", *[f"t{i}" for i in range(20)])
-    d, receivers = dispatcher(redis_url, 4), [Receiving() for _ in range(4)]
+    d, receivers = unstarted_dispatcher(redis_url, slots=4), [Receiving() for _ in range(4)]
     for r in receivers[:3]:  # the dispatcher thread is not started: nobody else fetches
         assert d.finished(r, [], lead=True)
     assert d.calls == 0 and all(not r.got for r in receivers)
@@ -138,7 +131,7 @@ def test_the_last_slot_to_become_ready_fetches_for_all_on_its_own_thread(
 def test_dry_queues_are_left_to_the_dispatcher_thread(redis_url: str,
                                                       redis_sync: redis.Redis) -> None:
     redis_sync.lpush("q", "only")
-    d, receivers = dispatcher(redis_url, 2), [Receiving() for _ in range(2)]
+    d, receivers = unstarted_dispatcher(redis_url, slots=2), [Receiving() for _ in range(2)]
     for r in receivers:
         d.finished(r, [], lead=True)
     assert d.calls == 1  # asked 2, got 1: the queues are dry
