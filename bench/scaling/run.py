@@ -82,9 +82,10 @@ def run(name: str, concurrency: int, duration: float, overrides: list[str],
 def checks(name: str, concurrency: int, results: list[Result], cooldown: float, poll: float,
            targets: dict[str, float] | None = None) -> list[tuple[str, bool, str]]:
     ours, tuned, defaults = results
-    out = [("no busy pod deleted, no task interrupted",
-            ours.busy_deleted == 0 and ours.interrupted == 0,
-            f"{ours.busy_deleted} busy pods deleted, {ours.interrupted} interrupted")]
+    out = [("no busy pod deleted, no task interrupted, every task completed",
+            ours.busy_deleted == 0 and ours.interrupted == 0 and ours.unserved == 0,
+            f"{ours.busy_deleted} busy pods deleted, {ours.interrupted} interrupted, "
+            f"{ours.unserved} not completed")]
     zero_ok = ours.zero_after is not None and ours.zero_after <= cooldown + poll + 1
     out.append(("back to zero within idleCooldownSeconds + one poll", zero_ok,
                 f"{ours.zero_after if ours.zero_after is None else round(ours.zero_after, 1)}s"

@@ -49,6 +49,28 @@ def test_no_load_ends_at_zero_within_cooldown_and_a_poll() -> None:
     assert result.timeline[-1][1] == 0
 
 
+def test_a_fleet_held_below_the_load_serves_the_backlog_then_ends_at_zero() -> None:
+    # 300 s of 3 tasks/s x 2 s = 1 800 s of work on one slot (maxReplicas 1): it is still
+    # serving 1 500 s after the trace's end, past the 600 s tail
+    tq = manifest(1, maxReplicas=1, targetWaitSeconds={"tasks": 2.0})
+    arrivals = steady(3.0, duration=300.0)
+    result = simulate(tq, arrivals, OperatorScaler(tq))
+    assert result.unserved == 0
+    assert result.zero_after is not None and result.zero_after <= 30 + 5
+    assert result.worker_seconds >= sum(a.service for a in arrivals)
+    assert result.waits["tasks"][2] > 1000  # the last tasks waited for the whole backlog
+
+
+def test_tasks_never_started_are_counted_and_wait_until_the_end() -> None:
+    # a paused TaskQueue at zero replicas never starts its tasks; they are not dropped from
+    # the figures: each waited from its arrival to the end of the run
+    tq = manifest(1, paused=True)
+    arrivals = [Arrival(float(t), "tasks", 1.0) for t in range(10)]
+    result = simulate(tq, arrivals, OperatorScaler(tq), Settings(tail=100.0))
+    assert result.unserved == 10
+    assert result.waits["tasks"][0] >= 100
+
+
 def test_doubling_the_load_roughly_doubles_the_cost() -> None:
     tq = manifest(targetWaitSeconds={"tasks": 2.0})
     one = simulate(tq, steady(10.0), OperatorScaler(tq))
@@ -108,6 +130,11 @@ def test_sigterm_grace_interrupts_only_what_runs_past_it() -> None:
         world.advance(n * 0.1)
     assert (world.counters.busy_deleted, world.counters.interrupted) == (1, 1)
     assert len(world.queues["q"]) == 1  # requeued
+    world.scale(1, 10.0)
+    for n in range(100, 200):
+        world.advance(n * 0.1)
+    assert world.unfinished() == 1  # started again
+    assert world.counters.waits["q"] == [0.0]  # a task's wait counts once, at its first start
 
 
 @pytest.mark.parametrize("at, reported", [

@@ -21,6 +21,7 @@ def as_dict(r: Result) -> dict[str, Any]:
                          for q, w in r.waits.items()},
         "tasks": r.tasks,
         "interrupted_tasks": r.interrupted,
+        "unserved_tasks": r.unserved,
         "busy_pods_deleted": r.busy_deleted,
         "pods_deleted": r.deleted,
         "scale_changes": r.scale_changes,
@@ -48,6 +49,8 @@ def table(results: Sequence[Result]) -> str:
             tail = (f" {r.interrupted:>6} {r.busy_deleted:>8} {r.scale_changes:>7} {zero:>6}"
                     if i == 0 else "")
             lines.append(f"{lead} {q:<10} {p50:>7.2f} {p95:>7.2f} {p99:>7.2f}{tail}")
+    lines += [f"{r.scaler}: {r.unserved} task(s) not completed by the end of the run (one never "
+              "started counts in the waits as waiting until then)" for r in results if r.unserved]
     return "\n".join(lines)
 
 

@@ -1,7 +1,8 @@
 """One simulation: a trace, a TaskQueue and a scaler in, the figures out. Pure (no clock, no I/O).
 
-`simulate()` ticks the world and the scaler to the end of the trace plus `tail` seconds (so the
-fleet can drain and go back to zero) and returns a `Result`: worker-seconds (the cost: pods
+`simulate()` ticks the world and the scaler until `tail` seconds after the end of the trace and
+after the last task was served (so the fleet can drain and go back to zero, also when
+`maxReplicas` held it below the load), and returns a `Result`: worker-seconds (the cost: pods
 billed from creation to exit), mean replicas over the trace, p50/p95/p99 wait per queue, tasks
 interrupted by a deletion, pods deleted while holding a task, replica changes, and how long after
 the last completion the fleet reached zero.
@@ -59,6 +60,10 @@ class Result:
     deleted: int
     zero_after: float | None
     """Seconds from the last completion to zero replicas (None: never reached zero)."""
+    unserved: int = 0
+    """Tasks not completed by the end of the run (never started, or interrupted again and
+    again); one never started counts in the wait percentiles as waiting until the end. A
+    task's wait is counted once, at its first start."""
     timeline: tuple[tuple[float, int, int], ...] = field(default=(), repr=False)
     """(time, live pods, queued tasks) every `sample_every` seconds."""
     scale_log: tuple[tuple[float, int], ...] = field(default=(), repr=False)
@@ -126,12 +131,18 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
         world.reported_sq = dict(world.counters.service_sq)
     end = (trace[-1].at if trace else 0.0)
     steps = math.ceil((end + settings.tail) / settings.tick)
+    busy_until = 0
+    # a fleet held below the load (maxReplicas) may still be serving the backlog then: run on
+    # until it has (at most the whole trace's work later, for a fleet that never serves it)
+    cap = math.ceil((end + sum(a.service for a in trace) + 2 * settings.tail) / settings.tick)
     last, peak, cost_at_end = 0, 0, None
     scale_log: list[tuple[float, int]] = []
     zero_at: float | None = None
     timeline: list[tuple[float, int, int]] = []
     next_sample = 0.0
-    for n in range(steps + 1):
+    n = -1
+    while n < steps:
+        n += 1
         t = n * settings.tick
         world.advance(t)
         scaler.tick(world, t)
@@ -146,9 +157,14 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
         if t >= next_sample:
             timeline.append((t, live, sum(len(d) for d in world.queues.values())))
             next_sample += settings.sample_every
+        if world.has_work():
+            busy_until = n
+        if n == steps:  # a tail after the last task too
+            steps = max(steps, min(cap, busy_until + math.ceil(settings.tail / settings.tick)))
     c = world.counters
+    left = world.unserved(t)
     waits = {q: (percentile(w, 0.50), percentile(w, 0.95), percentile(w, 0.99))
-             for q, w in c.waits.items()}
+             for q, w in ((q, w + left.get(q, [])) for q, w in c.waits.items())}
     zero_after = None
     if zero_at is not None and world.next >= len(trace) and not any(world.queues.values()):
         zero_after = max(0.0, zero_at - c.last_completion)
@@ -157,5 +173,6 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
         mean_replicas=(cost_at_end or 0.0) / end if end > 0 else 0.0,
         max_replicas=peak, waits=waits, tasks=len(trace), interrupted=c.interrupted,
         busy_deleted=c.busy_deleted, deleted=c.deleted,
+        unserved=world.unfinished(),
         zero_after=zero_after, timeline=tuple(timeline), scale_log=tuple(scale_log),
     )

@@ -33,6 +33,8 @@ class Task:
     queue: str
     service: float
     end: float = 0.0
+    retry: bool = False
+    """Requeued after an interruption: its wait was counted when it first started."""
 
 
 @dataclass
@@ -101,6 +103,21 @@ class World:
         """The service totals as of the last heartbeat (what observe.lua reads)."""
         self.reported_sq: dict[str, tuple[float, int]] = {}
         self._next_beat = heartbeat
+
+    def has_work(self) -> bool:
+        """Tasks are still to arrive, queued or in flight."""
+        return (self.next < len(self.trace) or any(self.queues.values())
+                or any(p.in_flight() for p in self.pods))
+
+    def unserved(self, t: float) -> dict[str, list[float]]:
+        """Per queue, how long each task never started by `t` has waited so far."""
+        return {q: [t - task.at for task in d if not task.retry]
+                for q, d in self.queues.items() if d}
+
+    def unfinished(self) -> int:
+        """Tasks queued or in flight."""
+        return (sum(len(d) for d in self.queues.values())
+                + sum(p.in_flight() for p in self.pods))
 
     # -- the ReplicaSet -----------------------------------------------------------------------
     def live(self) -> list[Pod]:
@@ -196,7 +213,7 @@ class World:
                     if task is not None:
                         self.counters.interrupted += 1
                         self.queues[task.queue].appendleft(Task(task.at, task.queue,
-                                                                task.service))
+                                                                task.service, retry=True))
                         pod.slots[i] = None
                 pod.gone_at = deadline
 
@@ -224,7 +241,8 @@ class World:
                 self.counters.served(done)
             pod.slots[i], pod.free_at[i] = task, task.end
             self.counters.taken[task.queue] = self.counters.taken.get(task.queue, 0) + 1
-            self.counters.waits.setdefault(task.queue, []).append(start - task.at)
+            if not task.retry:
+                self.counters.waits.setdefault(task.queue, []).append(start - task.at)
 
     def _free_slot(self, t: float, arrival: float) -> tuple[Pod, int, float] | None:
         best: tuple[tuple[float, ...], Pod, int, float] | None = None
