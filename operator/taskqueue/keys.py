@@ -88,12 +88,32 @@ def service_sq_fields(queue: str) -> tuple[str, str]:
     return f"{SERVICE_SQ_FIELD_PREFIX}{queue}", f"{SERVED_SQ_FIELD_PREFIX}{queue}"
 
 
+WAIT_EDGES_SECONDS = (0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0)
+"""The wait histogram's edges: workers count, per queue, the tasks whose wait (enqueue to first
+start, known from the envelope's `enqueued_at`) was longer than each edge, so the operator
+knows the share of a queue's tasks that waited longer than its targetWaitSeconds (interpolated
+between edges: `rates.Rates.late_share`)."""
+WAITED_FIELD_PREFIX = "waited:"
+"""Stats-hash field prefix of the tasks whose wait a worker measured (first attempts of
+envelopes with an `enqueued_at`), per queue; added with each heartbeat."""
+WAITED_OVER_FIELD_PREFIX = "waited_over:"
+"""Stats-hash field prefix of the tasks of WAITED_FIELD_PREFIX that waited longer than an edge:
+`waited_over:<edge seconds>:<queue>`."""
+
+
+def wait_fields(queue: str) -> tuple[str, ...]:
+    """The stats-hash fields of `queue`'s measured waits: the count, then one per edge of
+    WAIT_EDGES_SECONDS (the tasks that waited longer than it)."""
+    return (f"{WAITED_FIELD_PREFIX}{queue}",
+            *(f"{WAITED_OVER_FIELD_PREFIX}{edge:g}:{queue}" for edge in WAIT_EDGES_SECONDS))
+
+
 OBSERVE_REPLY = ("lengths", "oldest", "counts", "workers", "queue_counters", "quiesced",
                  "scheduled")
 """observe.lua's reply, in order: per-queue lengths and oldest envelope times, {delayed, dead,
 completed, failed}, flat (worker id, deadline ms, in flight)*, the per-queue counters
 (`KeySchema.queue_counter_fields`: taken, service ms, served, squared service ms, attempts
-squared; "" when never written), the
+squared, then the wait histogram of each queue; "" when never written), the
 quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates}. One EVALSHA."""
 
 ENVELOPE_MARK = '{"__taskqueue__":1,"attempts":'
@@ -175,12 +195,14 @@ class KeySchema:
     @property
     def queue_counter_fields(self) -> tuple[str, ...]:
         """The per-queue stats-hash fields observe.lua reads: taken, service ms, served, squared
-        service ms, attempts squared (N each, in queue order)."""
+        service ms, attempts squared (N each, in queue order), then each queue's wait fields
+        (`wait_fields`, len(WAIT_EDGES_SECONDS) + 1 per queue)."""
         return (*self.taken_fields,
                 *(service_fields(q.key)[0] for q in self.queues),
                 *(service_fields(q.key)[1] for q in self.queues),
                 *(service_sq_fields(q.key)[0] for q in self.queues),
-                *(service_sq_fields(q.key)[1] for q in self.queues))
+                *(service_sq_fields(q.key)[1] for q in self.queues),
+                *(f for q in self.queues for f in wait_fields(q.key)))
 
     def worker_of(self, processing_key: str) -> str:
         """The worker id of a processing-list key."""

@@ -43,6 +43,10 @@ class QueueObservation:
     service_sq: dict[str, tuple[float, int]] = field(default_factory=dict)
     """Per queue: the sum of the squared attempt times (seconds^2) and the attempts it counts
     (stats `service_sq_ms2:`/`served_sq:`), for the variance of the service time."""
+    waited: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Per queue: the tasks whose wait workers measured, then how many of them waited longer
+    than each edge of `keys.WAIT_EDGES_SECONDS` (stats `waited:`/`waited_over:`, added with each
+    heartbeat; absent when never written)."""
     quiesced: frozenset[str] = frozenset()
     """Worker ids the operator has quiesced (they take no task)."""
 

@@ -22,7 +22,9 @@ The rules, in the order they are applied:
    length target then only counts the queues without a wait target, plus the tasks due soon.
    The part of it the arrival rates need is the *steady* recommendation; a backlog beyond the
    normal fluctuation (a burst) adds slots to start it within the target, each added slot
-   running at least `waitpolicy.burst_horizon` of it (podStartupSeconds, at least a poll).
+   running at least `waitpolicy.burst_horizon` of it (podStartupSeconds, at least a poll),
+   unless more than 5 % of the queue's recent tasks waited past its target (the workers' wait
+   histograms: `waitpolicy.over_budget`) and the target can still be met.
 6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
    passed since work was last seen; until then at least one replica stays.
 7. Clamp to [minReplicas, maxReplicas].

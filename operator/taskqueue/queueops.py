@@ -86,7 +86,8 @@ def observe_call(schema: keys.KeySchema, worker_ids: Sequence[str], *, horizon_m
     return (
         [schema.workers, schema.delayed, schema.dead_letter, schema.stats, schema.quiesced,
          *schema.queue_keys, *(schema.processing(w) for w in worker_ids)],
-        [len(schema.queues), *(q.type for q in schema.queues), *schema.queue_counter_fields,
+        [len(schema.queues), len(schema.queue_counter_fields), *(q.type for q in schema.queues),
+         *schema.queue_counter_fields,
          "" if horizon_ms is None else horizon_ms, *worker_ids],
     )
 
@@ -133,6 +134,18 @@ def _counters(schema: keys.KeySchema, raw: Any) -> dict[str, int]:
             if _text(v).isdigit()}
 
 
+def _waited(schema: keys.KeySchema, raw: Any) -> dict[str, tuple[int, ...]]:
+    """Per queue, the wait histogram workers reported (`keys.wait_fields`: the count, then the
+    tasks over each edge; a field never written is 0); queues with none are left out."""
+    size = len(keys.WAIT_EDGES_SECONDS) + 1
+    out = {}
+    for i, q in enumerate(schema.queues):
+        fields = [_text(v) for v in raw[i * size:(i + 1) * size]]
+        if fields and fields[0].isdigit():
+            out[q.key] = tuple(int(v) if v.isdigit() else 0 for v in fields)
+    return out
+
+
 def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueObservation:
     """The observe.lua reply as a `QueueObservation` (a worker not declared counts 0)."""
     lengths, oldest, counters, flat_workers, per_queue, quiesced, scheduled = raw
@@ -155,12 +168,13 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
     taken = _counters(schema, per_queue[:n])
     ms, served = _counters(schema, per_queue[n:2 * n]), _counters(schema, per_queue[2 * n:3 * n])
     squares, counted = _counters(schema, per_queue[3 * n:4 * n]), _counters(schema,
-                                                                            per_queue[4 * n:])
+                                                                            per_queue[4 * n:5 * n])
     return QueueObservation(
         at=at,
         taken=taken if len(taken) == n else {},
         service={q: (ms[q] / 1000, served[q]) for q in served if q in ms},
         service_sq={q: (squares[q] / 1e6, counted[q]) for q in counted if q in squares},
+        waited=_waited(schema, per_queue[5 * n:]),
         quiesced=frozenset(schema.worker_of(_text(k)) for k in quiesced),
         backlog=backlog,
         delayed=int(counters[0]),

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from taskqueue.keys import WAIT_EDGES_SECONDS
 from taskqueue.observation import QueueObservation
 
 MEMORY_SECONDS = 60.0
@@ -49,6 +50,11 @@ BATCH_SLACK = 3.0
 batch, not a rate (`_steady_part`)."""
 RIDGE = 0.05
 """Weight of the overall mean in the per-queue fit (relative to each queue's own diagonal)."""
+WAIT_MEMORY_TASKS = 600.0
+"""The wait histograms forget per measured task: the late share is that of the last few hundred
+tasks of the queue."""
+MIN_WAITED = 20.0
+"""Measured waits (decayed) needed before a queue's late share is trusted."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,20 @@ class Rates:
     """Decayed sums of the reported (seconds, attempts) per queue."""
     measured_sq: tuple[tuple[str, float, float], ...] = ()
     """Decayed sums of the reported (seconds^2, attempts) per queue, where workers report them."""
+    waited: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """The workers' wait histograms at the last observation (`QueueObservation.waited`)."""
+    waits: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    """Decayed sums of the reported wait histograms per queue (the count, then over each edge
+    of `keys.WAIT_EDGES_SECONDS`)."""
+
+    def late_share(self, queue: str, target: float) -> float | None:
+        """The share of `queue`'s recent tasks that waited longer than `target` seconds (linear
+        between the histogram's edges; past the last edge, the share over it); None until
+        MIN_WAITED waits were measured (or for tasks without an envelope time: never)."""
+        for q, sums in self.waits:
+            if q == queue and sums and sums[0] >= MIN_WAITED:
+                return _over(sums, target) / sums[0]
+        return None
 
     def service_cv2(self, queue: str) -> float | None:
         """Squared coefficient of variation of `queue`'s service time (variance / mean^2: 1 for
@@ -167,6 +187,8 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
         reported_sq=tuple((q, s2, n) for q, (s2, n) in obs.service_sq.items()),
         measured=_measured(rates, obs),
         measured_sq=_measured_sq(rates, obs),
+        waited=tuple(obs.waited.items()),
+        waits=_waits(rates, obs),
     )
     if rates.at is None or obs.at <= rates.at:
         return counters
@@ -291,3 +313,37 @@ def _decayed(before: dict[str, tuple[float, int]], now: dict[str, tuple[float, i
         old, old_n = sums.get(q, (0.0, 0.0))
         sums[q] = (old * keep + d_total, old_n * keep + d_attempts)
     return tuple((q, v, n) for q, (v, n) in sums.items())
+
+
+def _over(sums: tuple[float, ...], target: float) -> float:
+    """Tasks over `target` in a histogram (the count, then the tasks over each edge)."""
+    low, below = 0.0, sums[0]
+    for edge, over in zip(WAIT_EDGES_SECONDS, sums[1:], strict=False):
+        if target <= edge:
+            return below + (over - below) * (max(target, low) - low) / (edge - low)
+        low, below = edge, over
+    return below
+
+
+def _waits(rates: Rates, obs: QueueObservation) -> tuple[tuple[str, tuple[float, ...]], ...]:
+    """The decayed wait histograms after `obs` (per measured task; a count that went down, a
+    reset stats hash, starts that queue again; a queue's first histogram counts as its last
+    WAIT_MEMORY_TASKS tasks)."""
+    before = dict(rates.waited)
+    sums = dict(rates.waits)
+    for q, counts in obs.waited.items():
+        if not counts or counts[0] <= 0:
+            continue
+        if q not in before:
+            if q not in sums:
+                scale = min(float(counts[0]), WAIT_MEMORY_TASKS) / counts[0]
+                sums[q] = tuple(c * scale for c in counts)
+            continue
+        deltas = [c - b for c, b in zip(counts, before[q], strict=False)]
+        if len(deltas) != len(counts) or any(d < 0 for d in deltas):
+            sums.pop(q, None)
+            continue
+        keep = math.exp(-deltas[0] / WAIT_MEMORY_TASKS)
+        old = sums.get(q, (0.0,) * len(counts))
+        sums[q] = tuple(o * keep + d for o, d in zip(old, deltas, strict=True))
+    return tuple(sums.items())

@@ -19,7 +19,9 @@ of it) than that fleet would have queued 95 % of the time
 (a burst; a normal fluctuation adds nothing): with w = target - oldest age - pod start-up the
 time left once pods added now are up (but at least horizon - S, so that each added slot runs at
 least `horizon` seconds of the burst), k new slots start k tasks at once and k / S a second
-after: a_k + 0.95 x excess / (1 + w / S) (`_burst_slots`).
+after: a_k + 0.95 x excess / (1 + w / S) (`_burst_slots`). The floor gives way to the target for
+a queue whose measured late share is over its 5 % (`QueueLoad.over_budget`) while the target
+can still be met: the target is the user's, the floor only a saving.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ class QueueLoad:
     """Seconds the oldest queued task has already waited (spent from its target)."""
     cv2: float | None = None
     """Squared coefficient of variation of this queue's service time (None: unknown)."""
+    over_budget: bool = False
+    """More than 1 - QUANTILE of this queue's recent tasks waited longer than its target
+    (measured by the workers: `rates.Rates.late_share`): its bursts are then started within
+    the target whenever that is still possible, without the `horizon` floor."""
 
 
 def erlang_c(slots: int, load: float) -> float:
@@ -148,9 +154,10 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                                      load_total=load_total, target=q.target_wait, cv2=cv2)
             # queued beyond a normal fluctuation (a burst) must start within the target as well
             excess = queued - normal_queue(slots=steady, load=load_total)
+            left = q.target_wait - age - startup
             backlog = math.ceil(through + _burst_slots(
-                excess, per_task=work / queued if queued else mix,
-                left=q.target_wait - age - startup, horizon=horizon))
+                excess, per_task=work / queued if queued else mix, left=left,
+                horizon=0.0 if q.over_budget and left > 0 else horizon))
             need = max(steady, backlog)
             steadiest = max(steadiest, steady)
             if need > best:

@@ -23,7 +23,8 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
         waitmodel.QueueLoad(key=q, arrival_rate=rates.arrival_rate(q),
                             queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
                             service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0,
-                            cv2=rates.service_cv2(q))
+                            cv2=rates.service_cv2(q),
+                            over_budget=over_budget(rates, q, targets.get(q)))
         for q in queue_order
     ]
     return waitmodel.size_for_wait(loads, service=service, horizon=burst_horizon(spec),
@@ -53,6 +54,15 @@ def service_times(rates: Rates, expected: dict[str, float], queue_order: tuple[s
         q: own[q] or (expected[q] if hinted and q in expected else estimated.get(q, fleet))
         for q in queue_order
     }
+
+
+def over_budget(rates: Rates, queue: str, target: float | None) -> bool:
+    """More of `queue`'s recent tasks waited longer than its target than the quantile allows
+    (False without a target or until the workers have measured enough waits)."""
+    if target is None:
+        return False
+    late = rates.late_share(queue, target)
+    return late is not None and late > 1 - waitmodel.QUANTILE
 
 
 def burst_horizon(spec: ScalingSpec) -> float:

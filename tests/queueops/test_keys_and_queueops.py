@@ -206,10 +206,13 @@ def test_observe_declares_every_key_it_reads() -> None:
     assert keys_ == [schema.workers, schema.delayed, schema.dead_letter, schema.stats,
                      schema.quiesced, "q", "z", schema.processing("w1"), schema.processing("w2")]
     fields = ["taken:q", "taken:z", "service_ms:q", "service_ms:z", "served:q", "served:z",
-              "service_sq_ms2:q", "service_sq_ms2:z", "served_sq:q", "served_sq:z"]
-    assert args == [2, "list", "zset", *fields, "", "w1", "w2"]
+              "service_sq_ms2:q", "service_sq_ms2:z", "served_sq:q", "served_sq:z",
+              "waited:q", *(f"waited_over:{e:g}:q" for e in keys.WAIT_EDGES_SECONDS),
+              "waited:z", *(f"waited_over:{e:g}:z" for e in keys.WAIT_EDGES_SECONDS)]
+    assert "waited_over:7.5:q" in fields
+    assert args == [2, len(fields), "list", "zset", *fields, "", "w1", "w2"]
     _, with_horizon = queueops.observe_call(schema, ["w1"], horizon_ms=1234)
-    assert with_horizon == [2, "list", "zset", *fields, 1234, "w1"]
+    assert with_horizon == [2, len(fields), "list", "zset", *fields, 1234, "w1"]
 
 
 @pytest.mark.parametrize("script", ["recover", "release", "fetch"])

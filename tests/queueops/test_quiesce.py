@@ -123,7 +123,8 @@ def test_the_observe_call_layout() -> None:
     keys_, args = queueops.observe_call(schema, (), horizon_ms=1234)
     assert keys_ == [schema.workers, schema.delayed, schema.dead_letter, schema.stats,
                      schema.quiesced, "high", "low"]
-    assert args == [2, "list", "list", "taken:high", "taken:low", "service_ms:high",
-                    "service_ms:low", "served:high", "served:low", "service_sq_ms2:high",
-                    "service_sq_ms2:low", "served_sq:high", "served_sq:low", 1234]
+    fields = ["taken:high", "taken:low", "service_ms:high", "service_ms:low", "served:high",
+              "served:low", "service_sq_ms2:high", "service_sq_ms2:low", "served_sq:high",
+              "served_sq:low", *keys.wait_fields("high"), *keys.wait_fields("low")]
+    assert args == [2, len(fields), "list", "list", *fields, 1234]
     assert len(keys.OBSERVE_REPLY) == 7

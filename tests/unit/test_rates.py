@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from taskqueue.keys import WAIT_EDGES_SECONDS
 from taskqueue.observation import QueueObservation, WorkerObservation
 from taskqueue.rates import Rates, update
 
@@ -174,3 +175,53 @@ def test_the_service_time_variance_from_the_workers_squares(
                                 service_sq={"q": sq} if sq else {})
     rates = feed(at(0, 0.0, 0, (0.0, 0) if squares else None), at(5, 20.0, 10, squares))
     assert rates.service_cv2("q") == (None if cv2 is None else pytest.approx(cv2))
+
+
+def histogram(total: int, over: dict[float, int]) -> tuple[int, ...]:
+    """A reported wait histogram: `total` waits, `over[edge]` of them longer than the edge."""
+    return (total, *(over.get(edge, 0) for edge in WAIT_EDGES_SECONDS))
+
+
+def waited(at: float, counts: dict[str, tuple[int, ...]]) -> QueueObservation:
+    return QueueObservation(at=at, backlog={"q": 0}, waited=counts)
+
+
+# 100 waits: 40 over 2 s, 20 over 3 s, 10 over 5 s, 5 over 7.5 s, 2 over 10 s
+SPREAD = histogram(100, {0.5: 60, 1.0: 50, 2.0: 40, 3.0: 20, 5.0: 10, 7.5: 5, 10.0: 2})
+
+
+@pytest.mark.parametrize("target, share", [
+    pytest.param(2.0, 0.40, id="on-an-edge"),
+    pytest.param(2.5, 0.30, id="between-edges-linear"),
+    pytest.param(10.0, 0.02, id="the-10s-edge"),
+    pytest.param(0.25, 0.80, id="below-the-first-edge-from-all-at-0"),
+    pytest.param(900.0, 0.0, id="past-the-last-edge"),
+])
+def test_the_late_share_reads_the_workers_histogram(target: float, share: float) -> None:
+    rates = feed(waited(0.0, {"q": SPREAD}))
+    assert rates.late_share("q", target) == pytest.approx(share)
+
+
+def test_the_late_share_follows_the_recent_tasks() -> None:
+    # 600 on time, then 100 of which 30 waited past 10 s: the recent ones weigh more than 30/700
+    on_time = histogram(600, {})
+    then = (700, *(30 if edge <= 10 else 0 for edge in WAIT_EDGES_SECONDS))
+    rates = feed(waited(0.0, {"q": on_time}), waited(2.0, {"q": then}))
+    share = rates.late_share("q", 10.0)
+    assert share is not None and 30 / 700 < share < 30 / 100
+
+
+@pytest.mark.parametrize("counts, share", [
+    pytest.param({}, None, id="nothing-reported"),
+    pytest.param({"q": histogram(5, {10.0: 5})}, None, id="too-few-waits"),
+    pytest.param({"other": SPREAD}, None, id="another-queue"),
+])
+def test_no_late_share_until_enough_waits_are_measured(
+        counts: dict[str, tuple[int, ...]], share: float | None) -> None:
+    assert feed(waited(0.0, counts)).late_share("q", 10.0) == share
+
+
+def test_a_reset_stats_hash_starts_the_late_share_again() -> None:
+    late = histogram(100, dict.fromkeys(WAIT_EDGES_SECONDS[:7], 50))
+    rates = feed(waited(0.0, {"q": late}), waited(2.0, {"q": histogram(10, {})}))
+    assert rates.late_share("q", 10.0) is None  # counts went down: forgotten, 10 < MIN_WAITED

@@ -154,3 +154,19 @@ def test_queues_of_different_service_times_mix_into_a_more_variable_one() -> Non
     one = [QueueLoad("a", 4.0, 0, 2.0, service=0.5, cv2=1.0),
            QueueLoad("b", 1.0, 0, None, service=4.0)]
     assert slots_for_wait(both, service=1.2)[0] > slots_for_wait(one, service=1.2)[0]
+
+
+@pytest.mark.parametrize("age, over_budget, slots", [
+    # 60 tasks of 2 s, target 10 s, pods up after 5 s, each added slot runs >= 5 s of the burst:
+    # 3 s old leaves w = 2 s, but the floor keeps w >= 5 - 2 = 3 s: 57 / (1 + 3 / 2)
+    pytest.param(3.0, False, 23, id="on-budget-the-floor-holds"),
+    # the queue's recent tasks were late more than 5 % of the time: start 95 % within the 2 s
+    # still left, 57 / (1 + 2 / 2)
+    pytest.param(3.0, True, 29, id="over-budget-the-target-wins"),
+    # out of reach either way (8 s old + 5 s start-up > 10 s): the floor holds
+    pytest.param(8.0, True, 23, id="over-budget-but-out-of-reach"),
+])
+def test_a_queue_over_its_late_budget_drops_the_burst_floor(age: float, over_budget: bool,
+                                                            slots: int) -> None:
+    queue = QueueLoad("low", 0.0, 60, 10.0, oldest_age=age, over_budget=over_budget)
+    assert size_for_wait([queue], service=2.0, horizon=5.0, startup=5.0).slots == slots

@@ -1,11 +1,14 @@
-"""Workers report each queue's service time with their heartbeat (real redis-server, in-process
-workers): the stats hash holds the milliseconds, the squared milliseconds and the attempts per
-queue, observe.lua reads them, and a failed heartbeat keeps the totals for the next one."""
+"""Workers report each queue's service time and wait histogram with their heartbeat (real
+redis-server, in-process workers): the stats hash holds the milliseconds, the squared
+milliseconds and the attempts per queue, and how many tasks waited longer than each edge of
+`keys.WAIT_EDGES_SECONDS`; observe.lua reads them, and a failed heartbeat keeps the totals for
+the next one."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 
 import pytest
 import redis
@@ -80,3 +83,67 @@ def test_a_failed_heartbeat_keeps_the_totals_for_the_next(redis_url: str,
     assert redis_sync.hget("q:stats", ms_field) == "1250"
     assert redis_sync.hget("q:stats", served_field) == "1"
     assert totals.take() == []
+
+
+@pytest.mark.timeout(60)
+def test_the_heartbeat_reports_how_long_tasks_waited_per_queue(
+        make_worker: MakeWorker, redis_url: str, redis_sync: redis.Redis) -> None:
+    make_worker(handler=SLEEPY, worker_id="waits", queues=[{"key": "q"}],
+                worker={"heartbeatSeconds": 0.2, "concurrency": 2})
+    wait_for("the worker up", lambda: redis_sync.zscore("q:workers", "waits") is not None)
+    # envelopes stamped 12 s, 4 s and 0 s ago (as if they had been queued that long), and raw
+    # payloads, whose wait is unknown: they are not counted
+    now = time.time()
+    redis_sync.lpush("q", *[keys.wrap(f"old{i}:0", enqueued_at=now - 12) for i in range(3)],
+                     *[keys.wrap(f"mid{i}:0", enqueued_at=now - 4) for i in range(2)],
+                     *[keys.wrap(f"new{i}:0", enqueued_at=now) for i in range(5)],
+                     "raw1:0", "raw2:0")
+    wait_done(redis_sync, 12)
+    fields = keys.wait_fields("q")
+    wait_for("the waits reported", lambda: redis_sync.hget("q:stats", fields[0]) == "10",
+             timeout=10)
+    over = {edge: int(redis_sync.hget("q:stats", f) or 0)
+            for edge, f in zip(keys.WAIT_EDGES_SECONDS, fields[1:], strict=True)}
+    assert over[3.0] == 5 and over[5.0] == 3  # the 4 s and the 12 s ones, then the 12 s ones
+    assert over[10.0] == 3 and over[15.0] == 0
+    assert over[0.5] == 5  # the fresh ones waited less than half a second
+
+    async def observe() -> QueueObservation:
+        client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        try:
+            schema = make_config(redis_url, queues=[{"key": "q"}]).schema
+            return await queueops.observe(client, schema)
+        finally:
+            await client.aclose()
+
+    waited = asyncio.run(observe()).waited["q"]
+    assert waited[0] == 10
+    assert dict(zip(keys.WAIT_EDGES_SECONDS, waited[1:], strict=True)) == over
+
+
+@pytest.mark.parametrize("waits, counts", [
+    pytest.param([0.1, 0.2], {0.5: 0}, id="quick-ones-count-in-the-total-only"),
+    pytest.param([0.5, 0.51], {0.5: 1, 1.0: 0}, id="an-edge-is-not-over-itself"),
+    pytest.param([700.0], {0.5: 1, 300.0: 1}, id="past-the-last-edge"),
+])
+def test_a_wait_counts_over_every_edge_below_it(waits: list[float],
+                                                counts: dict[float, int]) -> None:
+    totals = servicetime.Totals()
+    for w in waits:
+        totals.waited("q", w)
+    pairs = totals.take()
+    got = dict(zip(pairs[::2], pairs[1::2], strict=True))
+    fields = dict(zip(keys.WAIT_EDGES_SECONDS, keys.wait_fields("q")[1:], strict=True))
+    assert got[keys.wait_fields("q")[0]] == len(waits)
+    for edge, n in counts.items():
+        assert got.get(fields[edge], 0) == n
+    assert totals.take() == []
+
+
+def test_a_failed_heartbeat_gives_back_the_waits_too() -> None:
+    totals = servicetime.Totals()
+    totals.add("q", 0.25)
+    totals.waited("q", 6.0)
+    first = totals.take()
+    totals.give_back(first)
+    assert sorted(map(str, totals.take())) == sorted(map(str, first))

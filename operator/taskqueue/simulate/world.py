@@ -8,8 +8,9 @@ deleted pod gets SIGTERM: its worker takes nothing more and finishes what it hol
 grace period; what is still running then is interrupted (requeued at the head, counted). A
 quiesced pod takes nothing. Dispatch: "pack" gives a task to a free slot of the pod with the most
 busy slots (the worker fetches from busy pods first), "spread" to a random free slot (a race).
-Workers report each queue's service seconds and attempts with their heartbeat: the observation
-sees the totals as of the last heartbeat (every `heartbeat` seconds).
+Workers report each queue's service seconds and attempts, and the histogram of its tasks' waits,
+with their heartbeat: the observation sees the totals as of the last heartbeat (every
+`heartbeat` seconds).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from taskqueue.keys import WAIT_EDGES_SECONDS
 from taskqueue.observation import QueueObservation, WorkerObservation
 from taskqueue.quiesce import PodView
 from taskqueue.simulate.trace import Arrival
@@ -72,6 +74,19 @@ class Counters:
     """Per queue: seconds run and attempts, as workers add them to the stats hash."""
     service_sq: dict[str, tuple[float, int]] = field(default_factory=dict)
     """Per queue: the sum of the squared attempt times (seconds^2) and the attempts."""
+    waited: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Per queue: the wait histogram workers add to the stats hash (`keys.wait_fields`)."""
+
+    def started(self, task: Task, wait: float) -> None:
+        """A task's first start: its wait, and the histogram the workers report."""
+        self.waits.setdefault(task.queue, []).append(wait)
+        counts = list(self.waited.get(task.queue, (0,) * (len(WAIT_EDGES_SECONDS) + 1)))
+        counts[0] += 1
+        for i, edge in enumerate(WAIT_EDGES_SECONDS):
+            if wait <= edge:
+                break
+            counts[i + 1] += 1
+        self.waited[task.queue] = tuple(counts)
 
     def served(self, task: Task) -> None:
         seconds, attempts = self.service.get(task.queue, (0.0, 0))
@@ -102,6 +117,7 @@ class World:
         self.reported: dict[str, tuple[float, int]] = {}
         """The service totals as of the last heartbeat (what observe.lua reads)."""
         self.reported_sq: dict[str, tuple[float, int]] = {}
+        self.reported_waited: dict[str, tuple[int, ...]] = {}
         self._next_beat = heartbeat
 
     def has_work(self) -> bool:
@@ -165,7 +181,7 @@ class World:
             completed_total=self.counters.completed, workers=workers,
             oldest_enqueued_at={q: d[0].at for q, d in self.queues.items() if d},
             taken=dict(self.counters.taken), service=dict(self.reported),
-            service_sq=dict(self.reported_sq),
+            service_sq=dict(self.reported_sq), waited=dict(self.reported_waited),
         )
 
     def pod_views(self, t: float) -> list[PodView]:
@@ -187,6 +203,7 @@ class World:
         if t >= self._next_beat:  # workers add their service totals with each heartbeat
             self.reported = dict(self.counters.service)
             self.reported_sq = dict(self.counters.service_sq)
+            self.reported_waited = dict(self.counters.waited)
             self._next_beat += self.heartbeat
         self.worker_seconds += len(self.pods) * (t - self.now)
         self.pods = [p for p in self.pods if p.gone_at is None]
@@ -242,7 +259,7 @@ class World:
             pod.slots[i], pod.free_at[i] = task, task.end
             self.counters.taken[task.queue] = self.counters.taken.get(task.queue, 0) + 1
             if not task.retry:
-                self.counters.waits.setdefault(task.queue, []).append(start - task.at)
+                self.counters.started(task, start - task.at)
 
     def _free_slot(self, t: float, arrival: float) -> tuple[Pod, int, float] | None:
         best: tuple[tuple[float, ...], Pod, int, float] | None = None

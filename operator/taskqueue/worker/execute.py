@@ -85,7 +85,9 @@ class Executor:
         ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
                           enqueued_at=task.enqueued_at)
         if task.enqueued_at and not task.attempts:
-            m.pickup.observe(max(0.0, time.time() - task.enqueued_at))
+            waited = max(0.0, time.time() - task.enqueued_at)
+            m.pickup.observe(waited)
+            self.service.waited(entry.queue, waited)  # the operator's late share
         m.started += 1
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task started", extra=self._extra(ctx))

@@ -1,11 +1,15 @@
-"""Per-queue service-time totals of this worker, handed to Redis with each heartbeat.
+"""Per-queue service-time totals and wait histograms of this worker, handed to Redis with each
+heartbeat.
 
 Every attempt a slot runs (success or failure) adds its seconds to its queue's total here; the
 heartbeat takes the totals (whole milliseconds, and the squares in ms^2 for the variance; the
 remainders stay) and heartbeat.lua adds them to the stats hash (`keys.service_fields`,
 `keys.service_sq_fields`), so the operator measures each queue's mean service time and its
 variance exactly instead of inferring them from sampled in-flight counts. A failed beat gives the
-totals back for the next one. One `Totals` per worker id (`of`): thread-safe, no I/O. Each slot
+totals back for the next one. The first attempt of a task whose envelope carries its
+`enqueued_at` also counts its wait (`waited`) in the histogram of `keys.wait_fields`: the
+operator reads the share of a queue's tasks that waited longer than its target from it.
+One `Totals` per worker id (`of`): thread-safe, no I/O. Each slot
 adds through a `SlotTotals` of its own (`Totals.slot`), so slots finishing tasks at once do not
 wait for one lock; `take` gathers them.
 """
@@ -20,7 +24,7 @@ from taskqueue import keys
 class SlotTotals:
     """What one slot added since the last `Totals.take`, under a lock of its own."""
 
-    __slots__ = ("_attempts", "_lock", "_seconds", "_squares")
+    __slots__ = ("_attempts", "_lock", "_seconds", "_squares", "_waits")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -28,6 +32,8 @@ class SlotTotals:
         self._squares: dict[str, float] = {}
         """Sum of the squared attempt times, ms^2."""
         self._attempts: dict[str, int] = {}
+        self._waits: dict[str, int] = {}
+        """Wait-histogram field -> increment."""
 
     def add(self, queue: str, seconds: float) -> None:
         with self._lock:
@@ -36,15 +42,28 @@ class SlotTotals:
             self._squares[queue] = self._squares.get(queue, 0.0) + (seconds * 1000) ** 2
             self._attempts[queue] = self._attempts.get(queue, 0) + 1
 
+    def waited(self, queue: str, seconds: float) -> None:
+        """Count a task of `queue` that waited `seconds` before its first attempt."""
+        fields = _wait_fields(queue)
+        with self._lock:
+            waits = self._waits
+            waits[fields[0]] = waits.get(fields[0], 0) + 1
+            for edge, name in zip(keys.WAIT_EDGES_SECONDS, fields[1:], strict=True):
+                if seconds <= edge:
+                    break
+                waits[name] = waits.get(name, 0) + 1
+
     def drain_into(self, seconds: dict[str, float], squares: dict[str, float],
-                   attempts: dict[str, int]) -> None:
-        """Add everything here to the three totals and start again from zero."""
+                   attempts: dict[str, int], waits: dict[str, int]) -> None:
+        """Add everything here to the totals and start again from zero."""
         with self._lock:
             for queue, n in self._attempts.items():
                 seconds[queue] = seconds.get(queue, 0.0) + self._seconds[queue]
                 squares[queue] = squares.get(queue, 0.0) + self._squares[queue]
                 attempts[queue] = attempts.get(queue, 0) + n
-            self._seconds, self._squares, self._attempts = {}, {}, {}
+            for name, n in self._waits.items():
+                waits[name] = waits.get(name, 0) + n
+            self._seconds, self._squares, self._attempts, self._waits = {}, {}, {}, {}
 
 
 class Totals:
@@ -56,6 +75,7 @@ class Totals:
         self._squares: dict[str, float] = {}
         """Sum of the squared attempt times, ms^2."""
         self._attempts: dict[str, int] = {}
+        self._waits: dict[str, int] = {}
         self._direct = SlotTotals()
         self._slots: list[SlotTotals] = [self._direct]
 
@@ -69,12 +89,16 @@ class Totals:
     def add(self, queue: str, seconds: float) -> None:
         self._direct.add(queue, seconds)
 
+    def waited(self, queue: str, seconds: float) -> None:
+        self._direct.waited(queue, seconds)
+
     def take(self) -> list[str | int]:
-        """heartbeat.lua's field/increment pairs for what was added since the last take."""
+        """heartbeat.lua's field/increment pairs for what was added since the last take: the
+        service totals (8 per queue), then the wait-histogram increments."""
         out: list[str | int] = []
         with self._lock:
             for added in self._slots:
-                added.drain_into(self._seconds, self._squares, self._attempts)
+                added.drain_into(self._seconds, self._squares, self._attempts, self._waits)
             for queue, attempts in self._attempts.items():
                 ms, squares = int(self._seconds[queue] * 1000), int(self._squares[queue])
                 self._seconds[queue] -= ms / 1000
@@ -84,16 +108,35 @@ class Totals:
                 out += [ms_field, ms, served_field, attempts, sq_field, squares,
                         sq_served_field, attempts]
             self._attempts.clear()
+            for name, n in self._waits.items():
+                out += [name, n]
+            self._waits.clear()
         return out
 
     def give_back(self, pairs: list[str | int]) -> None:
         """Undo a `take` whose heartbeat failed."""
         with self._lock:
-            for i in range(0, len(pairs), 8):
+            i = 0
+            while i < len(pairs) and str(pairs[i]).startswith(keys.SERVICE_MS_FIELD_PREFIX):
                 queue = str(pairs[i])[len(keys.SERVICE_MS_FIELD_PREFIX):]
                 self._seconds[queue] = self._seconds.get(queue, 0.0) + int(pairs[i + 1]) / 1000
                 self._attempts[queue] = self._attempts.get(queue, 0) + int(pairs[i + 3])
                 self._squares[queue] = self._squares.get(queue, 0.0) + int(pairs[i + 5])
+                i += 8
+            for j in range(i, len(pairs), 2):
+                name = str(pairs[j])
+                self._waits[name] = self._waits.get(name, 0) + int(pairs[j + 1])
+
+
+_WAIT_FIELDS: dict[str, tuple[str, ...]] = {}
+
+
+def _wait_fields(queue: str) -> tuple[str, ...]:
+    """`keys.wait_fields`, built once per queue (it runs for every task)."""
+    fields = _WAIT_FIELDS.get(queue)
+    if fields is None:
+        fields = _WAIT_FIELDS[queue] = keys.wait_fields(queue)
+    return fields
 
 
 _BY_WORKER: dict[str, Totals] = {}
