@@ -92,6 +92,15 @@ class Rates:
     """Decayed sums of the reported wait histograms per queue (the count, then over each edge
     of `keys.WAIT_EDGES_SECONDS`)."""
 
+    def wait_quantile(self, queue: str, quantile: float) -> float | None:
+        """The wait of `queue`'s recent tasks that `quantile` of them stayed under (linear
+        between the histogram's edges; the last edge when more are past it); None until
+        MIN_WAITED waits were measured."""
+        for q, sums in self.waits:
+            if q == queue and sums and sums[0] >= MIN_WAITED:
+                return _under(sums, (1 - quantile) * sums[0])
+        return None
+
     def late_share(self, queue: str, target: float) -> float | None:
         """The share of `queue`'s recent tasks that waited longer than `target` seconds (linear
         between the histogram's edges; past the last edge, the share over it); None until
@@ -323,6 +332,16 @@ def _over(sums: tuple[float, ...], target: float) -> float:
             return below + (over - below) * (max(target, low) - low) / (edge - low)
         low, below = edge, over
     return below
+
+
+def _under(sums: tuple[float, ...], late: float) -> float:
+    """The wait that `late` tasks of a histogram are over (the inverse of `_over`)."""
+    low, above = 0.0, sums[0]
+    for edge, over in zip(WAIT_EDGES_SECONDS, sums[1:], strict=False):
+        if over <= late:
+            return low + (edge - low) * (above - late) / (above - over) if above > over else low
+        low, above = edge, over
+    return low
 
 
 def _waits(rates: Rates, obs: QueueObservation) -> tuple[tuple[str, tuple[float, ...]], ...]:

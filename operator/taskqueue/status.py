@@ -27,10 +27,10 @@ STATUS_DRIFT_SECONDS = 15.0
 """A status change that is only DRIFT_FIELDS moving on is written at most this often; any other
 change is written at once."""
 DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime", "waitSeconds", "arrivalRate",
-                "serviceSeconds")
+                "serviceSeconds", "waitP95Seconds")
 COUNTS = ("backlog", "totalBacklog", "inFlight", "delayed", "dueSoon", "nextDueTime",
           "deadLetter", "oldestTaskAgeSeconds", "throughputPerReplica", "workers", "waitSeconds",
-          "arrivalRate", "serviceSeconds")
+          "arrivalRate", "serviceSeconds", "waitP95Seconds")
 """The fields read from Redis: absent (null) while Redis cannot be read."""
 
 
@@ -92,12 +92,15 @@ def counts(observation: QueueObservation | None,
 
 
 def measured(observation: QueueObservation, state: policy.PolicyState) -> dict[str, Any]:
-    """The wait model's fields: oldest wait and arrival rate per queue, service time."""
+    """The wait model's fields: oldest wait, measured p95 wait and arrival rate per queue,
+    service time."""
     waits = {q: round(age, 1) for q in observation.backlog
              if (age := observation.oldest_age(q)) is not None}
     service = state.rates.service_seconds
     return {
         "waitSeconds": waits,
+        "waitP95Seconds": {q: round(p95, 1) for q in observation.backlog
+                           if (p95 := state.rates.wait_quantile(q, 0.95)) is not None},
         "arrivalRate": {q: round(state.rates.arrival_rate(q), 3) for q in observation.backlog},
         "serviceSeconds": None if service is None else float(f"{service:.3g}"),
     }

@@ -52,6 +52,11 @@ class TaskQueueStatus(ApiModel):
     waitSeconds: dict[str, float] | None = Field(
         default=None, description="Per queue: how long its oldest task has waited."
     )
+    waitP95Seconds: dict[str, float] | None = Field(
+        default=None,
+        description="Per queue: the p95 wait of its recent tasks (the last ~600), measured by the "
+                    "workers (tasks with an enqueue time only).",
+    )
     arrivalRate: dict[str, float] | None = Field(
         default=None, description="Per queue: measured tasks/s entering it."
     )

@@ -225,3 +225,19 @@ def test_a_reset_stats_hash_starts_the_late_share_again() -> None:
     late = histogram(100, dict.fromkeys(WAIT_EDGES_SECONDS[:7], 50))
     rates = feed(waited(0.0, {"q": late}), waited(2.0, {"q": histogram(10, {})}))
     assert rates.late_share("q", 10.0) is None  # counts went down: forgotten, 10 < MIN_WAITED
+
+
+@pytest.mark.parametrize("quantile, wait", [
+    pytest.param(0.95, 7.5, id="p95-on-an-edge"),
+    pytest.param(0.99, 12.5, id="p99-between-edges"),
+    pytest.param(0.50, 1.0, id="median"),
+])
+def test_the_measured_wait_quantile(quantile: float, wait: float) -> None:
+    rates = feed(waited(0.0, {"q": SPREAD}))
+    assert rates.wait_quantile("q", quantile) == pytest.approx(wait)
+    assert rates.late_share("q", wait) == pytest.approx(1 - quantile)
+
+
+def test_past_the_last_edge_the_quantile_is_the_last_edge() -> None:
+    counts = histogram(100, dict.fromkeys(WAIT_EDGES_SECONDS, 50))
+    assert feed(waited(0.0, {"q": counts})).wait_quantile("q", 0.95) == WAIT_EDGES_SECONDS[-1]

@@ -8,6 +8,7 @@ import pytest
 
 from taskqueue import policy
 from taskqueue import status as st
+from taskqueue.keys import WAIT_EDGES_SECONDS
 from taskqueue.observation import QueueObservation, WorkerObservation
 from taskqueue.rates import Rates
 
@@ -92,7 +93,7 @@ def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
                       "Scaling": ("True", "Steady")}, id="read"),
         pytest.param(OBS, None, decision(), {"waitSeconds": {"hi": 9.6},
                                             "arrivalRate": {"hi": 0.0, "lo": 0.0},
-                                            "serviceSeconds": None},
+                                            "serviceSeconds": None, "waitP95Seconds": {}},
                      {}, id="read-nothing-measured-yet"),
         pytest.param(OBS, None, decision(3, 2, "scale up 2 -> 3"), {"totalBacklog": 4},
                      {"Scaling": ("True", "Scaled")}, id="scaled"),
@@ -154,11 +155,14 @@ def test_an_unknown_backlog_is_removed_not_kept_or_zeroed() -> None:
 
 def test_measured_fields_come_from_the_policy_rates() -> None:
     # 50 tasks into "hi" over 100 s, 20 completions holding 40 task-seconds: 0.5/s, 2 s each
+    # and the workers measured 100 waits of "hi", 10 of them over 2 s, none over 3 s: p95 2.5 s
+    hist = (100.0, 40.0, 30.0, 10.0, *(0.0,) * (len(WAIT_EDGES_SECONDS) - 3))
     rates = Rates(at=T0, elapsed=100.0, elapsed_short=100.0, arrivals=(("hi", 50.0),),
-                  arrivals_short=(("hi", 50.0),), busy_seconds=40.0, completions=20.0)
+                  arrivals_short=(("hi", 50.0),), busy_seconds=40.0, completions=20.0,
+                  waits=(("hi", hist),))
     fields = st.measured(OBS, policy.PolicyState(replicas=1, rates=rates))
     assert fields == {"waitSeconds": {"hi": 9.6}, "arrivalRate": {"hi": 0.5, "lo": 0.0},
-                      "serviceSeconds": 2.0}
+                      "serviceSeconds": 2.0, "waitP95Seconds": {"hi": 2.5}}
 
 
 def test_problem_status_keeps_the_rest() -> None:
