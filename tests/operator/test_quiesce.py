@@ -91,6 +91,14 @@ def test_only_drained_victims_leave_and_a_busy_one_waits(
     assert status["arrivalRate"]["qz:jobs"] > 0
     assert status["serviceSeconds"] > 0
     assert "OLDEST" in control_plane.kubectl("get", "tq", "qz", "-n", namespace).stdout
+    # the workers' wait histogram (what their heartbeats add): 100 waits, 10 over 2 s, none
+    # over 3 s -> a measured p95 of 2.5 s (written within the 15 s drift throttle)
+    counted, *over = keys.wait_fields("qz:jobs")
+    r.hset(schema.stats, mapping={counted: 100, over[0]: 40, over[1]: 30, over[2]: 10})
+    p95 = wait_for("measured p95", lambda: (
+        (get(control_plane, "tq", "qz", "-n", namespace) or {}).get("status") or {}
+    ).get("waitP95Seconds", {}).get("qz:jobs"), timeout=40)
+    assert p95 == 2.5
 
 
 def test_busy_workers_that_are_not_pods_by_name_keep_the_count(
