@@ -25,6 +25,7 @@ it is the mean.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -98,7 +99,7 @@ class Rates:
         MIN_WAITED waits were measured."""
         for q, sums in self.waits:
             if q == queue and sums and sums[0] >= MIN_WAITED:
-                return _under(sums, (1 - quantile) * sums[0])
+                return wait_quantile_of(sums, quantile)
         return None
 
     def late_share(self, queue: str, target: float) -> float | None:
@@ -334,7 +335,15 @@ def _over(sums: tuple[float, ...], target: float) -> float:
     return below
 
 
-def _under(sums: tuple[float, ...], late: float) -> float:
+def wait_quantile_of(counts: Sequence[float], quantile: float) -> float | None:
+    """The wait `quantile` of a wait histogram's tasks stayed under (the count, then the tasks
+    over each edge of WAIT_EDGES_SECONDS, as workers report it); None for an empty one."""
+    if not counts or counts[0] <= 0:
+        return None
+    return _under(counts, (1 - quantile) * counts[0])
+
+
+def _under(sums: Sequence[float], late: float) -> float:
     """The wait that `late` tasks of a histogram are over (the inverse of `_over`)."""
     low, above = 0.0, sums[0]
     for edge, over in zip(WAIT_EDGES_SECONDS, sums[1:], strict=False):

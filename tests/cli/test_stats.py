@@ -31,6 +31,9 @@ def _fill(r: redis.Redis, *, now: float) -> None:
     r.zadd("vip:delayed", {keys.Entry("normal", "", "d").encode(): (now + 60) * 1000})
     r.lpush("vip:dead", '{"queue":"vip"}', '{"queue":"normal"}')
     r.hset("vip:stats", mapping={"completed": 7, "failed": 3})
+    # the workers measured 100 waits of vip: 10 over 2 s, none over 3 s (p95 2.5 s)
+    counted, *over = keys.wait_fields("vip")
+    r.hset("vip:stats", mapping={counted: 100, over[0]: 40, over[1]: 30, over[2]: 10})
 
 
 def test_json_numbers_match_what_was_pushed(
@@ -46,6 +49,8 @@ def test_json_numbers_match_what_was_pushed(
     ]
     assert snap["queues"][0]["oldest_task_age_seconds"] == pytest.approx(100, abs=2)
     assert snap["queues"][1]["oldest_task_age_seconds"] is None  # raw payloads carry no time
+    assert snap["queues"][0]["wait_p95_seconds"] == 2.5
+    assert snap["queues"][1]["wait_p95_seconds"] is None  # no wait measured
     assert (snap["backlog"], snap["in_flight"], snap["delayed"], snap["dead_letter"]) == (
         5, 2, 1, 2
     )
@@ -81,6 +86,9 @@ def test_text_view_shows_every_queue_and_the_totals(
     assert [line.split()[:3] for line in out.splitlines()[2:5]] == [
         ["QUEUE", "TYPE", "BACKLOG"], ["vip", "list", "3"], ["normal", "list", "2"]
     ]
+    assert "P95 WAIT" in out.splitlines()[2]
+    assert out.splitlines()[3].split()[-1] == "2.5s"  # the measured p95 wait of vip
+    assert out.splitlines()[4].split()[-1] == "-"
     assert "dead letters     2" in out
     assert "workers          1 alive, 1 busy, 2 registered" in out
     assert "oldest task      1m4" in out  # 100 s -> 1m40s (1m41s on a slow machine)

@@ -1,4 +1,6 @@
-"""`taskqueue stats`: backlog, in-flight, delayed, dead letters, oldest task, workers, throughput.
+"""`taskqueue stats`: backlog, in-flight, delayed, dead letters, oldest task, workers, throughput,
+and per queue the p95 wait of the tasks the workers measured (their wait histograms in the stats
+hash: every task with an envelope time since the hash began).
 
 One `queueops.observe` (a single EVALSHA) per sample. Throughput is the rise of the `completed`
 counter of `<prefix>:stats` between samples: a one-shot `stats` takes two samples `--interval`
@@ -23,7 +25,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from taskqueue import keys, queueops, redact
+from taskqueue import keys, queueops, rates, redact
 from taskqueue.cli import ui
 from taskqueue.cli.errors import EXIT_USAGE, CliError
 from taskqueue.cli.target import Target
@@ -54,12 +56,18 @@ def _age(at: float, enqueued_at: float | None) -> float | None:
     return round(max(0.0, at - enqueued_at), 3)
 
 
+def _p95(counts: tuple[int, ...]) -> float | None:
+    p95 = rates.wait_quantile_of(counts, 0.95)
+    return None if p95 is None else round(p95, 3)
+
+
 def snapshot(name: str, schema: keys.KeySchema, obs: QueueObservation,
              rate: tuple[float | None, float]) -> dict[str, Any]:
     """The JSON document of `stats --json` (and what the text view shows)."""
     queues = [
         {"key": q.key, "type": q.type, "backlog": obs.backlog.get(q.key, 0),
-         "oldest_task_age_seconds": _age(obs.at, obs.oldest_enqueued_at.get(q.key))}
+         "oldest_task_age_seconds": _age(obs.at, obs.oldest_enqueued_at.get(q.key)),
+         "wait_p95_seconds": _p95(obs.waited.get(q.key, ()))}
         for q in schema.queues
     ]
     ages = [q["oldest_task_age_seconds"] for q in queues if q["oldest_task_age_seconds"]]
@@ -94,9 +102,17 @@ def _delayed(snap: dict[str, Any]) -> str:
     return text
 
 
+def _wait(seconds: float | None) -> str:
+    """A wait to a tenth of a second under a minute (targets are set in seconds)."""
+    if seconds is None or seconds >= 60:
+        return ui.duration(seconds)
+    return f"{seconds:.1f}s"
+
+
 def render(snap: dict[str, Any]) -> str:
     """The text view: one row per queue, then the TaskQueue's totals."""
-    rows = [[q["key"], q["type"], str(q["backlog"]), ui.duration(q["oldest_task_age_seconds"])]
+    rows = [[q["key"], q["type"], str(q["backlog"]), ui.duration(q["oldest_task_age_seconds"]),
+             _wait(q["wait_p95_seconds"])]
             for q in snap["queues"]]
     w = snap["workers"]
     rate = snap["throughput_per_second"]
@@ -118,7 +134,7 @@ def render(snap: dict[str, Any]) -> str:
     return "\n".join([
         f"TaskQueue {snap['taskqueue']}   {stamp}",
         "",
-        ui.table(["QUEUE", "TYPE", "BACKLOG", "OLDEST"], rows),
+        ui.table(["QUEUE", "TYPE", "BACKLOG", "OLDEST", "P95 WAIT"], rows),
         "",
         *(f"{label:<16} {value}" for label, value in totals),
     ])
