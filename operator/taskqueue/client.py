@@ -191,10 +191,13 @@ def plan(key: str, payload: str, *, priority: float | None = None, task_id: str 
     if unique_for is not None and unique_for <= 0:
         raise ValueError(f"unique_for={unique_for:g} must be > 0 seconds")
     tid = task_id or (keys.content_id(payload) if unique_for else keys.new_task_id())
-    element = keys.wrap(payload, task_id=tid, enqueued_at=now)
+    due = due_ms(delay=delay, at=at, now=now)
+    # a scheduled task is queued from its due time: its wait (and its age in the queue) starts
+    # then, not when it was scheduled
+    element = keys.wrap(payload, task_id=tid,
+                        enqueued_at=now if due is None else max(now, due / 1000))
     prefix = key_prefix or key
     schema = keys.KeySchema(prefix=prefix, queues=(), dead_letter="")
-    due = due_ms(delay=delay, at=at, now=now)
     unique_ms = int(unique_for * 1000) if unique_for else 0
     if due is not None:
         score = "" if priority is None else repr(float(priority))

@@ -354,11 +354,12 @@ def _under(sums: Sequence[float], late: float) -> float:
 
 
 def _waits(rates: Rates, obs: QueueObservation) -> tuple[tuple[str, tuple[float, ...]], ...]:
-    """The decayed wait histograms after `obs` (per measured task; a count that went down, a
-    reset stats hash, starts that queue again; a queue's first histogram counts as its last
+    """The decayed wait histograms after `obs` (per measured task; a count that went down or a
+    histogram that is gone, a reset stats hash, starts that queue again; a queue's first
+    histogram, e.g. the totals so far when the operator starts, counts as its last
     WAIT_MEMORY_TASKS tasks)."""
     before = dict(rates.waited)
-    sums = dict(rates.waits)
+    sums = {q: v for q, v in rates.waits if q in obs.waited}  # a histogram gone: reset hash
     for q, counts in obs.waited.items():
         if not counts or counts[0] <= 0:
             continue

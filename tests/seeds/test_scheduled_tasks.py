@@ -232,6 +232,19 @@ def test_plan(kwargs: dict[str, float], target: str, how: str, score: float,
             "q", queue_score, "p")
 
 
+@pytest.mark.parametrize(("kwargs", "enqueued_at"), [
+    pytest.param({}, 1000.0, id="now"),
+    pytest.param({"delay": 10}, 1010.0, id="scheduled-queued-from-its-due-time"),
+    pytest.param({"at": 900.0}, 1000.0, id="due-in-the-past-queued-now"),
+])
+def test_a_tasks_wait_starts_when_it_is_due(kwargs: dict[str, float],
+                                            enqueued_at: float) -> None:
+    # the wait the workers measure (and the age of the oldest task) starts at enqueued_at
+    push = producer.plan("q", "p", key_prefix="app", now=1000.0, **kwargs)
+    element = keys.Entry.decode(push.element).element if push.how == "zadd" else push.element
+    assert keys.unwrap(element).enqueued_at == enqueued_at
+
+
 def test_plan_unique_without_id_uses_the_content_id() -> None:
     push = producer.plan("q", "same", unique_for=5, key_prefix="app", now=1000.0)
     assert push.task_id == keys.content_id("same") and push.script

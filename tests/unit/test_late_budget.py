@@ -51,9 +51,10 @@ def test_too_few_waits_measured_are_not_over_budget() -> None:
 def test_a_late_queue_gets_more_pods_for_its_burst(share: float, replicas: int) -> None:
     spec = ScalingSpec(maxReplicas=100, targetWaitSeconds={"low": 10.0}, podStartupSeconds=5,
                        scaleDownStabilizationSeconds=0)
+    rates = late(share)
     observation = QueueObservation(at=NOW, backlog={"low": 60},
-                                   oldest_enqueued_at={"low": NOW - 3})
-    state = PolicyState(replicas=1, rates=late(share))
+                                   oldest_enqueued_at={"low": NOW - 3}, waited=dict(rates.waited))
+    state = PolicyState(replicas=1, rates=rates)
     decision = decide(spec=spec, observation=observation, state=state, now=NOW, concurrency=1,
                       queue_order=("low",))
     assert decision.replicas == replicas

@@ -241,3 +241,12 @@ def test_the_measured_wait_quantile(quantile: float, wait: float) -> None:
 def test_past_the_last_edge_the_quantile_is_the_last_edge() -> None:
     counts = histogram(100, dict.fromkeys(WAIT_EDGES_SECONDS, 50))
     assert feed(waited(0.0, {"q": counts})).wait_quantile("q", 0.95) == WAIT_EDGES_SECONDS[-1]
+
+
+def test_a_histogram_that_is_gone_is_forgotten() -> None:
+    # the stats hash was deleted: no share from before it, and a new one starts afresh
+    late = histogram(100, dict.fromkeys(WAIT_EDGES_SECONDS[:7], 50))
+    rates = feed(waited(0.0, {"q": late}), waited(2.0, {}))
+    assert rates.late_share("q", 10.0) is None
+    rates = update(rates, waited(4.0, {"q": histogram(40, {})}))
+    assert rates.late_share("q", 10.0) == 0.0

@@ -61,6 +61,12 @@ def test_a_fleet_held_below_the_load_serves_the_backlog_then_ends_at_zero() -> N
     assert result.waits["tasks"][2] > 1000  # the last tasks waited for the whole backlog
 
 
+def test_without_a_tail_the_run_still_serves_every_task() -> None:
+    tq = manifest(1, maxReplicas=1, targetWaitSeconds={"tasks": 2.0})
+    result = simulate(tq, steady(3.0, duration=100.0), OperatorScaler(tq), Settings(tail=0.0))
+    assert result.unserved == 0
+
+
 def test_tasks_never_started_are_counted_and_wait_until_the_end() -> None:
     # a paused TaskQueue at zero replicas never starts its tasks; they are not dropped from
     # the figures: each waited from its arrival to the end of the run

@@ -1,10 +1,12 @@
--- heartbeat.lua: refresh this worker's heartbeat deadline, add its service-time totals to the
--- stats hash, and list the workers whose deadline has passed (to be recovered with recover.lua).
+-- heartbeat.lua: refresh this worker's heartbeat deadline, add its service-time totals and wait
+-- histograms to the stats hash, and list the workers whose deadline has passed (to be recovered
+-- with recover.lua).
 -- Time is Redis's own clock (TIME), never the caller's: a worker clock that is off cannot make
 -- live peers look dead.
 -- KEYS[1] workers zset, KEYS[2] stats hash. ARGV[1] worker id, ARGV[2] deadline window (ms after
 -- now), ARGV[3..] pairs of stats field and integer increment (the milliseconds and attempts the
--- worker ran each queue's tasks for since its last beat: keys.service_fields; none when idle).
+-- worker ran each queue's tasks for since its last beat: keys.service_fields and
+-- keys.service_sq_fields; the waits it measured: keys.wait_fields; none when idle).
 -- Returns {now (unix ms, Redis clock), {ids of expired workers (never the caller)}}.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -160,7 +160,8 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
         if world.has_work():
             busy_until = n
         if n == steps:  # a tail after the last task too
-            steps = max(steps, min(cap, busy_until + math.ceil(settings.tail / settings.tick)))
+            steps = max(steps, min(cap, busy_until + max(1, math.ceil(settings.tail
+                                                                     / settings.tick))))
     c = world.counters
     left = world.unserved(t)
     waits = {q: (percentile(w, 0.50), percentile(w, 0.95), percentile(w, 0.99))
