@@ -42,6 +42,7 @@ back unrun), heartbeat (refresh + list expired workers). docs/worker.md describe
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
@@ -99,6 +100,12 @@ envelopes with an `enqueued_at`), per queue; added with each heartbeat."""
 WAITED_OVER_FIELD_PREFIX = "waited_over:"
 """Stats-hash field prefix of the tasks of WAITED_FIELD_PREFIX that waited longer than an edge:
 `waited_over:<edge seconds>:<queue>`."""
+
+
+def edges_below(seconds: float) -> int:
+    """How many edges of WAIT_EDGES_SECONDS a wait of `seconds` is longer than: it counts in
+    the first that many `waited_over:` fields of `wait_fields` (after the count)."""
+    return bisect.bisect_left(WAIT_EDGES_SECONDS, seconds)
 
 
 def wait_fields(queue: str) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from taskqueue.keys import WAIT_EDGES_SECONDS
+from taskqueue.keys import WAIT_EDGES_SECONDS, edges_below
 from taskqueue.observation import QueueObservation, WorkerObservation
 from taskqueue.quiesce import PodView
 from taskqueue.simulate.trace import Arrival
@@ -80,13 +80,9 @@ class Counters:
     def started(self, task: Task, wait: float) -> None:
         """A task's first start: its wait, and the histogram the workers report."""
         self.waits.setdefault(task.queue, []).append(wait)
-        counts = list(self.waited.get(task.queue, (0,) * (len(WAIT_EDGES_SECONDS) + 1)))
-        counts[0] += 1
-        for i, edge in enumerate(WAIT_EDGES_SECONDS):
-            if wait <= edge:
-                break
-            counts[i + 1] += 1
-        self.waited[task.queue] = tuple(counts)
+        counts = self.waited.get(task.queue, (0,) * (len(WAIT_EDGES_SECONDS) + 1))
+        over = 1 + edges_below(wait)
+        self.waited[task.queue] = (*(n + 1 for n in counts[:over]), *counts[over:])
 
     def served(self, task: Task) -> None:
         seconds, attempts = self.service.get(task.queue, (0.0, 0))

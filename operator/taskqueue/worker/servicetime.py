@@ -44,13 +44,10 @@ class SlotTotals:
 
     def waited(self, queue: str, seconds: float) -> None:
         """Count a task of `queue` that waited `seconds` before its first attempt."""
-        fields = _wait_fields(queue)
+        counted = _wait_fields(queue)[:1 + keys.edges_below(seconds)]
         with self._lock:
             waits = self._waits
-            waits[fields[0]] = waits.get(fields[0], 0) + 1
-            for edge, name in zip(keys.WAIT_EDGES_SECONDS, fields[1:], strict=True):
-                if seconds <= edge:
-                    break
+            for name in counted:
                 waits[name] = waits.get(name, 0) + 1
 
     def drain_into(self, seconds: dict[str, float], squares: dict[str, float],
