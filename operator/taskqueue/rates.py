@@ -97,18 +97,21 @@ class Rates:
         """The wait of `queue`'s recent tasks that `quantile` of them stayed under (linear
         between the histogram's edges; the last edge when more are past it); None until
         MIN_WAITED waits were measured."""
-        for q, sums in self.waits:
-            if q == queue and sums and sums[0] >= MIN_WAITED:
-                return wait_quantile_of(sums, quantile)
-        return None
+        sums = self._trusted_waits(queue)
+        return None if sums is None else wait_quantile_of(sums, quantile)
 
     def late_share(self, queue: str, target: float) -> float | None:
         """The share of `queue`'s recent tasks that waited longer than `target` seconds (linear
         between the histogram's edges; past the last edge, the share over it); None until
         MIN_WAITED waits were measured (or for tasks without an envelope time: never)."""
+        sums = self._trusted_waits(queue)
+        return None if sums is None else _over(sums, target) / sums[0]
+
+    def _trusted_waits(self, queue: str) -> tuple[float, ...] | None:
+        """`queue`'s decayed wait histogram once it holds MIN_WAITED waits."""
         for q, sums in self.waits:
             if q == queue and sums and sums[0] >= MIN_WAITED:
-                return _over(sums, target) / sums[0]
+                return sums
         return None
 
     def service_cv2(self, queue: str) -> float | None:
