@@ -27,7 +27,7 @@ import yaml
 from taskqueue import manifest
 from taskqueue.models import TaskQueue
 from taskqueue.simulate import report, trace
-from taskqueue.simulate.run import Result, Settings, simulate
+from taskqueue.simulate.run import Result, Scaler, Settings, simulate
 from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
 
 HERE = Path(__file__).resolve().parent
@@ -75,7 +75,8 @@ def run(name: str, concurrency: int, duration: float, overrides: list[str],
     if name == "two-priority":
         rename = {trace.HIGH: keys[0], trace.LOW: keys[1]}
         arrivals = [trace.Arrival(a.at, rename[a.queue], a.service) for a in arrivals]
-    scalers = [OperatorScaler(tq), KedaScaler(tq, KEDA_TUNED), KedaScaler(tq, KEDA_DEFAULTS)]
+    scalers: list[Scaler] = [OperatorScaler(tq), KedaScaler(tq, KEDA_TUNED),
+                             KedaScaler(tq, KEDA_DEFAULTS)]
     return [simulate(tq, arrivals, s, Settings(history=history)) for s in scalers]
 
 

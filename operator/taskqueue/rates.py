@@ -12,7 +12,8 @@ the next burst and slow tasks are remembered as long as fast ones.
 
 Workers report what they measured: the seconds they spent on each queue's tasks and the attempts
 (`QueueObservation.service`, added to the stats hash with each heartbeat). Where those totals
-exist, a queue's service time is their decayed ratio, exact however bursty the traffic; the
+exist, a queue's service time is their decayed ratio, exact however bursty the traffic (raised
+to Little's law while they still miss the slow tasks running: `Rates.unfinished_factor`); the
 estimates below are the fallback for workers that do not report them.
 
 Per queue, without reported totals, the service time comes from a least-squares fit of each
@@ -56,6 +57,11 @@ WAIT_MEMORY_TASKS = 600.0
 tasks of the queue."""
 MIN_WAITED = 20.0
 """Measured waits (decayed) needed before a queue's late share is trusted."""
+UNFINISHED_MIN_POLLS = 2.0
+"""`Rates.unfinished_factor` applies once the held task-seconds say tasks last at least this
+many poll intervals: they are sampled at the polls, which misjudges shorter tasks (a burst of
+0.2 s tasks seen in flight at one poll counts as held for half the interval), and the reports
+of such tasks are complete within seconds anyway."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,8 @@ class Rates:
     arrivals_short: tuple[tuple[str, float], ...] = ()
     busy_seconds: float = 0.0
     """Slot-seconds holding a task (in-flight x time)."""
+    interval: float = 0.0
+    """Seconds between the last two observations."""
     completions: float = 0.0
     backlog: tuple[tuple[str, int], ...] = ()
     taken: tuple[tuple[str, int], ...] = ()
@@ -117,18 +125,57 @@ class Rates:
     def service_cv2(self, queue: str) -> float | None:
         """Squared coefficient of variation of `queue`'s service time (variance / mean^2: 1 for
         exponential times, 0 for constant ones); None until reported for MIN_COMPLETIONS."""
-        mean = self.measured_service(queue)
+        mean = self._reported_service(queue)
         for q, squares, attempts in self.measured_sq:
             if q == queue and attempts >= MIN_COMPLETIONS and mean:
                 return max(0.0, squares / attempts / (mean * mean) - 1)
         return None
 
     def measured_service(self, queue: str) -> float | None:
-        """Mean seconds per attempt the workers reported for `queue` (None: too few)."""
+        """Mean seconds per attempt the workers reported for `queue` (None: too few), raised
+        by `unfinished_factor` while the reports still miss the slow tasks."""
+        reported = self._reported_service(queue)
+        return None if reported is None else reported * self.unfinished_factor
+
+    def _reported_service(self, queue: str) -> float | None:
         for q, seconds, attempts in self.measured:
             if q == queue and attempts >= MIN_COMPLETIONS:
                 return seconds / attempts
         return None
+
+    @property
+    def unfinished_factor(self) -> float:
+        """How far the reported mean falls short of Little's law on the slots (held
+        task-seconds / completions), at least 1.
+
+        Workers report a task's time when it ends, so while a fleet has run for less than a
+        few service times (a new TaskQueue, the ramp to a new load) the reports hold the
+        tasks that ended early and miss the slow ones still running: the mean they give is
+        too low (9.6 s, not 20 s, 40 s into a steady stream of exponential 20 s tasks), and
+        the fleet is sized too small. The held task-seconds count the running tasks' time as
+        well (the exposure estimate, exact for exponential times); once the fleet has run
+        long enough, the two agree and the reports' per-queue detail stands. Only varied
+        times hide slow tasks: the shortfall is scaled by twice the squared coefficient of
+        variation the reports show, at most 1 (an early sample of exponential times shows
+        about half their spread; times of one length get no raise, where Little's law would
+        overshoot right after the first completions)."""
+        seconds = sum(m[1] for m in self.measured)
+        attempts = sum(m[2] for m in self.measured)
+        if attempts < MIN_COMPLETIONS or seconds <= 0 or self.completions < MIN_COMPLETIONS:
+            return 1.0
+        held = self.busy_seconds / self.completions
+        if held < UNFINISHED_MIN_POLLS * self.interval:
+            return 1.0
+        mean = seconds / attempts
+        return 1.0 + self._reported_spread(mean) * max(0.0, held / mean - 1.0)
+
+    def _reported_spread(self, mean: float) -> float:
+        """min(1, 2 x cv2) of the reported times (1 where the squares are not reported)."""
+        squares = sum(m[1] for m in self.measured_sq)
+        counted = sum(m[2] for m in self.measured_sq)
+        if counted < MIN_COMPLETIONS:
+            return 1.0
+        return min(1.0, max(0.0, 2 * (squares / counted / (mean * mean) - 1)))
 
     def arrival_rate(self, queue: str) -> float:
         """Tasks/s into `queue`: the lower of the long and the short average."""
@@ -146,7 +193,7 @@ class Rates:
         seconds = sum(m[1] for m in self.measured)
         attempts = sum(m[2] for m in self.measured)
         if attempts >= MIN_COMPLETIONS:
-            return seconds / attempts
+            return seconds / attempts * self.unfinished_factor
         if self.busy_seconds <= 0:
             return None
         if self.completions < MIN_COMPLETIONS:
@@ -224,6 +271,7 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
         arrivals_short=tuple((q, old_short.get(q, 0.0) * keep_short + n)
                              for q, n in entered.items()),
         busy_seconds=rates.busy_seconds * held + busy,
+        interval=dt,
         completions=rates.completions * held + done,
         **_fit(rates, obs, busy, held),
     )

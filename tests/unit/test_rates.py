@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from taskqueue.keys import WAIT_EDGES_SECONDS
@@ -250,3 +252,55 @@ def test_a_histogram_that_is_gone_is_forgotten() -> None:
     assert rates.late_share("q", 10.0) is None
     rates = update(rates, waited(4.0, {"q": histogram(40, {})}))
     assert rates.late_share("q", 10.0) == 0.0
+
+
+def polled(reported_mean: float, *, held: list[int], completed_per_poll: int,
+           interval: float = 5.0, cv2: float | None = None) -> Rates:
+    """One poll per `interval` seeing `held[i]` tasks in flight, `completed_per_poll` ending
+    between polls, whose times the workers report at `reported_mean` each (and, given `cv2`,
+    their squares: mean^2 x (1 + cv2) each)."""
+    observations = []
+    for i, in_flight in enumerate(held):
+        n = completed_per_poll * i
+        o = reported(i * interval, {"q": (reported_mean * n, n)}, in_flight=in_flight,
+                     completed=n)
+        if cv2 is not None:
+            o = replace(o, service_sq={"q": (reported_mean ** 2 * (1 + cv2) * n, n)})
+        observations.append(o)
+    return feed(*observations)
+
+
+@pytest.mark.parametrize("reported_mean, held, per_poll, interval, cv2, expected", [
+    # 40 held x 5 s / 10 done = 20 s a task, but the ten that ended were the short ones (5 s):
+    # the slow ones are still running
+    pytest.param(5.0, [40] * 7, 10, 5.0, None, 20.0, id="ramp-reports-only-the-early-finishers"),
+    # Little's law and the reports agree: the reports stand
+    pytest.param(20.0, [40] * 7, 10, 5.0, None, 20.0, id="steady-reports-agree"),
+    # the reports say longer than the slots do (a sampling dip): the reports stand
+    pytest.param(25.0, [40] * 7, 10, 5.0, None, 25.0, id="reports-longer-stand"),
+    # bursts of 0.2 s tasks that one poll sees in flight and the next sees done: sampled at
+    # the polls they look held for 1 s each, shorter than two polls: the reports stand
+    pytest.param(0.2, [0, 40] * 4, 40, 2.0, None, 0.2, id="short-tasks-trust-the-reports"),
+    # the reports show times of one length: none can hide behind the ones that ended (Little's
+    # law overshoots right after the first completions of such tasks)
+    pytest.param(5.0, [40] * 7, 10, 5.0, 0.0, 5.0, id="constant-times-are-not-raised"),
+    # a spread like an early sample of exponential times (half of cv2 1): raised all the way
+    pytest.param(5.0, [40] * 7, 10, 5.0, 0.5, 20.0, id="varied-times-are-raised"),
+    # a little spread: raised part of the way (2 x 0.1 of the shortfall 15 s)
+    pytest.param(5.0, [40] * 7, 10, 5.0, 0.1, 8.0, id="little-spread-raised-a-little"),
+])
+def test_reports_missing_the_running_slow_tasks_are_raised_to_littles_law(
+        reported_mean: float, held: list[int], per_poll: int, interval: float,
+        cv2: float | None, expected: float) -> None:
+    rates = polled(reported_mean, held=held, completed_per_poll=per_poll, interval=interval,
+                   cv2=cv2)
+    assert rates.measured_service("q") == pytest.approx(expected, rel=0.01)
+    assert rates.service_seconds == pytest.approx(expected, rel=0.01)
+
+
+def test_a_restarted_operator_trusts_the_reported_history_until_it_has_its_own() -> None:
+    # the first totals are history; the slots have no completions of their own yet
+    rates = feed(reported(0, {"q": (600.0, 100)}, in_flight=40, completed=500),
+                 reported(5, {"q": (610.0, 101)}, in_flight=40, completed=501))
+    assert rates.unfinished_factor == 1.0
+    assert rates.measured_service("q") == pytest.approx(6.0, rel=0.02)
