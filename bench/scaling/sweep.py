@@ -9,7 +9,8 @@ their own `targetWaitSeconds` and what they cost against the need (lambda x S / 
 Grid: concurrency 1/4/16 x mean service 0.2/2/20 s x exponential / constant / log-normal
 (cv2 4) x need 0.5/3/15 pods x target 1/5/30 s x pod start-up 1/20 s, without the points of
 more than 150 000 tasks (414 runs, ~4 min on 2 cores). A run counts as late when its p95 wait
-is over its target; its cost is mean replicas / need.
+is over its target; its cost is mean replicas / need. Every run is also checked for busy pods
+deleted, tasks interrupted or not completed, and the time back to zero.
 """
 
 from __future__ import annotations
@@ -73,7 +74,10 @@ def one(args: tuple[Point, float]) -> dict[str, Any]:
     return {"concurrency": concurrency, "service": service, "shape": shape, "need": need,
             "target": target, "startup": startup, "p95": round(r.p95(), 3),
             "cost": round(r.mean_replicas / need, 3), "late": r.p95() > target,
-            "unsafe": r.busy_deleted + r.interrupted + r.unserved}
+            "unsafe": r.busy_deleted + r.interrupted + r.unserved,
+            "zero_after": r.zero_after,
+            "zero_late": r.zero_after is None or r.zero_after > (
+                tq.spec.scaling.idleCooldownSeconds + tq.spec.scaling.pollIntervalSeconds + 1)}
 
 
 def grid(duration: float) -> list[Point]:
@@ -97,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
               "startup={startup}: p95 {p95} s, cost {cost}x".format(**r))
     print(f"{len(rows)} runs, {len(late)} over their target, "
           f"{sum(r['unsafe'] > 0 for r in rows)} with a busy pod deleted, a task interrupted "
-          f"or not completed; mean replicas / need: mean "
+          f"or not completed, {sum(r['zero_late'] for r in rows)} not back to zero within "
+          f"idleCooldownSeconds + one poll; mean replicas / need: mean "
           f"{statistics.mean(r['cost'] for r in rows):.3f}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
