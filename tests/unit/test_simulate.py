@@ -194,12 +194,38 @@ def test_csv_traces(tmp_path: Path) -> None:
     assert trace.read_csv(path) == [Arrival(0.0, "b", 2.0), Arrival(5.0, "a", 1.5)]
 
 
+@pytest.mark.parametrize("text, expected", [
+    pytest.param("queue,service_seconds,enqueued_at,host\na,1.5,105,x\nb,2,100,y\n",
+                 [Arrival(0.0, "b", 2.0), Arrival(5.0, "a", 1.5)], id="header-in-any-order"),
+    pytest.param("\ufeffenqueued_at,queue,service_seconds\r\n100,b,2\r\n\r\n105,a,1.5\r\n",
+                 [Arrival(0.0, "b", 2.0), Arrival(5.0, "a", 1.5)], id="bom-crlf-blank-lines"),
+    pytest.param("2026-12-01T10:00:05Z,a,1.5\n2026-12-01T10:00:00+00:00,b,2\n",
+                 [Arrival(0.0, "b", 2.0), Arrival(5.0, "a", 1.5)], id="iso-8601-times"),
+    pytest.param("2026-12-01T10:00:05,a,1.5\n2026-12-01T12:00:00+02:00,b,2\n",
+                 [Arrival(0.0, "b", 2.0), Arrival(5.0, "a", 1.5)], id="no-offset-is-utc"),
+    pytest.param("t,q,s\n105,a,1.5\n100,b,2\n",
+                 [Arrival(0.0, "b", 2.0), Arrival(5.0, "a", 1.5)], id="other-names-in-order"),
+])
+def test_csv_trace_shapes(tmp_path: Path, text: str, expected: list[Arrival]) -> None:
+    path = tmp_path / "t.csv"
+    path.write_bytes(text.encode())
+    assert trace.read_csv(path) == expected
+
+
 @pytest.mark.parametrize("text, message", [
     pytest.param("", "no tasks", id="empty"),
     pytest.param("1,a\n", "2 columns; write enqueued_at,queue,service_seconds", id="columns"),
-    pytest.param("1,a,x\n", "must be numbers", id="not-a-number"),
+    pytest.param("1,a,x\n", "service_seconds a finite number", id="not-a-number"),
     pytest.param("1,a,-1\n", "service >= 0", id="negative"),
+    pytest.param("1,a,nan\n", "finite number", id="nan-service"),
+    pytest.param("inf,a,1\n", "ISO 8601", id="infinite-time"),
     pytest.param("1,,1\n", "empty queue", id="no-queue"),
+    pytest.param("yesterday,a,1\n", "'yesterday'", id="bad-time-in-the-first-row"),
+    pytest.param("1,a,1\nyesterday,a,1\n", "'yesterday'", id="bad-time-after-the-first-row"),
+    pytest.param("at,queue,service_seconds,host\n1,a,1,x\n", "no column enqueued_at",
+                 id="header-missing-a-column"),
+    pytest.param("queue,enqueued_at,service_seconds,host\na,1\n", "fewer than the header",
+                 id="row-shorter-than-header"),
 ])
 def test_bad_csv_rows_are_named(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "t.csv"

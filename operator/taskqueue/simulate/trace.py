@@ -1,8 +1,10 @@
 """Traces for the simulator: a CSV file or a built-in generator, as sorted `Arrival`s. Pure.
 
-CSV: one task per row, `enqueued_at,queue,service_seconds` (a header row naming those columns is
-optional; times are seconds from the start of the trace, or any origin: they are shifted so the
-first task arrives at 0). Generators (seeded, so a run is reproducible):
+CSV: one task per row, `enqueued_at,queue,service_seconds`. A header row is optional; one naming
+those three columns may put them in any order and add others (ignored), as an export from logs
+has them. `enqueued_at` is seconds from any origin, or an ISO 8601 time (`2026-12-01T10:00:00Z`;
+without an offset, UTC); the trace is shifted so its first task arrives at 0. Generators (seeded,
+so a run is reproducible):
 
 | name         | traffic                                                                       |
 |--------------|-------------------------------------------------------------------------------|
@@ -23,6 +25,7 @@ import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 HIGH, LOW = "high", "low"
@@ -53,16 +56,22 @@ class Load:
     queue: str = DEFAULT_QUEUE
 
 
+COLUMNS = ("enqueued_at", "queue", "service_seconds")
+
+
 def read_csv(path: Path) -> list[Arrival]:
     """The arrivals in the CSV at `path`, sorted and shifted to start at 0."""
     out: list[Arrival] = []
-    with path.open(newline="") as f:
+    columns: tuple[int, int, int] | None = None
+    header = False
+    with path.open(newline="", encoding="utf-8-sig") as f:
         for n, row in enumerate(csv.reader(f), start=1):
-            if not row or row[0].strip().startswith("#"):
+            if not any(c.strip() for c in row) or row[0].strip().startswith("#"):
                 continue
-            if n == 1 and not _is_number(row[0]):
-                continue  # header
-            out.append(_row(row, n, path))
+            if not out and not header and all(_time(c.strip()) is None for c in row):
+                header, columns = True, _header(row, n, path)
+                continue
+            out.append(_row(row, n, path, columns))
     if not out:
         raise TraceError(f"{path}: no tasks; write rows of enqueued_at,queue,service_seconds")
     out.sort(key=lambda a: a.at)
@@ -70,24 +79,51 @@ def read_csv(path: Path) -> list[Arrival]:
     return [Arrival(a.at - start, a.queue, a.service) for a in out]
 
 
-def _is_number(text: str) -> bool:
+def _header(row: list[str], n: int, path: Path) -> tuple[int, int, int] | None:
+    """Where a header row puts the three columns (None: the header is the plain three)."""
+    names = [c.strip().lower() for c in row]
+    missing = [c for c in COLUMNS if c not in names]
+    if not missing:
+        return names.index(COLUMNS[0]), names.index(COLUMNS[1]), names.index(COLUMNS[2])
+    if len(names) == len(COLUMNS):
+        return None  # a header of other names over the three columns in order
+    raise TraceError(f"{path}:{n}: the header has no column {', '.join(missing)}; name the "
+                     "columns enqueued_at,queue,service_seconds")
+
+
+def _time(text: str) -> float | None:
+    """Seconds from a number or an ISO 8601 time (UTC without an offset); None if neither."""
     try:
-        float(text)
+        value = float(text)
     except ValueError:
-        return False
-    return True
+        try:
+            stamp = datetime.fromisoformat(text)
+        except ValueError:
+            return None
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=UTC)
+        return stamp.timestamp()
+    return value if math.isfinite(value) else None
 
 
-def _row(row: list[str], n: int, path: Path) -> Arrival:
-    if len(row) != 3:
+def _row(row: list[str], n: int, path: Path, columns: tuple[int, int, int] | None) -> Arrival:
+    if columns is None and len(row) != len(COLUMNS):
         raise TraceError(f"{path}:{n}: {len(row)} columns; write enqueued_at,queue,service_seconds")
-    at, queue, service = (c.strip() for c in row)
-    if not (_is_number(at) and _is_number(service)) or float(service) < 0:
-        raise TraceError(f"{path}:{n}: enqueued_at and service_seconds must be numbers "
-                         f"(service >= 0), got {at!r}, {service!r}")
+    if columns is not None and len(row) <= max(columns):
+        raise TraceError(f"{path}:{n}: {len(row)} columns, fewer than the header names")
+    at_text, queue, service_text = (row[i].strip() for i in (columns or (0, 1, 2)))
+    at = _time(at_text)
+    try:
+        service = float(service_text)
+    except ValueError:
+        service = math.nan
+    if at is None or not math.isfinite(service) or service < 0:
+        raise TraceError(f"{path}:{n}: enqueued_at must be a number of seconds or an ISO 8601 "
+                         f"time and service_seconds a finite number (service >= 0), got "
+                         f"{at_text!r}, {service_text!r}")
     if not queue:
         raise TraceError(f"{path}:{n}: empty queue; name the queue key")
-    return Arrival(float(at), queue, float(service))
+    return Arrival(at, queue, service)
 
 
 def _poisson(rng: random.Random, rate_at: Callable[[float], float], peak: float,
