@@ -78,10 +78,14 @@ class Rates:
     interval: float = 0.0
     """Seconds between the last two observations."""
     completions: float = 0.0
+    """Attempts ended (completed or failed), decayed as `busy_seconds` is."""
     backlog: tuple[tuple[str, int], ...] = ()
     taken: tuple[tuple[str, int], ...] = ()
     in_flight: int = 0
     completed: int = 0
+    failed: int = 0
+    """The `completed` and `failed` counters at the last observation: an attempt ends in one or
+    the other (a retried task's next attempt is another arrival and another end)."""
     mix: tuple[tuple[str, str, float], ...] = ()
     """Decayed sums of taken_q x taken_r per interval (the fit's normal matrix)."""
     mix_busy: tuple[tuple[str, float], ...] = ()
@@ -242,7 +246,7 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
     """`rates` after `obs` (the first observation only records the counters)."""
     counters = replace(
         rates, at=obs.at, backlog=tuple(obs.backlog.items()), taken=tuple(obs.taken.items()),
-        in_flight=obs.in_flight, completed=obs.completed_total,
+        in_flight=obs.in_flight, completed=obs.completed_total, failed=obs.failed_total,
         reported=tuple((q, s, n) for q, (s, n) in obs.service.items()),
         reported_sq=tuple((q, s2, n) for q, (s2, n) in obs.service_sq.items()),
         measured=_measured(rates, obs),
@@ -254,8 +258,8 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
         return counters
     dt = obs.at - rates.at
     keep = math.exp(-dt / MEMORY_SECONDS)
-    done = obs.completed_total - rates.completed
-    if done < 0:  # the stats hash was reset: start the sums again
+    done = obs.completed_total - rates.completed + max(0, obs.failed_total - rates.failed)
+    if obs.completed_total < rates.completed:  # the stats hash was reset: start the sums again
         return replace(counters, elapsed=0.0, arrivals=(), elapsed_short=0.0,
                        arrivals_short=(), busy_seconds=0.0, completions=0.0)
     entered = _steady_part(rates, _arrivals(rates, obs, done), dt)

@@ -304,3 +304,16 @@ def test_a_restarted_operator_trusts_the_reported_history_until_it_has_its_own()
                  reported(5, {"q": (610.0, 101)}, in_flight=40, completed=501))
     assert rates.unfinished_factor == 1.0
     assert rates.measured_service("q") == pytest.approx(6.0, rel=0.02)
+
+
+def test_failed_attempts_end_on_the_slots_as_completed_ones_do() -> None:
+    # 40 held, 10 attempts ending per 5 s poll, 3 of them failing (retried): each attempt held
+    # its slot 20 s, as the workers report; counting only the 7 completed would make it 28.6 s
+    observations = []
+    for i in range(7):
+        observation = reported(i * 5.0, {"q": (20.0 * 10 * i, 10 * i)}, in_flight=40,
+                               completed=7 * i)
+        observations.append(replace(observation, failed_total=3 * i))
+    rates = feed(*observations)
+    assert rates.unfinished_factor == pytest.approx(1.0)
+    assert rates.service_seconds == pytest.approx(20.0, rel=0.01)
