@@ -150,7 +150,7 @@ class Rates:
     @property
     def unfinished_factor(self) -> float:
         """How far the reported mean falls short of Little's law on the slots (held
-        task-seconds / completions), at least 1.
+        task-seconds / attempts ended), at least 1.
 
         Workers report a task's time when it ends, so while a fleet has run for less than a
         few service times (a new TaskQueue, the ramp to a new load) the reports hold the
