@@ -163,15 +163,19 @@ class Rates:
         variation the reports show, at most 1 (an early sample of exponential times shows
         about half their spread; times of one length get no raise, where Little's law would
         overshoot right after the first completions)."""
-        seconds = sum(m[1] for m in self.measured)
-        attempts = sum(m[2] for m in self.measured)
-        if attempts < MIN_COMPLETIONS or seconds <= 0 or self.completions < MIN_COMPLETIONS:
+        mean = self._reported_mean
+        if mean is None or mean <= 0 or self.completions < MIN_COMPLETIONS:
             return 1.0
         held = self.busy_seconds / self.completions
         if held < UNFINISHED_MIN_POLLS * self.interval:
             return 1.0
-        mean = seconds / attempts
         return 1.0 + self._reported_spread(mean) * max(0.0, held / mean - 1.0)
+
+    @property
+    def _reported_mean(self) -> float | None:
+        """Seconds per attempt the workers reported over all queues (None: too few)."""
+        attempts = sum(m[2] for m in self.measured)
+        return sum(m[1] for m in self.measured) / attempts if attempts >= MIN_COMPLETIONS else None
 
     def _reported_spread(self, mean: float) -> float:
         """min(1, 2 x cv2) of the reported times (1 where the squares are not reported)."""
@@ -194,10 +198,9 @@ class Rates:
     def service_seconds(self) -> float | None:
         """Mean seconds a task is held; before MIN_COMPLETIONS, the lower bound held
         task-seconds / (completed + held tasks) (the tasks in hand have run at least that)."""
-        seconds = sum(m[1] for m in self.measured)
-        attempts = sum(m[2] for m in self.measured)
-        if attempts >= MIN_COMPLETIONS:
-            return seconds / attempts * self.unfinished_factor
+        reported = self._reported_mean
+        if reported is not None:
+            return reported * self.unfinished_factor
         if self.busy_seconds <= 0:
             return None
         if self.completions < MIN_COMPLETIONS:
@@ -209,7 +212,7 @@ class Rates:
     def service_known(self) -> bool:
         """The mean service time is measured (reported for, or completed by, MIN_COMPLETIONS
         tasks), not the lower bound `service_seconds` gives before."""
-        return (sum(m[2] for m in self.measured) >= MIN_COMPLETIONS
+        return (self._reported_mean is not None
                 or (self.busy_seconds > 0 and self.completions >= MIN_COMPLETIONS))
 
     @property
@@ -258,13 +261,13 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
         return counters
     dt = obs.at - rates.at
     keep = math.exp(-dt / MEMORY_SECONDS)
-    done = obs.completed_total - rates.completed + max(0, obs.failed_total - rates.failed)
+    ended = obs.completed_total - rates.completed + max(0, obs.failed_total - rates.failed)
     if obs.completed_total < rates.completed:  # the stats hash was reset: start the sums again
         return replace(counters, elapsed=0.0, arrivals=(), elapsed_short=0.0,
                        arrivals_short=(), busy_seconds=0.0, completions=0.0)
-    entered = _steady_part(rates, _arrivals(rates, obs, done), dt)
+    entered = _steady_part(rates, _arrivals(rates, obs, ended), dt)
     busy = dt * (rates.in_flight + obs.in_flight) / 2
-    held = math.exp(-done / SERVICE_MEMORY_TASKS)
+    held = math.exp(-ended / SERVICE_MEMORY_TASKS)
     keep_short = math.exp(-dt / SHORT_MEMORY_SECONDS)
     old, old_short = dict(rates.arrivals), dict(rates.arrivals_short)
     return replace(
@@ -276,7 +279,7 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
                              for q, n in entered.items()),
         busy_seconds=rates.busy_seconds * held + busy,
         interval=dt,
-        completions=rates.completions * held + done,
+        completions=rates.completions * held + ended,
         **_fit(rates, obs, busy, held),
     )
 
@@ -299,13 +302,13 @@ def _steady_part(rates: Rates, entered: dict[str, float], dt: float) -> dict[str
     return out
 
 
-def _arrivals(rates: Rates, obs: QueueObservation, done: int) -> dict[str, float]:
+def _arrivals(rates: Rates, obs: QueueObservation, ended: int) -> dict[str, float]:
     before, taken_before = dict(rates.backlog), dict(rates.taken)
     queues = list(obs.backlog)
     if queues and all(q in obs.taken and q in taken_before for q in queues):
         return {q: max(0.0, float(obs.backlog[q] - before.get(q, 0)
                                   + obs.taken[q] - taken_before[q])) for q in queues}
-    total = obs.queued - sum(before.values()) + obs.in_flight - rates.in_flight + done
+    total = obs.queued - sum(before.values()) + obs.in_flight - rates.in_flight + ended
     entered = dict.fromkeys(queues, 0.0)
     if queues:
         entered[queues[0]] = max(0.0, float(total))
