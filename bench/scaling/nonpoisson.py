@@ -35,7 +35,7 @@ from taskqueue.simulate.trace import Arrival
 DURATION = 3600.0
 
 
-def _lognormal(rng: random.Random, mean: float, cv: float) -> float:
+def lognormal(rng: random.Random, mean: float, cv: float) -> float:
     s2 = math.log(1 + cv * cv)
     return rng.lognormvariate(math.log(mean) - s2 / 2, math.sqrt(s2))
 
@@ -63,7 +63,7 @@ def heavy(per_slot: int, rng: random.Random) -> list[Arrival]:
     out, t = [], 0.0
     while t < DURATION:
         t += rng.expovariate(1.0 * per_slot)
-        out.append(Arrival(t, "tasks", _lognormal(rng, 1.0, 3.0)))
+        out.append(Arrival(t, "tasks", lognormal(rng, 1.0, 3.0)))
     return out
 
 

@@ -80,6 +80,12 @@ def run(name: str, concurrency: int, duration: float, overrides: list[str],
     return [simulate(tq, arrivals, s, Settings(history=history)) for s in scalers]
 
 
+def back_to_zero(result: Result, cooldown: float, poll: float) -> bool:
+    """The fleet reached zero within idleCooldownSeconds + one poll of its last completion
+    (+ 1 s: the poll that sees the cooldown pass and the API call after it)."""
+    return result.zero_after is not None and result.zero_after <= cooldown + poll + 1
+
+
 def checks(name: str, concurrency: int, results: list[Result], cooldown: float, poll: float,
            targets: dict[str, float] | None = None) -> list[tuple[str, bool, str]]:
     ours, tuned, defaults = results
@@ -87,7 +93,7 @@ def checks(name: str, concurrency: int, results: list[Result], cooldown: float, 
             ours.busy_deleted == 0 and ours.interrupted == 0 and ours.unserved == 0,
             f"{ours.busy_deleted} busy pods deleted, {ours.interrupted} interrupted, "
             f"{ours.unserved} not completed")]
-    zero_ok = ours.zero_after is not None and ours.zero_after <= cooldown + poll + 1
+    zero_ok = back_to_zero(ours, cooldown, poll)
     out.append(("back to zero within idleCooldownSeconds + one poll", zero_ok,
                 f"{ours.zero_after if ours.zero_after is None else round(ours.zero_after, 1)}s"
                 f" (limit {cooldown + poll:g}s)"))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import random
 import statistics
 import sys
@@ -29,6 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import run as bench  # bench/scaling/run.py: the manifest
+from nonpoisson import lognormal
 
 from taskqueue.simulate.run import Settings, simulate
 from taskqueue.simulate.scalers import OperatorScaler
@@ -50,8 +50,7 @@ def draw(rng: random.Random, shape: str, mean: float) -> float:
         return rng.expovariate(1 / mean)
     if shape == "constant":
         return mean
-    sigma = math.sqrt(math.log(5))  # cv2 = e^(sigma^2) - 1 = 4
-    return rng.lognormvariate(math.log(mean) - sigma * sigma / 2, sigma)
+    return lognormal(rng, mean, 2.0)  # cv2 4
 
 
 def arrivals(point: Point, duration: float) -> list[Arrival]:
@@ -76,8 +75,8 @@ def one(args: tuple[Point, float]) -> dict[str, Any]:
             "cost": round(r.mean_replicas / need, 3), "late": r.p95() > target,
             "unsafe": r.busy_deleted + r.interrupted + r.unserved,
             "zero_after": r.zero_after,
-            "zero_late": r.zero_after is None or r.zero_after > (
-                tq.spec.scaling.idleCooldownSeconds + tq.spec.scaling.pollIntervalSeconds + 1)}
+            "zero_late": not bench.back_to_zero(r, tq.spec.scaling.idleCooldownSeconds,
+                                                tq.spec.scaling.pollIntervalSeconds)}
 
 
 def grid(duration: float) -> list[Point]:
