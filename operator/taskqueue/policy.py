@@ -26,7 +26,9 @@ The rules, in the order they are applied:
    unless more than 5 % of the queue's recent tasks waited past its target (the workers' wait
    histograms: `waitpolicy.over_budget`) and the target can still be met.
 6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
-   passed since work was last seen; until then at least one replica stays.
+   passed since work was last seen; until then one replica stays, or, for arrivals that come in
+   batches, the replicas the next batch needs (`waitmodel.WaitSizing.batches`) while the
+   measured arrivals make a lull that long normal (`rates.Rates.lull_expected`).
 7. Clamp to [minReplicas, maxReplicas].
 8. Up: immediate, at most ``maxScaleUpStep`` added (0 -> n on the first poll that sees a task).
    Down: to the highest recommendation of the last ``scaleDownStabilizationSeconds`` (as the HPA
@@ -196,9 +198,10 @@ def _recommend(
     spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float, fleet: _Fleet
 ) -> _Recommendation:
     rec, why = _by_length(spec, obs, state)
-    steady, burst = rec, False
+    steady, burst, batches = rec, False, 0
     sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order)
     if sizing is not None:
+        batches = math.ceil(sizing.batches / fleet.concurrency)
         rec, why = _by_length(spec, obs, state, exclude=frozenset(spec.targetWaitSeconds or {}))
         steady = max(rec, math.ceil(sizing.steady / fleet.concurrency))
         wait_rec = math.ceil(sizing.slots / fleet.concurrency)
@@ -206,14 +209,17 @@ def _recommend(
             rec, burst = wait_rec, sizing.burst
             why = f"{sizing.why} / concurrency {fleet.concurrency} = {wait_rec}"
     if obs.queued + obs.in_flight + obs.due_soon == 0:
-        rec = steady = 0
-    if rec == 0 and state.replicas > 0:
         idle_for = now - (state.last_active if state.last_active is not None else now)
-        if idle_for < spec.idleCooldownSeconds:
-            rec = steady = 1
+        if state.replicas > 0 and idle_for < spec.idleCooldownSeconds:
             why = f"idle {idle_for:.0f}s < idleCooldownSeconds {spec.idleCooldownSeconds:g}"
+            rec = steady = 1
+            if batches > 1 and state.rates.lull_expected(idle_for):
+                rec = steady = batches
+                why += f": {batches} for the next batch (arrivals come in batches)"
         else:
-            why = f"idle {idle_for:.0f}s >= idleCooldownSeconds {spec.idleCooldownSeconds:g}"
+            rec = steady = 0
+            if state.replicas > 0:
+                why = f"idle {idle_for:.0f}s >= idleCooldownSeconds {spec.idleCooldownSeconds:g}"
     clamped = _clamp(rec, spec)
     if clamped != rec:
         bound = "maxReplicas" if clamped < rec else "minReplicas"

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from taskqueue.keys import WAIT_EDGES_SECONDS
 from taskqueue.observation import QueueObservation
@@ -55,6 +55,15 @@ RIDGE = 0.05
 WAIT_MEMORY_TASKS = 600.0
 """The wait histograms forget per measured task: the late share is that of the last few hundred
 tasks of the queue."""
+SPREAD_MEMORY_SECONDS = 300.0
+"""Time constant of the sums behind `Rates.arrival_cv2` (minutes: batches are counted by the
+dozen, not by the task)."""
+SPREAD_MIN_TASKS = 20.0
+SPREAD_MIN_INTERVALS = 10.0
+"""`Rates.arrival_cv2` is trusted once its sums hold this many tasks arrived in at least this
+many intervals (decayed): batches that recur, not one burst (a burst is the backlog's to start:
+the wait model's burst term)."""
+SPREAD_MAX = 50.0
 MIN_WAITED = 20.0
 """Measured waits (decayed) needed before a queue's late share is trusted."""
 UNFINISHED_MIN_POLLS = 2.0
@@ -62,6 +71,23 @@ UNFINISHED_MIN_POLLS = 2.0
 many poll intervals: they are sampled at the polls, which misjudges shorter tasks (a burst of
 0.2 s tasks seen in flight at one poll counts as held for half the interval), and the reports
 of such tasks are complete within seconds anyway."""
+
+
+class ArrivalSpread(NamedTuple):
+    """One queue's decayed sums for `Rates.arrival_cv2`, x being an interval's arrivals per
+    second: E[(x_i - x_{i-1})^2] = IDC x lambda x (1 / dt_i + 1 / dt_{i-1}) for a stationary
+    count with index of dispersion IDC, so the ratio of `squares` to `base` estimates IDC."""
+
+    queue: str
+    squares: float = 0.0
+    """Sum of (x_i - x_{i-1})^2."""
+    base: float = 0.0
+    """Sum of (x_i + x_{i-1}) / 2 x (1 / dt_i + 1 / dt_{i-1})."""
+    tasks: float = 0.0
+    intervals: float = 0.0
+    """Intervals in which a task arrived."""
+    last_rate: float = 0.0
+    last_dt: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -104,6 +130,8 @@ class Rates:
     waits: tuple[tuple[str, tuple[float, ...]], ...] = ()
     """Decayed sums of the reported wait histograms per queue (the count, then over each edge
     of `keys.WAIT_EDGES_SECONDS`)."""
+    spread: tuple[ArrivalSpread, ...] = ()
+    """Per queue, the decayed sums behind `arrival_cv2`."""
 
     def wait_quantile(self, queue: str, quantile: float) -> float | None:
         """The wait of `queue`'s recent tasks that `quantile` of them stayed under (linear
@@ -185,12 +213,37 @@ class Rates:
             return 1.0
         return min(1.0, max(0.0, 2 * (squares / counted / (mean * mean) - 1)))
 
+    def arrival_cv2(self, queue: str) -> float | None:
+        """How much burstier than Poisson `queue`'s arrivals are: the index of dispersion of the
+        count per poll interval (variance / mean: 1 for Poisson, for tasks arriving in batches
+        the mean size of the batch a task arrives in, E[B^2] / E[B]; under 1 for a regular
+        feed), estimated as the Allan factor (successive intervals' differences, so a rate that
+        drifts or steps over minutes adds little). For the wait model it is the squared
+        coefficient of variation of the inter-arrival times. None until SPREAD_MIN_TASKS arrived
+        in SPREAD_MIN_INTERVALS intervals."""
+        for s in self.spread:
+            if (s.queue == queue and s.tasks >= SPREAD_MIN_TASKS
+                    and s.intervals >= SPREAD_MIN_INTERVALS and s.base > 0):
+                return min(SPREAD_MAX, s.squares / s.base)
+        return None
+
+    def lull_expected(self, seconds: float) -> bool:
+        """The arrivals as measured (rate and batches) leave `seconds` without a task more than
+        5 % of the time: a lull that long says nothing about the rate."""
+        for q, _ in self.arrivals:
+            rate = self.arrival_rate(q)
+            batch = max(1.0, self.arrival_cv2(q) or 1.0)
+            if rate > 0 and rate * seconds / batch < math.log(20):
+                return True
+        return False
+
     def arrival_rate(self, queue: str) -> float:
         """Tasks/s into `queue`: the lower of the long and the short average."""
         if self.elapsed <= 0 or self.elapsed_short <= 0:
             return 0.0
         long = dict(self.arrivals).get(queue, 0.0) / self.elapsed
-        if long * SHORT_MEMORY_SECONDS < SHORT_MIN_TASKS:  # too sparse for a short average
+        # too few for a short average (batches count as one each: arrival_cv2 tasks)
+        if long * SHORT_MEMORY_SECONDS < SHORT_MIN_TASKS * max(1.0, self.arrival_cv2(queue) or 1.0):
             return long
         return min(long, dict(self.arrivals_short).get(queue, 0.0) / self.elapsed_short)
 
@@ -265,7 +318,8 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
     if obs.completed_total < rates.completed:  # the stats hash was reset: start the sums again
         return replace(counters, elapsed=0.0, arrivals=(), elapsed_short=0.0,
                        arrivals_short=(), busy_seconds=0.0, completions=0.0)
-    entered = _steady_part(rates, _arrivals(rates, obs, ended), dt)
+    raw = _arrivals(rates, obs, ended)
+    entered = _steady_part(rates, raw, dt)
     busy = dt * (rates.in_flight + obs.in_flight) / 2
     held = math.exp(-ended / SERVICE_MEMORY_TASKS)
     keep_short = math.exp(-dt / SHORT_MEMORY_SECONDS)
@@ -280,6 +334,7 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
         busy_seconds=rates.busy_seconds * held + busy,
         interval=dt,
         completions=rates.completions * held + ended,
+        spread=_spread(rates, raw, dt),
         **_fit(rates, obs, busy, held),
     )
 
@@ -298,8 +353,27 @@ def _steady_part(rates: Rates, entered: dict[str, float], dt: float) -> dict[str
         rate = max(long.get(q, 0.0) / rates.elapsed,
                    short.get(q, 0.0) / rates.elapsed_short if rates.elapsed_short > 0 else 0.0)
         expected = rate * dt
-        out[q] = min(n, expected + BATCH_SIGMAS * math.sqrt(expected) + BATCH_SLACK)
+        spread = max(1.0, rates.arrival_cv2(q) or 1.0)
+        out[q] = min(n, expected + BATCH_SIGMAS * math.sqrt(spread * expected) + BATCH_SLACK)
     return out
+
+
+def _spread(rates: Rates, entered: dict[str, float], dt: float) -> tuple[ArrivalSpread, ...]:
+    """`rates.spread` after an interval of `dt` seconds in which `entered` tasks arrived."""
+    keep = math.exp(-dt / SPREAD_MEMORY_SECONDS)
+    before = {s.queue: s for s in rates.spread}
+    out = []
+    for q, n in entered.items():
+        x, old = n / dt, before.get(q)
+        if old is None:
+            out.append(ArrivalSpread(q, last_rate=x, last_dt=dt))
+            continue
+        out.append(ArrivalSpread(
+            q, squares=old.squares * keep + (x - old.last_rate) ** 2,
+            base=old.base * keep + (x + old.last_rate) / 2 * (1 / dt + 1 / old.last_dt),
+            tasks=old.tasks * keep + n, intervals=old.intervals * keep + (1.0 if n > 0 else 0.0),
+            last_rate=x, last_dt=dt))
+    return tuple(out)
 
 
 def _arrivals(rates: Rates, obs: QueueObservation, ended: int) -> dict[str, float]:

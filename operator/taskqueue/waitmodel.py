@@ -22,6 +22,12 @@ least `horizon` seconds of the burst), k new slots start k tasks at once and k /
 after: a_k + 0.95 x excess / (1 + w / S) (`_burst_slots`). The floor gives way to the target for
 a queue whose measured late share is over its 5 % (`QueueLoad.over_budget`) while the target
 can still be met: the target is the user's, the floor only a saving.
+
+Arrivals that come in batches (`QueueLoad.arrival_cv2` D > 1, the index of dispersion the
+operator measures: the mean size of the batch a task arrives in) scale the decay by 2 / (D +
+cv2) instead (Allen-Cunneen with D as the arrivals' cv2), and the steady fleet also starts 95 %
+of a batch within the target (`batch_slots`); a batch of that size queued is then normal, not a
+burst.
 """
 
 from __future__ import annotations
@@ -50,6 +56,10 @@ class QueueLoad:
     """Seconds the oldest queued task has already waited (spent from its target)."""
     cv2: float | None = None
     """Squared coefficient of variation of this queue's service time (None: unknown)."""
+    arrival_cv2: float | None = None
+    """Index of dispersion of this queue's arrivals per poll (`rates.Rates.arrival_cv2`: 1 for
+    Poisson, the mean size of the batch a task arrives in for batches; None: unknown, taken as
+    Poisson). Values under 1 are taken as 1."""
     over_budget: bool = False
     """More than 1 - QUANTILE of this queue's recent tasks waited longer than its target
     (measured by the workers: `rates.Rates.late_share`): its bursts are then started within
@@ -71,14 +81,15 @@ def erlang_c(slots: int, load: float) -> float:
 
 
 def wait_tail(*, slots: int, service: float, load_before: float, load_through: float,
-              load_total: float, wait: float, cv2: float = 1.0) -> float:
+              load_total: float, wait: float, cv2: float = 1.0, ca2: float = 1.0) -> float:
     """P(W > wait) for a task of a queue whose higher-priority load is `load_before` and whose
     load with its own is `load_through` (Erlang loads, tasks/s x S); `cv2` is the squared
-    coefficient of variation of the service time (1: exponential)."""
+    coefficient of variation of the service time (1: exponential), `ca2` that of the arrivals
+    (1: Poisson)."""
     if slots <= load_through:
         return 1.0
     s_before, s_through = load_before / slots, load_through / slots
-    rate = slots / service * (1 - s_before) * (1 - s_through) / ((1 + cv2) / 2)
+    rate = slots / service * (1 - s_before) * (1 - s_through) / ((ca2 + cv2) / 2)
     return erlang_c(slots, load_total) * math.exp(-wait * rate)
 
 
@@ -93,17 +104,34 @@ def normal_queue(*, slots: int, load: float) -> int:
 
 
 def slots_for_queue(*, service: float, load_before: float, load_through: float,
-                    load_total: float, target: float, cv2: float = 1.0) -> int:
+                    load_total: float, target: float, cv2: float = 1.0, ca2: float = 1.0) -> int:
     """Fewest slots that keep P(W > target) <= 1 - QUANTILE for one queue."""
     c = max(1, math.floor(load_through) + 1)
     while c < MAX_SLOTS:
         tail = wait_tail(slots=c, service=service, load_before=load_before,
                          load_through=load_through, load_total=load_total, wait=target,
-                         cv2=cv2)
+                         cv2=cv2, ca2=ca2)
         if tail <= 1 - QUANTILE:
             return c
         c += 1
     return MAX_SLOTS
+
+
+def batch_ahead(ca2: float) -> float:
+    """Tasks ahead of a task in its own batch that 95 % of the tasks stay under, for arrivals
+    whose dispersion is `ca2` (the mean size of the batch a task arrives in; 0 for Poisson
+    arrivals, 1): taken as exponential, of mean (ca2 - 1) / 2 (geometric batch sizes)."""
+    return max(0.0, (ca2 - 1) / 2 * math.log(1 / (1 - QUANTILE)))
+
+
+def batch_slots(*, load: float, ca2: float, service: float, target: float) -> int:
+    """Slots that start 95 % of the tasks of arrivals in batches within `target` (0 for
+    Poisson arrivals): k free slots start k tasks at once and k / S a second after, so
+    k (1 + target / S) tasks in time must cover `batch_ahead`; the slots the load keeps busy
+    are not free."""
+    if ca2 <= 1:
+        return 0
+    return math.ceil(load + batch_ahead(ca2) / (1 + target / service))
 
 
 @dataclass(frozen=True)
@@ -114,6 +142,9 @@ class WaitSizing:
     steady: int
     """Slots for the measured arrivals without the burst term (<= `slots`)."""
     why: str
+    batches: int = 0
+    """The part of `steady` that starts the batches the arrivals come in (`batch_slots`; 0 for
+    Poisson arrivals): held through a lull between batches, when nothing is queued."""
 
     @property
     def burst(self) -> bool:
@@ -142,7 +173,7 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
     rate_total = sum(q.arrival_rate for q in queues)
     mix = load_total / rate_total if rate_total > 0 else service
     cv2 = _mixed_cv2(queues, s_of, mix)
-    best, steadiest, why = 0, 0, ""
+    best, steadiest, batches, why = 0, 0, 0, ""
     before, queued, work, age = 0.0, 0, 0.0, 0.0
     for q in queues:
         age = max(age, q.oldest_age)
@@ -150,10 +181,16 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
         queued += q.queued
         work += q.queued * s_of(q)
         if q.target_wait is not None:
-            steady = slots_for_queue(service=mix, load_before=before, load_through=through,
-                                     load_total=load_total, target=q.target_wait, cv2=cv2)
-            # queued beyond a normal fluctuation (a burst) must start within the target as well
-            excess = queued - normal_queue(slots=steady, load=load_total)
+            ca2 = _ca2_through(queues, q)
+            batched = batch_slots(load=through, ca2=ca2, service=mix, target=q.target_wait)
+            batches = max(batches, batched)
+            steady = max(batched, slots_for_queue(
+                service=mix, load_before=before, load_through=through, load_total=load_total,
+                target=q.target_wait, cv2=cv2, ca2=ca2))
+            # queued beyond a normal fluctuation and batch (a burst) must start within the
+            # target as well
+            normal = normal_queue(slots=steady, load=load_total) + math.floor(batch_ahead(ca2))
+            excess = queued - normal
             left = q.target_wait - age - startup
             backlog = math.ceil(through + _burst_slots(
                 excess, per_task=work / queued if queued else mix, left=left,
@@ -162,10 +199,22 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
             steadiest = max(steadiest, steady)
             if need > best:
                 best = need
-                why = (f"p95 wait of {q.key} <= {q.target_wait:g}s at {q.arrival_rate:.3g}/s, "
-                       f"S {s_of(q):.3g}s, {queued} queued: {need} slots")
+                why = (f"p95 wait of {q.key} <= {q.target_wait:g}s at {q.arrival_rate:.3g}/s"
+                       f"{f' in batches of ~{ca2:.3g}' if ca2 > 1 else ''}, S {s_of(q):.3g}s, "
+                       f"{queued} queued: {need} slots")
         before = through
-    return WaitSizing(slots=best, steady=steadiest, why=why)
+    return WaitSizing(slots=best, steady=steadiest, why=why, batches=batches)
+
+
+def _ca2_through(queues: Sequence[QueueLoad], last: QueueLoad) -> float:
+    """Arrival dispersion of the queues up to `last` (rate-weighted; Poisson where unknown)."""
+    rate, acc = 0.0, 0.0
+    for q in queues:
+        rate += q.arrival_rate
+        acc += q.arrival_rate * max(1.0, q.arrival_cv2 or 1.0)
+        if q is last:
+            break
+    return acc / rate if rate > 0 else 1.0
 
 
 def _mixed_cv2(queues: Sequence[QueueLoad], s_of: Callable[[QueueLoad], float],

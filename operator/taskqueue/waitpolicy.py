@@ -23,7 +23,7 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
         waitmodel.QueueLoad(key=q, arrival_rate=rates.arrival_rate(q),
                             queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
                             service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0,
-                            cv2=rates.service_cv2(q),
+                            cv2=rates.service_cv2(q), arrival_cv2=rates.arrival_cv2(q),
                             over_budget=over_budget(rates, q, targets.get(q)))
         for q in queue_order
     ]
