@@ -59,9 +59,10 @@ SPREAD_MEMORY_SECONDS = 300.0
 """Time constant of the sums behind `Rates.arrival_cv2` (minutes: batches are counted by the
 dozen, not by the task)."""
 SPREAD_MIN_TASKS = 20.0
-SPREAD_MIN_INTERVALS = 10.0
-"""`Rates.arrival_cv2` is trusted once its sums hold this many tasks arrived in at least this
-many intervals (decayed): batches that recur, not one burst (a burst is the backlog's to start:
+SPREAD_MIN_ONSETS = 5.0
+"""`Rates.arrival_cv2` is trusted once its sums hold this many tasks, arrived in at least this
+many separate runs of intervals (decayed: an onset is an interval with arrivals after one
+without): batches that recur, not one burst, however long (a burst is the backlog's to start:
 the wait model's burst term)."""
 SPREAD_MAX = 50.0
 MIN_WAITED = 20.0
@@ -84,8 +85,8 @@ class ArrivalSpread(NamedTuple):
     base: float = 0.0
     """Sum of (x_i + x_{i-1}) / 2 x (1 / dt_i + 1 / dt_{i-1})."""
     tasks: float = 0.0
-    intervals: float = 0.0
-    """Intervals in which a task arrived."""
+    onsets: float = 0.0
+    """Intervals in which a task arrived after one in which none did."""
     last_rate: float = 0.0
     last_dt: float = 0.0
 
@@ -220,10 +221,10 @@ class Rates:
         feed), estimated as the Allan factor (successive intervals' differences, so a rate that
         drifts or steps over minutes adds little). For the wait model it is the squared
         coefficient of variation of the inter-arrival times. None until SPREAD_MIN_TASKS arrived
-        in SPREAD_MIN_INTERVALS intervals."""
+        in SPREAD_MIN_ONSETS separate runs."""
         for s in self.spread:
             if (s.queue == queue and s.tasks >= SPREAD_MIN_TASKS
-                    and s.intervals >= SPREAD_MIN_INTERVALS and s.base > 0):
+                    and s.onsets >= SPREAD_MIN_ONSETS and s.base > 0):
                 return min(SPREAD_MAX, s.squares / s.base)
         return None
 
@@ -371,7 +372,8 @@ def _spread(rates: Rates, entered: dict[str, float], dt: float) -> tuple[Arrival
         out.append(ArrivalSpread(
             q, squares=old.squares * keep + (x - old.last_rate) ** 2,
             base=old.base * keep + (x + old.last_rate) / 2 * (1 / dt + 1 / old.last_dt),
-            tasks=old.tasks * keep + n, intervals=old.intervals * keep + (1.0 if n > 0 else 0.0),
+            tasks=old.tasks * keep + n,
+            onsets=old.onsets * keep + (1.0 if n > 0 and old.last_rate == 0 else 0.0),
             last_rate=x, last_dt=dt))
     return tuple(out)
 

@@ -56,6 +56,12 @@ def batch_counts(size: int, every: float, polls: int, seed: int = 1) -> list[int
 
 
 # -- measuring -----------------------------------------------------------------------------------
+def allan(rates: Rates) -> float:
+    """The estimate behind `arrival_cv2`, trusted or not."""
+    (spread,) = rates.spread
+    return spread.squares / spread.base
+
+
 @pytest.mark.parametrize("counts, lowest, highest", [
     pytest.param(poisson_counts(5.0, 300), 0.8, 1.25, id="poisson-is-1"),
     pytest.param(poisson_counts(0.5, 300), 0.8, 1.25, id="sparse-poisson-is-1"),
@@ -69,18 +75,23 @@ def batch_counts(size: int, every: float, polls: int, seed: int = 1) -> list[int
                  id="a-rate-step-adds-little"),
 ])
 def test_how_bursty_the_arrivals_are(counts: list[int], lowest: float, highest: float) -> None:
-    spread = measured(counts).arrival_cv2("q")
-    assert spread is not None
-    assert lowest <= spread <= highest
+    assert lowest <= allan(measured(counts)) <= highest
 
 
-@pytest.mark.parametrize("counts", [
-    pytest.param([0] * 100, id="nothing-arrived"),
-    pytest.param([0] * 50 + [60] + [0] * 100, id="one-batch-is-a-burst-not-a-pattern"),
-    pytest.param([1] * 8, id="too-few-tasks"),
+@pytest.mark.parametrize("counts, trusted", [
+    pytest.param(batch_counts(10, 5.0, 300), True, id="batches-that-recur"),
+    pytest.param(poisson_counts(0.5, 300), True, id="sparse-poisson-reads-1"),
+    # arrivals in every interval: no lull says they come in batches (taken as Poisson)
+    pytest.param(poisson_counts(5.0, 300), False, id="dense-poisson"),
+    pytest.param([4] * 300, False, id="a-regular-feed"),
+    pytest.param([0] * 100, False, id="nothing-arrived"),
+    pytest.param([0] * 50 + [60] + [0] * 100, False, id="one-batch-is-a-burst-not-a-pattern"),
+    # 100/s for 20 s every 5 minutes: one long burst each time, not batches
+    pytest.param(([0] * 140 + [200] * 10) * 2, False, id="a-long-burst-is-not-batches"),
+    pytest.param([1, 0] * 4, False, id="too-few-tasks"),
 ])
-def test_no_measure_until_batches_recur(counts: list[int]) -> None:
-    assert measured(counts).arrival_cv2("q") is None
+def test_measured_only_for_batches_that_recur(counts: list[int], trusted: bool) -> None:
+    assert (measured(counts).arrival_cv2("q") is not None) is trusted
 
 
 def test_a_batch_of_the_measured_size_counts_as_a_rate() -> None:
