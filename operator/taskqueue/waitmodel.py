@@ -175,7 +175,7 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
     cv2 = _mixed_cv2(queues, s_of, mix)
     best, steadiest, batches, why = 0, 0, 0, ""
     before, queued, work, age = 0.0, 0, 0.0, 0.0
-    for q in queues:
+    for i, q in enumerate(queues):
         age = max(age, q.oldest_age)
         through = before + q.arrival_rate * s_of(q)
         queued += q.queued
@@ -195,15 +195,36 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
             backlog = math.ceil(through + _burst_slots(
                 excess, per_task=work / queued if queued else mix, left=left,
                 horizon=0.0 if q.over_budget and left > 0 else horizon))
-            need = max(steady, backlog)
+            behind = _behind_slots(queues[i + 1:], load=through, target=q.target_wait,
+                                   s_of=s_of)
+            need = max(steady, backlog, behind)
             steadiest = max(steadiest, steady)
             if need > best:
                 best = need
                 why = (f"p95 wait of {q.key} <= {q.target_wait:g}s at {q.arrival_rate:.3g}/s"
                        f"{f' in batches of ~{ca2:.3g}' if ca2 > 1 else ''}, S {s_of(q):.3g}s, "
-                       f"{queued} queued: {need} slots")
+                       f"{queued} queued"
+                       f"{' (and a backlog behind it)' if behind > max(steady, backlog) else ''}"
+                       f": {need} slots")
         before = through
     return WaitSizing(slots=best, steady=steadiest, why=why, batches=batches)
+
+
+def _behind_slots(lower: Sequence[QueueLoad], *, load: float, target: float,
+                  s_of: Callable[[QueueLoad], float]) -> int:
+    """Slots so that a task of a queue with `target` finds one free in time while the queues
+    after it (`lower`) have a backlog. That backlog takes every slot that frees (priority is
+    non-preemptive), so such a task waits for the next end of a backlog task: the `load`
+    (erlangs) of this queue and those ahead of it holds its own slots, the other c - load end
+    tasks of mean S_b (the backlog's) at (c - load) / S_b a second, and P(W > target) =
+    exp(-target (c - load) / S_b) <= 5 % takes c >= load + S_b ln 20 / target. Fewer when the
+    backlog is smaller than that: `load`, the whole backlog running, and one slot free."""
+    waiting = sum(q.queued for q in lower)
+    if waiting == 0:
+        return 0
+    mean = sum(q.queued * s_of(q) for q in lower) / waiting
+    by_time = load + mean * math.log(1 / (1 - QUANTILE)) / target
+    return math.ceil(min(by_time, load + waiting + 1))
 
 
 def _ca2_through(queues: Sequence[QueueLoad], last: QueueLoad) -> float:

@@ -170,3 +170,23 @@ def test_a_queue_over_its_late_budget_drops_the_burst_floor(age: float, over_bud
                                                             slots: int) -> None:
     queue = QueueLoad("low", 0.0, 60, 10.0, oldest_age=age, over_budget=over_budget)
     assert size_for_wait([queue], service=2.0, horizon=5.0, startup=5.0).slots == slots
+
+
+@pytest.mark.parametrize("low_queued, low_service, slots", [
+    # nothing queued behind: the high queue's own sizing (0.25 erlang, 2 s target: 2 slots)
+    pytest.param(0, 8.0, 2, id="no-backlog-behind"),
+    # 40 low tasks of 8 s queued take every slot that frees (non-preemptive): a high task
+    # waits for the next end, P(W > 2) = exp(-2 (c - 0.25) / 8) <= 5 %: c >= 0.25 + 8 ln 20 / 2
+    pytest.param(40, 8.0, 13, id="long-tasks-behind"),
+    # short tasks behind end often enough: 0.25 + 0.5 x 3.0 / 2
+    pytest.param(40, 0.5, 2, id="short-tasks-behind"),
+    # a backlog smaller than that runs whole with a slot to spare: 0.25 + 3 + 1
+    pytest.param(3, 8.0, 5, id="a-small-backlog-behind"),
+])
+def test_a_backlog_behind_a_queue_leaves_it_a_slot_in_time(low_queued: int, low_service: float,
+                                                           slots: int) -> None:
+    high = QueueLoad("high", 0.125, 0, 2.0, service=2.0)
+    low = QueueLoad("low", 0.0, low_queued, None, service=low_service)
+    sizing = size_for_wait([high, low], service=2.0, horizon=5.0, startup=5.0)
+    assert sizing.slots == slots
+    assert sizing.steady == 2  # the backlog's part leaves with it
