@@ -10,6 +10,10 @@ follows a change in about that time and a quiet period does not divide by zero; 
 sums decay per completed task (`SERVICE_MEMORY_TASKS`), so an idle spell keeps the estimate for
 the next burst and slow tasks are remembered as long as fast ones.
 
+How bursty each queue's arrivals are (`Rates.arrival_cv2`: 1 for Poisson, the mean batch size
+for tasks pushed in batches that recur) is the Allan factor of the count per interval, from the
+same arrival counts.
+
 Workers report what they measured: the seconds they spent on each queue's tasks and the attempts
 (`QueueObservation.service`, added to the stats hash with each heartbeat). Where those totals
 exist, a queue's service time is their decayed ratio, exact however bursty the traffic (raised
@@ -48,8 +52,9 @@ MIN_COMPLETIONS = 3.0
 """Completions (decayed) needed before the service time is trusted."""
 BATCH_SIGMAS = 4.0
 BATCH_SLACK = 3.0
-"""Arrivals in one interval beyond rate x dt + BATCH_SIGMAS x sqrt(rate x dt) + BATCH_SLACK are a
-batch, not a rate (`_steady_part`)."""
+"""Arrivals in one interval beyond rate x dt + BATCH_SIGMAS x sqrt(D x rate x dt) + BATCH_SLACK are
+a batch, not a rate (`_steady_part`; D is `Rates.arrival_cv2`, 1 for Poisson: batches that
+recur are the rate)."""
 RIDGE = 0.05
 """Weight of the overall mean in the per-queue fit (relative to each queue's own diagonal)."""
 WAIT_MEMORY_TASKS = 600.0
@@ -341,11 +346,12 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
 
 
 def _steady_part(rates: Rates, entered: dict[str, float], dt: float) -> dict[str, float]:
-    """`entered` without what is beyond a plausible Poisson count for the rate measured so far
-    (the higher of the two averages x `dt`, + BATCH_SIGMAS standard deviations + BATCH_SLACK):
-    a batch. The wait model starts a batch from the backlog (its burst term); counted as a rate,
-    it would also hold standing capacity for a minute after it was served. A real rise passes
-    the cap more each poll (the cap follows the rate it lets in)."""
+    """`entered` without what is beyond a plausible count for the rate measured so far (the
+    higher of the two averages x `dt`, + BATCH_SIGMAS standard deviations + BATCH_SLACK; the
+    variance is D x the mean, D the measured dispersion, 1 for Poisson): a batch. The wait
+    model starts a batch from the backlog (its burst term); counted as a rate, it would also
+    hold standing capacity for a minute after it was served. A real rise passes the cap more
+    each poll (the cap follows the rate it lets in)."""
     if rates.elapsed <= 0:
         return entered
     long, short = dict(rates.arrivals), dict(rates.arrivals_short)
