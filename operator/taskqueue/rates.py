@@ -233,13 +233,17 @@ class Rates:
                 return min(SPREAD_MAX, s.squares / s.base)
         return None
 
+    def batch_factor(self, queue: str) -> float:
+        """`arrival_cv2`, taken as 1 (Poisson) while unknown or when smaller: how many tasks one
+        arrival counts for, for the uses that must not assume smoother than Poisson."""
+        return max(1.0, self.arrival_cv2(queue) or 1.0)
+
     def lull_expected(self, seconds: float) -> bool:
         """The arrivals as measured (rate and batches) leave `seconds` without a task more than
         5 % of the time: a lull that long says nothing about the rate."""
         for q, _ in self.arrivals:
             rate = self.arrival_rate(q)
-            batch = max(1.0, self.arrival_cv2(q) or 1.0)
-            if rate > 0 and rate * seconds / batch < math.log(20):
+            if rate > 0 and rate * seconds / self.batch_factor(q) < math.log(20):
                 return True
         return False
 
@@ -249,7 +253,7 @@ class Rates:
             return 0.0
         long = dict(self.arrivals).get(queue, 0.0) / self.elapsed
         # too few for a short average (batches count as one each: arrival_cv2 tasks)
-        if long * SHORT_MEMORY_SECONDS < SHORT_MIN_TASKS * max(1.0, self.arrival_cv2(queue) or 1.0):
+        if long * SHORT_MEMORY_SECONDS < SHORT_MIN_TASKS * self.batch_factor(queue):
             return long
         return min(long, dict(self.arrivals_short).get(queue, 0.0) / self.elapsed_short)
 
@@ -360,8 +364,8 @@ def _steady_part(rates: Rates, entered: dict[str, float], dt: float) -> dict[str
         rate = max(long.get(q, 0.0) / rates.elapsed,
                    short.get(q, 0.0) / rates.elapsed_short if rates.elapsed_short > 0 else 0.0)
         expected = rate * dt
-        spread = max(1.0, rates.arrival_cv2(q) or 1.0)
-        out[q] = min(n, expected + BATCH_SIGMAS * math.sqrt(spread * expected) + BATCH_SLACK)
+        variance = rates.batch_factor(q) * expected
+        out[q] = min(n, expected + BATCH_SIGMAS * math.sqrt(variance) + BATCH_SLACK)
     return out
 
 

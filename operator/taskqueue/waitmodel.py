@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 QUANTILE = 0.95
+TAIL_LOG = math.log(1 / (1 - QUANTILE))
+"""ln 20: an exponential tail falls to 1 - QUANTILE after this many means."""
 MAX_SLOTS = 100_000
 
 
@@ -121,7 +123,7 @@ def batch_ahead(ca2: float) -> float:
     """Tasks ahead of a task in its own batch that 95 % of the tasks stay under, for arrivals
     whose dispersion is `ca2` (the mean size of the batch a task arrives in; 0 for Poisson
     arrivals, 1): taken as exponential, of mean (ca2 - 1) / 2 (geometric batch sizes)."""
-    return max(0.0, (ca2 - 1) / 2 * math.log(1 / (1 - QUANTILE)))
+    return max(0.0, (ca2 - 1) / 2 * TAIL_LOG)
 
 
 def batch_slots(*, load: float, ca2: float, service: float, target: float) -> int:
@@ -175,13 +177,16 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
     cv2 = _mixed_cv2(queues, s_of, mix)
     best, steadiest, batches, why = 0, 0, 0, ""
     before, queued, work, age = 0.0, 0, 0.0, 0.0
+    arrived, batched_arrivals = 0.0, 0.0  # for ca2: the rate-weighted dispersion through q
     for i, q in enumerate(queues):
         age = max(age, q.oldest_age)
         through = before + q.arrival_rate * s_of(q)
+        arrived += q.arrival_rate
+        batched_arrivals += q.arrival_rate * max(1.0, q.arrival_cv2 or 1.0)
         queued += q.queued
         work += q.queued * s_of(q)
         if q.target_wait is not None:
-            ca2 = _ca2_through(queues, q)
+            ca2 = batched_arrivals / arrived if arrived > 0 else 1.0
             batched = batch_slots(load=through, ca2=ca2, service=mix, target=q.target_wait)
             batches = max(batches, batched)
             steady = max(batched, slots_for_queue(
@@ -223,19 +228,8 @@ def _behind_slots(lower: Sequence[QueueLoad], *, load: float, target: float,
     if waiting == 0:
         return 0
     mean = sum(q.queued * s_of(q) for q in lower) / waiting
-    by_time = load + mean * math.log(1 / (1 - QUANTILE)) / target
+    by_time = load + mean * TAIL_LOG / target
     return math.ceil(min(by_time, load + waiting + 1))
-
-
-def _ca2_through(queues: Sequence[QueueLoad], last: QueueLoad) -> float:
-    """Arrival dispersion of the queues up to `last` (rate-weighted; Poisson where unknown)."""
-    rate, acc = 0.0, 0.0
-    for q in queues:
-        rate += q.arrival_rate
-        acc += q.arrival_rate * max(1.0, q.arrival_cv2 or 1.0)
-        if q is last:
-            break
-    return acc / rate if rate > 0 else 1.0
 
 
 def _mixed_cv2(queues: Sequence[QueueLoad], s_of: Callable[[QueueLoad], float],
