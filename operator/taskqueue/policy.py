@@ -12,7 +12,9 @@ The rules, in the order they are applied:
 3. demand = queued + in-flight + due soon (delayed tasks, scheduled or retries, due within the
    next poll plus ``podStartupSeconds``: `due_horizon`, so workers are up when they fall due;
    the rest of the delayed set is not demand yet); recommendation = ceil(demand /
-   targetBacklogPerReplica).
+   targetBacklogPerReplica), and at least the pods whose slots the measured arrivals keep busy
+   (arrival rate x service time / concurrency, once the service time is measured:
+   `_held_load`), so the fleet does not drop below the load each time the queue drains.
 4. ``targetDrainSeconds``: also ceil(queued / (per-replica rate x targetDrainSeconds)) when the
    per-replica completion rate has been measured; the larger of the two wins.
 5. ``targetWaitSeconds`` (per queue): once the service time is measured (or, before that, expected:
@@ -197,12 +199,14 @@ class _Recommendation:
 def _recommend(
     spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float, fleet: _Fleet
 ) -> _Recommendation:
-    rec, why = _by_length(spec, obs, state)
+    waited = frozenset(spec.targetWaitSeconds or {})
+    rec, why = _held_load(*_by_length(spec, obs, state), state.rates, fleet, exclude=waited)
     steady, burst, batches = rec, False, 0
     sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order)
     if sizing is not None:
         batches = math.ceil(sizing.batches / fleet.concurrency)
-        rec, why = _by_length(spec, obs, state, exclude=frozenset(spec.targetWaitSeconds or {}))
+        rec, why = _held_load(*_by_length(spec, obs, state, exclude=waited), state.rates, fleet,
+                              exclude=waited)
         steady = max(rec, math.ceil(sizing.steady / fleet.concurrency))
         wait_rec = math.ceil(sizing.slots / fleet.concurrency)
         if wait_rec >= rec:
@@ -245,6 +249,23 @@ def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
             rec = drain
             why += f"; drain {queued} in {spec.targetDrainSeconds:g}s at {rate:.3g}/s/replica"
             why += f" = {drain}"
+    return rec, why
+
+
+def _held_load(rec: int, why: str, rates: rates_.Rates, fleet: _Fleet,
+               exclude: frozenset[str]) -> tuple[int, str]:
+    """At least the pods whose slots the measured arrivals keep busy (arrival rate x service
+    time / concurrency, over the queues without a wait target): fewer serve less than arrives,
+    and the length target alone would drop the fleet there whenever the backlog is briefly gone."""
+    queues = [q for q in fleet.queue_order if q not in exclude]
+    services = rates.service_by_queue(queues) if queues and rates.service_known else None
+    if not services:
+        return rec, why
+    load = sum(rates.arrival_rate(q) * services[q] for q in queues)
+    held = math.ceil(load / fleet.concurrency - 1e-9)
+    if held > rec:
+        load_why = f"the measured load {load:.3g} slots / concurrency {fleet.concurrency}"
+        return held, f"{why}; {load_why} = {held}"
     return rec, why
 
 

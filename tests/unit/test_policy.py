@@ -338,6 +338,54 @@ def test_length_target_still_applies_to_queues_without_a_wait_target() -> None:
     assert decision.recommendation == 10  # 95 queued on low / 10 per replica
 
 
+@pytest.mark.parametrize("queued, held, rate, service, expected, why", [
+    # 20/s x 1 s = 20 busy slots = 5 pods of 4; the length target alone says 20 / 10 = 2
+    pytest.param(0, (4, 4, 4, 4, 4), 20.0, 1.0, 5, "the measured load 20 slots",
+                 id="load-holds-the-fleet-when-the-queue-is-briefly-empty"),
+    pytest.param(7, (4, 4, 4, 4, 3), 20.0, 1.0, 5, "the measured load",
+                 id="load-over-a-short-queue"),
+    # a backlog the length target sizes past the load: the length target wins
+    pytest.param(95, (4, 4, 4, 4, 4), 20.0, 1.0, 12, "demand 115",
+                 id="length-target-over-the-load"),
+    pytest.param(0, (2, 2), 2.0, 1.0, 1, "demand 4", id="light-load-length-target"),
+])
+def test_length_target_holds_at_least_the_measured_load(
+        queued: int, held: tuple[int, ...], rate: float, service: float, expected: int,
+        why: str) -> None:
+    spec = scaling(maxReplicas=100)
+    state = PolicyState(replicas=len(held), rates=measured({"q": rate}, service),
+                        last_active=NOW)
+    observation = QueueObservation(at=NOW, backlog={"q": queued}, workers=tuple(
+        WorkerObservation(f"w{i}", int((NOW + 15) * 1000), n) for i, n in enumerate(held)))
+    decision = decide(spec=spec, observation=observation, state=state, now=NOW, concurrency=4,
+                      queue_order=("q",))
+    assert decision.recommendation == expected
+    assert why in decision.reason
+
+
+def test_the_load_floor_waits_for_a_measured_service_time() -> None:
+    # arrivals measured, no task completed yet: the length target alone
+    rates = Rates(at=NOW, elapsed=100.0, elapsed_short=100.0, arrivals=(("q", 2000.0),),
+                  arrivals_short=(("q", 2000.0),))
+    state = PolicyState(replicas=5, rates=rates, last_active=NOW)
+    decision = decide(spec=scaling(maxReplicas=100), observation=obs(0, 4, 4, 4, 4, 4),
+                      state=state, now=NOW, concurrency=4, queue_order=("q",))
+    assert decision.recommendation == 2
+    assert "measured load" not in decision.reason
+
+
+def test_the_load_floor_leaves_queues_with_a_wait_target_to_the_wait_model() -> None:
+    # the low queue's 10/s x 1 s = 10 slots hold 10 pods at concurrency 1; the high queue's
+    # load is the wait model's (it is counted there, not twice)
+    spec = scaling(maxReplicas=100, targetWaitSeconds={"high": 60.0})
+    state = PolicyState(replicas=10, rates=measured({"high": 0.1, "low": 10.0}, 1.0),
+                        last_active=NOW)
+    decision = decide(spec=spec, observation=wait_obs({"high": 0, "low": 0}, *([1] * 10)),
+                      state=state, now=NOW, concurrency=1, queue_order=("high", "low"))
+    assert decision.recommendation == 10
+    assert "the measured load 10 slots" in decision.reason
+
+
 @pytest.mark.parametrize("due_soon, expected, why", [
     pytest.param(0, 0, "hold 0", id="nothing-due-stays-at-zero"),
     pytest.param(1, 1, "p95 wait", id="one-due-activates"),

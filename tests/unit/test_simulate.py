@@ -40,6 +40,16 @@ def test_constant_load_holds_the_need_within_20_percent(scaling: dict[str, Any])
     assert 0.8 * 20 <= result.replicas_between(120, 600) <= 1.2 * 20
 
 
+@pytest.mark.parametrize("service", [0.5, 2.0])
+def test_the_default_length_target_holds_the_need_of_short_tasks(service: float) -> None:
+    # 80 busy slots = 20 pods of 4 at the default 10 tasks per replica: whenever the queue
+    # drained, the length target alone asked for 80 / 10 = 8 pods, and the backlog that built
+    # up then scaled the fleet past the need (1.37x with 0.5 s tasks); the load holds it now
+    tq = manifest()
+    result = simulate(tq, steady(80.0 / service, service), OperatorScaler(tq))
+    assert 0.8 * 20 <= result.replicas_between(120, 600) <= 1.2 * 20
+
+
 def test_no_load_ends_at_zero_within_cooldown_and_a_poll() -> None:
     tq = manifest(targetWaitSeconds={"tasks": 2.0})
     arrivals = [Arrival(float(t), "tasks", 1.0) for t in range(0, 60, 2)]
