@@ -329,13 +329,22 @@ def test_wait_target_falls_back_to_length_until_the_service_time_is_known() -> N
     assert "p95" not in decision.reason
 
 
-def test_length_target_still_applies_to_queues_without_a_wait_target() -> None:
+@pytest.mark.parametrize("low_rate, low_queued, held, expected, why", [
+    pytest.param(0.0, 95, 1, 10, "demand 95", id="95-queued-on-low-over-10-per-replica"),
+    # the low queue's 10/s x 1 s = 10 slots hold 10 pods at concurrency 1; the high queue's
+    # load is the wait model's (counted there, not twice)
+    pytest.param(10.0, 0, 10, 10, "the measured load 10 slots", id="low-queue-load-holds-it"),
+])
+def test_length_target_still_applies_to_queues_without_a_wait_target(
+        low_rate: float, low_queued: int, held: int, expected: int, why: str) -> None:
     spec = scaling(maxReplicas=100, targetWaitSeconds={"high": 60.0})
-    state = PolicyState(replicas=1, rates=measured({"high": 0.1, "low": 0.0}, 1.0),
+    state = PolicyState(replicas=held, rates=measured({"high": 0.1, "low": low_rate}, 1.0),
                         last_active=NOW)
-    decision = decide(spec=spec, observation=wait_obs({"high": 0, "low": 95}, 1), state=state,
-                      now=NOW, concurrency=1, queue_order=("high", "low"))
-    assert decision.recommendation == 10  # 95 queued on low / 10 per replica
+    decision = decide(spec=spec, observation=wait_obs({"high": 0, "low": low_queued},
+                                                      *([1] * held)),
+                      state=state, now=NOW, concurrency=1, queue_order=("high", "low"))
+    assert decision.recommendation == expected
+    assert why in decision.reason
 
 
 @pytest.mark.parametrize("queued, held, rate, service, expected, why", [
@@ -372,18 +381,6 @@ def test_the_load_floor_waits_for_a_measured_service_time() -> None:
                       state=state, now=NOW, concurrency=4, queue_order=("q",))
     assert decision.recommendation == 2
     assert "measured load" not in decision.reason
-
-
-def test_the_load_floor_leaves_queues_with_a_wait_target_to_the_wait_model() -> None:
-    # the low queue's 10/s x 1 s = 10 slots hold 10 pods at concurrency 1; the high queue's
-    # load is the wait model's (it is counted there, not twice)
-    spec = scaling(maxReplicas=100, targetWaitSeconds={"high": 60.0})
-    state = PolicyState(replicas=10, rates=measured({"high": 0.1, "low": 10.0}, 1.0),
-                        last_active=NOW)
-    decision = decide(spec=spec, observation=wait_obs({"high": 0, "low": 0}, *([1] * 10)),
-                      state=state, now=NOW, concurrency=1, queue_order=("high", "low"))
-    assert decision.recommendation == 10
-    assert "the measured load 10 slots" in decision.reason
 
 
 @pytest.mark.parametrize("due_soon, expected, why", [
