@@ -1,6 +1,7 @@
-"""End to end: a steady load for a minute settles at the need (+-1) with a wait target, and no pod
-is deleted while its processing list holds a task (operator + real control plane + process
-kubelet running real `taskqueue-worker`s with packing and quiesce)."""
+"""End to end: a steady load for a minute settles at the need (+-1), with a wait target and with
+the default length target, and no pod is deleted while its processing list holds a task
+(operator + real control plane + process kubelet running real `taskqueue-worker`s with packing
+and quiesce)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,7 @@ from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
-RATE, SERVICE, CONCURRENCY = 6.0, 0.5, 2
-NEED = 2  # ceil(6/s x 0.5 s / 2 slots) = ceil(1.5)
+SERVICE = 0.5
 
 
 def terminating_busy(cp: ControlPlane, ns: str, r: redis.Redis,
@@ -34,17 +34,26 @@ def terminating_busy(cp: ControlPlane, ns: str, r: redis.Redis,
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("rate, concurrency, need, scaling", [
+    # ceil(6/s x 0.5 s / 2 slots) = ceil(1.5)
+    pytest.param(6.0, 2, 2, {"targetWaitSeconds": {"steady:jobs": 2.0}}, id="wait-target"),
+    # 40/s x 0.5 s = 20 busy slots = 5 pods of 4 (6 once the workers' own time per task is
+    # counted); 10 tasks per replica alone asks for 2 pods while nothing is queued, the
+    # measured load holds the rest (`policy._held_load`)
+    pytest.param(40.0, 4, 5, {}, id="default-length-target"),
+])
 def test_steady_load_settles_at_the_need_and_no_busy_pod_is_deleted(
     control_plane: ControlPlane, namespace: str, chart_operator: Callable[[str], OperatorThread],
-    process_kubelet: ProcessKubeletFactory, redis_url: str,
+    process_kubelet: ProcessKubeletFactory, redis_url: str, rate: float, concurrency: int,
+    need: int, scaling: dict[str, object],
 ) -> None:
     cp, ns, dep = control_plane, namespace, "steady-worker"
     process_kubelet(ns)
     chart_operator(ns)
     body = taskqueue("steady", redis_url,
-                     worker={"concurrency": CONCURRENCY},
-                     scaling={"maxReplicas": 5, "targetWaitSeconds": {"steady:jobs": 2.0},
-                              "idleCooldownSeconds": 5, "scaleDownStabilizationSeconds": 5})
+                     worker={"concurrency": concurrency},
+                     scaling={"maxReplicas": 8, "idleCooldownSeconds": 5,
+                              "scaleDownStabilizationSeconds": 5, **scaling})
     apply(cp, ns, body)
     schema = keys.KeySchema.from_spec(manifest.parse(body).spec)
     r = redis.Redis.from_url(redis_url, decode_responses=True)
@@ -55,7 +64,7 @@ def test_steady_load_settles_at_the_need_and_no_busy_pod_is_deleted(
         next_at = time.monotonic()
         while not stop.is_set():
             producer.lpush("steady:jobs", str(SERVICE))
-            next_at += 1 / RATE
+            next_at += 1 / rate
             stop.wait(max(0.0, next_at - time.monotonic()))
 
     thread = threading.Thread(target=produce, daemon=True)
@@ -74,7 +83,7 @@ def test_steady_load_settles_at_the_need_and_no_busy_pod_is_deleted(
     print(f"replicas over time: {[(round(t), n) for t, n in seen]}")
     # the last minute: at the need, +-1
     settled = [n for t, n in seen if t >= 30]
-    assert settled and all(NEED - 1 <= n <= NEED + 1 for n in settled), seen
+    assert settled and all(need - 1 <= n <= need + 1 for n in settled), seen
     assert not violations
     # the load gone: back to zero, nothing requeued by the reaper (no pod left holding a task)
     wait_for("0 replicas", lambda: replicas(cp, ns, dep) == 0, timeout=60)
