@@ -200,13 +200,13 @@ def _recommend(
     spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float, fleet: _Fleet
 ) -> _Recommendation:
     waited = frozenset(spec.targetWaitSeconds or {})
-    rec, why = _held_load(*_by_length(spec, obs, state), state.rates, fleet, exclude=waited)
-    steady, burst, batches = rec, False, 0
     sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order)
+    # the length target counts the queues the wait model does not size
+    by_length = _by_length(spec, obs, state, exclude=waited if sizing is not None else frozenset())
+    rec, why = _held_load(*by_length, state.rates, fleet, exclude=waited)
+    steady, burst, batches = rec, False, 0
     if sizing is not None:
         batches = math.ceil(sizing.batches / fleet.concurrency)
-        rec, why = _held_load(*_by_length(spec, obs, state, exclude=waited), state.rates, fleet,
-                              exclude=waited)
         steady = max(rec, math.ceil(sizing.steady / fleet.concurrency))
         wait_rec = math.ceil(sizing.slots / fleet.concurrency)
         if wait_rec >= rec:
