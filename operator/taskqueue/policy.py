@@ -37,7 +37,8 @@ The rules, in the order they are applied:
    does) while a burst is being drained, else to the highest *steady* recommendation of that
    window (the burst's pods leave as soon as its backlog is gone: quiesce makes that safe), at
    most ``maxScaleDownStep`` removed; an idle TaskQueue past its cooldown goes to zero
-   without waiting for the window (the cooldown is its stabilisation).
+   without waiting for the window or the step (the cooldown is its
+   stabilisation). ``minReplicas`` is reached at once, whatever ``maxScaleUpStep``.
 
 The policy may ask for fewer replicas than pods holding tasks: the operator then quiesces the
 pods it removes and removes them once they hold nothing (`taskqueue.quiesce`).
@@ -284,7 +285,8 @@ def _bounded(
 ) -> tuple[int, str]:
     if rec > current:
         step = spec.maxScaleUpStep
-        target = rec if step is None else min(rec, current + step)
+        # minReplicas is a bound, not a load: reached at once, whatever the step (as the HPA)
+        target = rec if step is None else max(spec.minReplicas, min(rec, current + step))
         how = f"scale up {current} -> {target}"
         if target < rec:
             how += f" (maxScaleUpStep {step})"
@@ -292,7 +294,9 @@ def _bounded(
     stabilised = rec if to_zero else _clamp(max(r for _, r in history), spec)
     target = min(current, stabilised)
     step = spec.maxScaleDownStep
-    if step is not None and current - target > step:
+    # an idle TaskQueue past its cooldown holds no task: its pods all go at once (as KEDA's
+    # scale to zero, outside the HPA's policies); the step paces a scale-in under load
+    if step is not None and current - target > step and not to_zero:
         target = current - step
     target = _clamp(target, spec)
     if target == current:

@@ -25,10 +25,12 @@ class ScalingSpec(SpecModel):
         "(pods leave only once quiesced and drained, so the window can be short)."
     )
     maxScaleUpStep: int | None = Field(
-        default=None, ge=1, description="Most replicas added per poll."
+        default=None, ge=1, description="Most replicas added per poll (minReplicas is reached "
+        "at once)."
     )
     maxScaleDownStep: int | None = Field(
-        default=None, ge=1, description="Most replicas removed per poll."
+        default=None, ge=1, description="Most replicas removed per poll (an idle TaskQueue "
+        "past its idleCooldownSeconds goes to zero at once)."
     )
     idleCooldownSeconds: float = Field(
         default=30.0, ge=0, description="Idle time (nothing queued or in flight) before zero."

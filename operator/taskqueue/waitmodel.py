@@ -90,6 +90,8 @@ def wait_tail(*, slots: int, service: float, load_before: float, load_through: f
     (1: Poisson)."""
     if slots <= load_through:
         return 1.0
+    if service <= 0:  # tasks that take no time: a free slot is always there
+        return 0.0
     s_before, s_through = load_before / slots, load_through / slots
     rate = slots / service * (1 - s_before) * (1 - s_through) / ((ca2 + cv2) / 2)
     return erlang_c(slots, load_total) * math.exp(-wait * rate)
@@ -173,7 +175,8 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
         return q.service if q.service is not None else service
     load_total = sum(q.arrival_rate * s_of(q) for q in queues)
     rate_total = sum(q.arrival_rate for q in queues)
-    mix = load_total / rate_total if rate_total > 0 else service
+    # rates decayed to denormals (an hour idle) give a load that underflows to 0: no mix then
+    mix = load_total / rate_total if load_total > 0 else service
     cv2 = _mixed_cv2(queues, s_of, mix)
     best, steadiest, batches, why = 0, 0, 0, ""
     before, queued, work, age = 0.0, 0, 0.0, 0.0

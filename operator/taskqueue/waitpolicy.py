@@ -9,6 +9,10 @@ from taskqueue.models import ScalingSpec
 from taskqueue.observation import QueueObservation
 from taskqueue.rates import Rates
 
+MIN_SERVICE_SECONDS = 0.001
+"""The least service time the wait model is given: the resolution of the workers' reports
+(whole milliseconds), under which a measured mean reads 0."""
+
 
 def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
            queue_order: tuple[str, ...]) -> waitmodel.WaitSizing | None:
@@ -50,8 +54,11 @@ def service_times(rates: Rates, expected: dict[str, float], queue_order: tuple[s
     estimated = (rates.service_by_queue(list(queue_order)) or {}) if measured else {}
     hinted = not measured or rates.reports_service
     own = {q: rates.measured_service(q) for q in queue_order}
-    return fleet, {
-        q: own[q] or (expected[q] if hinted and q in expected else estimated.get(q, fleet))
+    # tasks faster than the workers' millisecond reports (a no-op handler) measure 0 s: they
+    # are taken as lasting one millisecond, so the model never divides by a zero service time
+    return max(fleet, MIN_SERVICE_SECONDS), {
+        q: max(own[q] or (expected[q] if hinted and q in expected else estimated.get(q, fleet)),
+               MIN_SERVICE_SECONDS)
         for q in queue_order
     }
 

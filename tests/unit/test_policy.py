@@ -257,9 +257,31 @@ def test_paused_holds(observation: QueueObservation | None, current: int) -> Non
 @pytest.mark.parametrize("spec, current, expected", [
     pytest.param(scaling(maxReplicas=3, maxScaleDownStep=1), 8, 3, id="max-lowered-applies-now"),
     pytest.param(scaling(minReplicas=4), 1, 4, id="min-raised-applies-now"),
+    pytest.param(scaling(minReplicas=4, maxScaleUpStep=1), 0, 4, id="min-beats-the-up-step"),
+    pytest.param(scaling(minReplicas=4, maxScaleUpStep=1), 2, 4, id="min-raised-beats-the-step"),
 ])
 def test_bounds_changes_apply_at_once(spec: ScalingSpec, current: int, expected: int) -> None:
     assert run(spec, obs(25), current, last_active=NOW).replicas == expected
+
+
+@pytest.mark.parametrize("window", [0, 300])
+@pytest.mark.parametrize("step", [None, 1, 3])
+def test_an_idle_taskqueue_past_its_cooldown_goes_to_zero_at_once(
+    window: float, step: int | None
+) -> None:
+    # nothing is queued or in flight: the cooldown was the stabilisation, and no pod holds a
+    # task, so neither the window nor maxScaleDownStep paces the pods out
+    spec = scaling(idleCooldownSeconds=30, scaleDownStabilizationSeconds=window,
+                   maxScaleDownStep=step)
+    decision = run(spec, obs(0), 8, last_active=NOW - 31, recommendations=((NOW - 20, 8),))
+    assert (decision.recommendation, decision.replicas) == (0, 0)
+    assert "idleCooldownSeconds" in decision.reason
+
+
+def test_maxscaledownstep_still_paces_a_scale_in_under_load() -> None:
+    decision = run(scaling(maxScaleDownStep=1, idleCooldownSeconds=30), obs(0, 1), 8,
+                   last_active=NOW)
+    assert decision.replicas == 7
 
 
 def test_decide_is_pure() -> None:

@@ -59,6 +59,18 @@ def test_no_load_ends_at_zero_within_cooldown_and_a_poll() -> None:
     assert result.timeline[-1][1] == 0
 
 
+@pytest.mark.parametrize("service", [0.0, 0.0001])
+def test_tasks_faster_than_the_millisecond_reports_are_sized_and_served(service: float) -> None:
+    # a no-op handler: the workers report 0 ms per task, the measured service time is 0, and
+    # the wait model once divided by it (ZeroDivisionError on every poll of the TaskQueue)
+    tq = manifest(1, ("high", "low"), targetWaitSeconds={"high": 1.0, "low": 5.0})
+    arrivals = [Arrival(t / 20, "high" if t % 3 else "low", service) for t in range(6000)]
+    result = simulate(tq, arrivals, OperatorScaler(tq))
+    assert result.unserved == 0
+    assert result.replicas_between(60, 300) <= 2
+    assert result.zero_after is not None and result.zero_after <= 30 + 5
+
+
 def test_a_fleet_held_below_the_load_serves_the_backlog_then_ends_at_zero() -> None:
     # 300 s of 3 tasks/s x 2 s = 1 800 s of work on one slot (maxReplicas 1): it is still
     # serving 1 500 s after the trace's end, past the 600 s tail

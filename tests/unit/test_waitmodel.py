@@ -190,3 +190,18 @@ def test_a_backlog_behind_a_queue_leaves_it_a_slot_in_time(low_queued: int, low_
     sizing = size_for_wait([high, low], service=2.0, horizon=5.0, startup=5.0)
     assert sizing.slots == slots
     assert sizing.steady == 2  # the backlog's part leaves with it
+
+
+@pytest.mark.parametrize("rate", [5e-324, 1e-320, 0.0])
+def test_arrival_rates_decayed_to_nothing_size_by_the_backlog(rate: float) -> None:
+    # an hour-long idle spell decays the measured rates to denormals whose load underflows
+    # to 0: the mix of service times is then the fleet's mean, not 0 / rate (a poll that
+    # raised ZeroDivisionError once the TaskQueue had been idle for ~12 hours)
+    queues = [QueueLoad(key="slow", arrival_rate=0.0, queued=171, target_wait=None,
+                        service=216.0, cv2=0.0),
+              QueueLoad(key="mid", arrival_rate=0.0, queued=11, target_wait=60.0, service=53.0),
+              QueueLoad(key="fast", arrival_rate=rate, queued=1028, target_wait=None,
+                        service=0.09)]
+    sizing = size_for_wait(queues, service=111.0, horizon=30.0, startup=30.0)
+    assert sizing.slots > 0
+    assert "p95 wait of mid" in sizing.why
