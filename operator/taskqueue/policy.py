@@ -245,7 +245,9 @@ def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
     why += f" / target {spec.targetBacklogPerReplica} = {rec}"
     rate = state.throughput_per_replica
     if spec.targetDrainSeconds is not None and rate and queued:
-        drain = math.ceil(queued / (rate * spec.targetDrainSeconds))
+        # a rate decayed towards 0 (hours without a completion) would give infinity: more
+        # than maxReplicas is all this needs to say
+        drain = math.ceil(min(queued / (rate * spec.targetDrainSeconds), spec.maxReplicas + 1))
         if drain > rec:
             rec = drain
             why += f"; drain {queued} in {spec.targetDrainSeconds:g}s at {rate:.3g}/s/replica"

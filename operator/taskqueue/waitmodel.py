@@ -77,24 +77,36 @@ def erlang_c(slots: int, load: float) -> float:
     # Erlang B by its stable recurrence, then C from B
     b = 1.0
     for n in range(1, slots + 1):
-        b = load * b / (n + load * b)
+        b = _next_erlang_b(b, n, load)
+    return _erlang_c_of_b(slots, load, b)
+
+
+def _next_erlang_b(b: float, slots: int, load: float) -> float:
+    """Erlang B for `slots` from Erlang B for `slots` - 1 (1 for none)."""
+    return load * b / (slots + load * b)
+
+
+def _erlang_c_of_b(slots: int, load: float, b: float) -> float:
     rho = load / slots
     return b / (1 - rho + rho * b)
 
 
 def wait_tail(*, slots: int, service: float, load_before: float, load_through: float,
-              load_total: float, wait: float, cv2: float = 1.0, ca2: float = 1.0) -> float:
+              load_total: float, wait: float, cv2: float = 1.0, ca2: float = 1.0,
+              waiting: float | None = None) -> float:
     """P(W > wait) for a task of a queue whose higher-priority load is `load_before` and whose
     load with its own is `load_through` (Erlang loads, tasks/s x S); `cv2` is the squared
     coefficient of variation of the service time (1: exponential), `ca2` that of the arrivals
-    (1: Poisson)."""
+    (1: Poisson). `waiting` is erlang_c(slots, load_total) when the caller has it."""
     if slots <= load_through:
         return 1.0
     if service <= 0:  # tasks that take no time: a free slot is always there
         return 0.0
     s_before, s_through = load_before / slots, load_through / slots
     rate = slots / service * (1 - s_before) * (1 - s_through) / ((ca2 + cv2) / 2)
-    return erlang_c(slots, load_total) * math.exp(-wait * rate)
+    if waiting is None:
+        waiting = erlang_c(slots, load_total)
+    return waiting * math.exp(-wait * rate)
 
 
 def normal_queue(*, slots: int, load: float) -> int:
@@ -109,15 +121,25 @@ def normal_queue(*, slots: int, load: float) -> int:
 
 def slots_for_queue(*, service: float, load_before: float, load_through: float,
                     load_total: float, target: float, cv2: float = 1.0, ca2: float = 1.0) -> int:
-    """Fewest slots that keep P(W > target) <= 1 - QUANTILE for one queue."""
+    """Fewest slots that keep P(W > target) <= 1 - QUANTILE for one queue. Erlang B is carried
+    from one slot count to the next (one step each), so the search is linear in the slots, not
+    quadratic (a load of thousands of erlangs is sized in milliseconds)."""
     c = max(1, math.floor(load_through) + 1)
+    if c >= MAX_SLOTS:
+        return MAX_SLOTS
+    b = 1.0
+    for n in range(1, c + 1):
+        b = _next_erlang_b(b, n, load_total)
     while c < MAX_SLOTS:
+        waiting = (0.0 if load_total <= 0 else 1.0 if c <= load_total
+                   else _erlang_c_of_b(c, load_total, b))
         tail = wait_tail(slots=c, service=service, load_before=load_before,
                          load_through=load_through, load_total=load_total, wait=target,
-                         cv2=cv2, ca2=ca2)
+                         cv2=cv2, ca2=ca2, waiting=waiting)
         if tail <= 1 - QUANTILE:
             return c
         c += 1
+        b = _next_erlang_b(b, c, load_total)
     return MAX_SLOTS
 
 

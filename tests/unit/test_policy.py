@@ -189,6 +189,9 @@ def test_the_window_still_holds_a_busy_fleet() -> None:
     pytest.param(10, 0.5, 100, 20, id="slow-rate-needs-more-clamped"),
     pytest.param(20, 1.0, 100, 10, id="backlog-target-larger"),
     pytest.param(10, None, 100, 10, id="rate-not-measured-yet"),
+    # hours of long tasks without a completion halve the smoothed rate every poll, down to a
+    # denormal: 100 / (5e-324 x 10) is infinity (OverflowError on every poll, before)
+    pytest.param(10, 5e-324, 100, 40, id="rate-decayed-to-nothing-asks-for-max"),
 ])
 def test_throughput_target(
     drain: float | None, rate: float | None, queued: int, expected: int

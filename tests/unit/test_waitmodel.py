@@ -7,6 +7,7 @@ import math
 import pytest
 
 from taskqueue.waitmodel import (
+    MAX_SLOTS,
     QueueLoad,
     erlang_c,
     normal_queue,
@@ -60,6 +61,29 @@ def test_slots_for_one_queue(service: float, load: float, target: float, expecte
                           load_total=load, wait=target)
         assert fewer > 0.05
 
+
+
+@pytest.mark.parametrize("before, through, total", [
+    pytest.param(0.0, 19.6, 19.6, id="one-queue"),
+    pytest.param(5.0, 12.0, 30.0, id="a-middle-queue"),
+    pytest.param(0.0, 2.5, 900.0, id="a-high-queue-under-a-heavy-low-one"),
+    pytest.param(0.0, 3000.0, 3000.0, id="thousands-of-erlangs"),
+])
+def test_the_slot_search_matches_erlang_c_at_every_count(
+    before: float, through: float, total: float
+) -> None:
+    # slots_for_queue carries Erlang B from one count to the next: the same answer as asking
+    # erlang_c afresh at each count, in linear time (it was quadratic: seconds per poll)
+    args = {"service": 2.0, "load_before": before, "load_through": through,
+            "load_total": total}
+    slots = slots_for_queue(**args, target=1.0)
+    assert wait_tail(slots=slots, **args, wait=1.0) <= 0.05 < wait_tail(slots=slots - 1, **args,
+                                                                        wait=1.0)
+
+
+def test_a_load_past_the_slot_cap_is_sized_at_the_cap() -> None:
+    assert slots_for_queue(service=1.0, load_before=0.0, load_through=2e6, load_total=2e6,
+                           target=1.0) == MAX_SLOTS
 
 @pytest.mark.parametrize("queues, expected_slots, binding", [
     pytest.param([QueueLoad("q", 9.8, 0, 2.0)], 22, "q", id="steady"),
