@@ -48,8 +48,27 @@ def test_csv_trace_table_plot_and_timeline(tq: Path, tmp_path: Path,
                  "--plot", "--timeline", str(timeline)])
     out = capsys.readouterr().out
     assert code == 0
-    assert "120 tasks" in out and "operator-no-quiesce" in out and "replicas (max" in out
+    assert "120 tasks over 119s (high 120, low 0)" in out
+    assert "operator-no-quiesce" in out and "replicas (max" in out
+    # the low queue had no task: no wait row for it (it did not wait 0 s)
+    assert " low " not in out.split("\n", 1)[1]
     assert timeline.read_text().startswith("scaler,time,replicas,backlog\noperator,0.0,")
+
+
+def test_a_queue_without_tasks_has_no_waits_and_long_names_align(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "tq.yaml"
+    path.write_text(MANIFEST.replace("{key: high}, {key: low}",
+                                     "{key: 'emails:high-priority'}, {key: 'emails:bulk'}")
+                    .replace("{high: 2}", "{'emails:high-priority': 2}"))
+    csv = tmp_path / "trace.csv"
+    csv.write_text("".join(f"{t},emails:high-priority,1.0\n" for t in range(30)))
+    assert main(["simulate", "-f", str(path), "--trace", str(csv), "--json"]) == 0
+    assert [set(r["wait_seconds"]) for r in json.loads(capsys.readouterr().out)] == [
+        {"emails:high-priority"}] * 3
+    assert main(["simulate", "-f", str(path), "--trace", str(csv)]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()[1:5]
+    assert len({len(line) for line in (header, *rows)}) == 1  # the columns line up
 
 
 @pytest.mark.parametrize("args, code, message", [

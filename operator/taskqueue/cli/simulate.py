@@ -108,8 +108,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(report.to_json(results) + "\n")
         return 0
-    sys.stdout.write(f"{len(arrivals)} tasks over {arrivals[-1].at if arrivals else 0:.0f}s, "
-                     f"concurrency {tq.spec.worker.concurrency}\n")
+    counts = ", ".join(f"{q.key} {sum(a.queue == q.key for a in arrivals)}"
+                       for q in tq.spec.queues)
+    sys.stdout.write(f"{len(arrivals)} tasks over {arrivals[-1].at if arrivals else 0:.0f}s "
+                     f"({counts}), concurrency {tq.spec.worker.concurrency}\n")
     sys.stdout.write(report.table(results) + "\n")
     if args.plot:
         sys.stdout.write(report.plot(results) + "\n")

@@ -35,7 +35,8 @@ def to_json(results: Sequence[Result]) -> str:
 
 def table(results: Sequence[Result]) -> str:
     """One row per scaler and queue; cost relative to the first result."""
-    head = (f"{'scaler':<20} {'worker-s':>9} {'x':>5} {'mean':>6} {'max':>4} {'queue':<10} "
+    width = max([10, *(len(q) for r in results for q in r.waits)])
+    head = (f"{'scaler':<20} {'worker-s':>9} {'x':>5} {'mean':>6} {'max':>4} {'queue':<{width}} "
             f"{'p50':>7} {'p95':>7} {'p99':>7} {'interr':>6} {'busy-del':>8} {'changes':>7} "
             f"{'zero':>6}")
     lines = [head]
@@ -48,7 +49,7 @@ def table(results: Sequence[Result]) -> str:
                     f"{r.mean_replicas:>6.2f} {r.max_replicas:>4}") if i == 0 else " " * 47
             tail = (f" {r.interrupted:>6} {r.busy_deleted:>8} {r.scale_changes:>7} {zero:>6}"
                     if i == 0 else "")
-            lines.append(f"{lead} {q:<10} {p50:>7.2f} {p95:>7.2f} {p99:>7.2f}{tail}")
+            lines.append(f"{lead} {q:<{width}} {p50:>7.2f} {p95:>7.2f} {p99:>7.2f}{tail}")
     lines += [f"{r.scaler}: {r.unserved} task(s) not completed by the end of the run (one never "
               "started counts in the waits as waiting until then)" for r in results if r.unserved]
     return "\n".join(lines)

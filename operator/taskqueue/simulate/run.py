@@ -53,7 +53,7 @@ class Result:
     mean_replicas: float
     max_replicas: int
     waits: dict[str, tuple[float, float, float]]
-    """Per queue: p50, p95, p99 seconds from enqueue to start."""
+    """Per queue with tasks in the trace: p50, p95, p99 seconds from enqueue to start."""
     tasks: int
     interrupted: int
     busy_deleted: int
@@ -164,8 +164,9 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
                                                                      / settings.tick))))
     c = world.counters
     left = world.unserved(t)
+    # a queue without a task in the trace has no waits: left out, not shown as waiting 0 s
     waits = {q: (percentile(w, 0.50), percentile(w, 0.95), percentile(w, 0.99))
-             for q, w in ((q, w + left.get(q, [])) for q, w in c.waits.items())}
+             for q, w in ((q, w + left.get(q, [])) for q, w in c.waits.items()) if w}
     zero_after = None
     if zero_at is not None and world.next >= len(trace) and not any(world.queues.values()):
         zero_after = max(0.0, zero_at - c.last_completion)
