@@ -197,7 +197,7 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
         return q.service if q.service is not None else service
     load_total = sum(q.arrival_rate * s_of(q) for q in queues)
     rate_total = sum(q.arrival_rate for q in queues)
-    # rates decayed to denormals (an hour idle) give a load that underflows to 0: no mix then
+    # rates decayed to denormals (half a day idle) give a load that underflows to 0: no mix then
     mix = load_total / rate_total if load_total > 0 else service
     cv2 = _mixed_cv2(queues, s_of, mix)
     best, steadiest, batches, why = 0, 0, 0, ""

@@ -218,7 +218,7 @@ def test_a_backlog_behind_a_queue_leaves_it_a_slot_in_time(low_queued: int, low_
 
 @pytest.mark.parametrize("rate", [5e-324, 1e-320, 0.0])
 def test_arrival_rates_decayed_to_nothing_size_by_the_backlog(rate: float) -> None:
-    # an hour-long idle spell decays the measured rates to denormals whose load underflows
+    # a half-day idle spell decays the measured rates to denormals whose load underflows
     # to 0: the mix of service times is then the fleet's mean, not 0 / rate (a poll that
     # raised ZeroDivisionError once the TaskQueue had been idle for ~12 hours)
     queues = [QueueLoad(key="slow", arrival_rate=0.0, queued=171, target_wait=None,
