@@ -157,7 +157,7 @@ def batch_slots(*, load: float, ca2: float, service: float, target: float) -> in
     are not free."""
     if ca2 <= 1:
         return 0
-    return math.ceil(load + batch_ahead(ca2) / (1 + target / service))
+    return min(MAX_SLOTS, math.ceil(load + batch_ahead(ca2) / (1 + target / service)))
 
 
 @dataclass(frozen=True)

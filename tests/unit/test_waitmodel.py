@@ -9,6 +9,7 @@ import pytest
 from taskqueue.waitmodel import (
     MAX_SLOTS,
     QueueLoad,
+    batch_slots,
     erlang_c,
     normal_queue,
     size_for_wait,
@@ -82,8 +83,11 @@ def test_the_slot_search_matches_erlang_c_at_every_count(
 
 
 def test_a_load_past_the_slot_cap_is_sized_at_the_cap() -> None:
+    # garbage counters can make a load of millions of erlangs: the answer is the cap (then
+    # maxReplicas), not millions of Erlang B steps per poll (a poll took minutes)
     assert slots_for_queue(service=1.0, load_before=0.0, load_through=2e6, load_total=2e6,
                            target=1.0) == MAX_SLOTS
+    assert batch_slots(load=2e6, ca2=50.0, service=1.0, target=1.0) == MAX_SLOTS
 
 @pytest.mark.parametrize("queues, expected_slots, binding", [
     pytest.param([QueueLoad("q", 9.8, 0, 2.0)], 22, "q", id="steady"),
