@@ -7,6 +7,9 @@ reach zero does so within idleCooldownSeconds + one poll of its last completion.
 draw every scaling field (steps, windows, cooldowns, drain and wait targets, expected service
 times, priorities) and the traces mix Poisson streams, bursts, single batches, ramps and on/off
 traffic with exponential, constant and heavy-tailed tasks from sub-millisecond to minutes.
+And `policy.decide` itself, fed garbage (counters that jump and reset, clock steps back and by
+days, 0 ms and hour-long service totals, Redis errors), always decides, promptly and within the
+bounds.
 
     TASKQUEUE_INVARIANT_SEEDS=2000 pytest tests/unit/test_scaling_invariants.py   # a longer hunt
 """
@@ -21,7 +24,10 @@ from typing import Any
 
 import pytest
 
+from taskqueue import keys
 from taskqueue.models import TaskQueue
+from taskqueue.observation import QueueObservation, WorkerObservation
+from taskqueue.policy import PolicyState, decide
 from taskqueue.simulate.run import Result, Settings, simulate
 from taskqueue.simulate.scalers import OperatorScaler
 from taskqueue.simulate.trace import Arrival
@@ -169,3 +175,78 @@ def test_every_guarantee_holds_on_a_random_manifest_and_trace(seed: int) -> None
     result = simulate(tq, arrivals, OperatorScaler(tq), settings)
     assert broken_guarantees(tq, result) == [], (
         tq.spec.scaling.model_dump(exclude_defaults=True), tq.spec.worker.concurrency, settings)
+
+
+class GarbageCounters:
+    """Stats-hash counters as a broken or restarted fleet may leave them: jumps of any size,
+    resets to zero, service totals of 0 ms or of hours, wait histograms that do not add up."""
+
+    def __init__(self, rng: random.Random, queues: list[str]) -> None:
+        self.rng, self.queues = rng, queues
+        self.reset()
+
+    def reset(self) -> None:
+        self.completed = self.failed = 0
+        self.taken = dict.fromkeys(self.queues, 0)
+        self.service: dict[str, tuple[float, int]] = dict.fromkeys(self.queues, (0.0, 0))
+        self.squares = dict(self.service)
+        self.waited = {q: (0,) * (len(keys.WAIT_EDGES_SECONDS) + 1) for q in self.queues}
+
+    def advance(self) -> None:
+        rng = self.rng
+        if rng.random() < 0.03:
+            self.reset()
+        self.completed += rng.choice([0, 0, 1, 10, 1000])
+        self.failed += rng.choice([0, 0, 1])
+        for q in self.queues:
+            n = rng.choice([0, 1, 10, 1000])
+            ms = rng.choice([0, 0, 1, 100, 10**6]) * n
+            self.taken[q] += n
+            self.service[q] = (self.service[q][0] + ms, self.service[q][1] + n)
+            self.squares[q] = (self.squares[q][0] + ms * ms, self.squares[q][1] + n)
+            self.waited[q] = tuple(w + (n if i == 0 else rng.randint(0, n))
+                                   for i, w in enumerate(self.waited[q]))
+
+
+def garbage_observation(rng: random.Random, counters: GarbageCounters, at: float,
+                        concurrency: int) -> QueueObservation | None:
+    if rng.random() < 0.05:
+        return None  # Redis unreachable
+    counters.advance()
+    workers = tuple(
+        WorkerObservation(worker_id=f"w{i}", deadline_ms=int((at + rng.choice([-10, 15])) * 1000),
+                          in_flight=rng.choice([0, 1, concurrency, concurrency + 3]))
+        for i in range(rng.choice([0, 1, 3, 30])))
+    queues = counters.queues
+    return QueueObservation(
+        at=at, backlog={q: rng.choice([0, 0, 1, 10, 10**5]) for q in queues},
+        delayed=rng.choice([0, 5]), completed_total=counters.completed,
+        failed_total=counters.failed, workers=workers,
+        oldest_enqueued_at={q: at - rng.choice([0, 1, 100, 1e6, -5]) for q in queues
+                            if rng.random() < 0.7},
+        due_soon=rng.choice([0, 0, 3]), taken=dict(counters.taken),
+        service=dict(counters.service), service_sq=dict(counters.squares),
+        waited=dict(counters.waited))
+
+
+@pytest.mark.parametrize("seed", range(SEEDS // 2))
+def test_the_policy_decides_within_bounds_on_any_observations(seed: int) -> None:
+    # clock steps from -100 s to a day, counters that jump and reset, service totals of 0 ms
+    # (a poll raised ZeroDivisionError), rates decayed over days, loads of millions of erlangs
+    # (a poll took minutes): every poll still decides, within [minReplicas, maxReplicas]
+    rng = random.Random(seed)
+    tq = random_manifest(rng)
+    spec, concurrency = tq.spec.scaling, tq.spec.worker.concurrency
+    queues = tuple(q.key for q in tq.spec.queues)
+    counters = GarbageCounters(rng, list(queues))
+    state, now = PolicyState(replicas=rng.choice([0, 1, 5, 100])), 1.7e9
+    for _ in range(100):
+        now += (rng.choice([0.0, 0.001, 1, 2, 5, 60, 3600, 86400]) if rng.random() > 0.05
+                else -rng.choice([1, 100]))
+        observation = garbage_observation(rng, counters, now, concurrency)
+        decision = decide(spec=spec, observation=observation, state=state, now=now,
+                          concurrency=concurrency, queue_order=queues)
+        in_bounds = spec.minReplicas <= decision.replicas <= spec.maxReplicas
+        held = decision.replicas == state.replicas  # paused, or Redis down without fallback
+        assert in_bounds or held, (decision.reason, state.replicas)
+        state = decision.state
