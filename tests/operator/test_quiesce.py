@@ -118,7 +118,9 @@ def test_busy_workers_that_are_not_pods_by_name_keep_the_count(
         hold(r, schema, worker, 1)
     tq["spec"]["scaling"]["targetBacklogPerReplica"] = 10  # wants 1
     apply(control_plane, namespace, tq)
-    wait_for("2 replicas", lambda: replicas(control_plane, namespace, "st-worker") == 2)
+    # the 15 s stabilisation window, then a poll: 12 s alone, past 30 s once on a loaded CI
+    wait_for("2 replicas", lambda: replicas(control_plane, namespace, "st-worker") == 2,
+             timeout=60.0)
     time.sleep(3)
     assert replicas(control_plane, namespace, "st-worker") == 2
     reason = (get(control_plane, "tq", "st", "-n", namespace) or {})["status"]["reason"]
