@@ -70,15 +70,15 @@ class QueueLoad:
 
 def erlang_c(slots: int, load: float) -> float:
     """Probability that an arriving task waits (M/M/c); 1 when `slots` <= `load`."""
-    if load <= 0:
-        return 0.0
-    if slots <= load:
-        return 1.0
-    # Erlang B by its stable recurrence, then C from B
+    return _erlang_c_of_b(slots, load, _erlang_b(slots, load) if 0 < load < slots else 1.0)
+
+
+def _erlang_b(slots: int, load: float) -> float:
+    """Erlang B by its stable recurrence (`_next_erlang_b` from no slots up)."""
     b = 1.0
     for n in range(1, slots + 1):
         b = _next_erlang_b(b, n, load)
-    return _erlang_c_of_b(slots, load, b)
+    return b
 
 
 def _next_erlang_b(b: float, slots: int, load: float) -> float:
@@ -87,6 +87,11 @@ def _next_erlang_b(b: float, slots: int, load: float) -> float:
 
 
 def _erlang_c_of_b(slots: int, load: float, b: float) -> float:
+    """`erlang_c` from the Erlang B `b` of the same slots and load."""
+    if load <= 0:
+        return 0.0
+    if slots <= load:
+        return 1.0
     rho = load / slots
     return b / (1 - rho + rho * b)
 
@@ -127,15 +132,11 @@ def slots_for_queue(*, service: float, load_before: float, load_through: float,
     c = max(1, math.floor(load_through) + 1)
     if c >= MAX_SLOTS:
         return MAX_SLOTS
-    b = 1.0
-    for n in range(1, c + 1):
-        b = _next_erlang_b(b, n, load_total)
+    b = _erlang_b(c, load_total)
     while c < MAX_SLOTS:
-        waiting = (0.0 if load_total <= 0 else 1.0 if c <= load_total
-                   else _erlang_c_of_b(c, load_total, b))
         tail = wait_tail(slots=c, service=service, load_before=load_before,
                          load_through=load_through, load_total=load_total, wait=target,
-                         cv2=cv2, ca2=ca2, waiting=waiting)
+                         cv2=cv2, ca2=ca2, waiting=_erlang_c_of_b(c, load_total, b))
         if tail <= 1 - QUANTILE:
             return c
         c += 1

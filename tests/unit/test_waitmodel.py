@@ -63,7 +63,6 @@ def test_slots_for_one_queue(service: float, load: float, target: float, expecte
         assert fewer > 0.05
 
 
-
 @pytest.mark.parametrize("before, through, total", [
     pytest.param(0.0, 19.6, 19.6, id="one-queue"),
     pytest.param(5.0, 12.0, 30.0, id="a-middle-queue"),
@@ -88,6 +87,7 @@ def test_a_load_past_the_slot_cap_is_sized_at_the_cap() -> None:
     assert slots_for_queue(service=1.0, load_before=0.0, load_through=2e6, load_total=2e6,
                            target=1.0) == MAX_SLOTS
     assert batch_slots(load=2e6, ca2=50.0, service=1.0, target=1.0) == MAX_SLOTS
+
 
 @pytest.mark.parametrize("queues, expected_slots, binding", [
     pytest.param([QueueLoad("q", 9.8, 0, 2.0)], 22, "q", id="steady"),
