@@ -26,7 +26,10 @@ The rules, in the order they are applied:
    normal fluctuation (a burst) adds slots to start it within the target, each added slot
    running at least `waitpolicy.burst_horizon` of it (podStartupSeconds, at least a poll),
    unless more than 5 % of the queue's recent tasks waited past its target (the workers' wait
-   histograms: `waitpolicy.over_budget`) and the target can still be met.
+   histograms: `waitpolicy.over_budget`) and the target can still be met. The slots already
+   up or on their way count first (`waitpolicy.standing_slots`: the pods of the scale-ups of
+   the last two start-ups, `PolicyState.scale_ups`, are up that much sooner than pods asked
+   for now), so a burst is not asked for again on each poll while its pods start.
 6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
    passed since work was last seen; until then one replica stays, or, for arrivals that come in
    batches, the replicas the next batch needs (`waitmodel.WaitSizing.batches`) while the
@@ -82,6 +85,9 @@ class PolicyState:
     """Smoothed completed tasks per second per replica, once measured."""
     rates: rates_.Rates = NO_RATES
     """Arrival rate per queue and service time (for targetWaitSeconds)."""
+    scale_ups: tuple[tuple[float, int], ...] = ()
+    """(time, pods added) of the recent scale-ups: the pods not running yet are up
+    podStartupSeconds after theirs (`waitpolicy.standing_slots`)."""
 
 
 @dataclass(frozen=True)
@@ -135,9 +141,26 @@ def decide(
         steady_recommendations=steady,
         last_scale=now if replicas != current else state.last_scale,
         replicas=replicas,
+        scale_ups=_scale_ups(spec, state.scale_ups, now, added=replicas - current),
     )
     reason = f"{why}; {how}" if how else why
     return Decision(replicas, current, reason, recommendation, new_state)
+
+
+SCALE_UPS_KEPT = 32
+"""At most this many recent scale-ups are remembered (a pod still starting after more is
+taken as asked for now)."""
+
+
+def _scale_ups(spec: ScalingSpec, before: tuple[tuple[float, int], ...], now: float, *,
+               added: int) -> tuple[tuple[float, int], ...]:
+    """The scale-ups whose pods may still be starting: those of the last two start-ups and a
+    poll, with this one when it adds pods."""
+    keep = 2 * spec.podStartupSeconds + spec.pollIntervalSeconds
+    recent = tuple((t, n) for t, n in before if 0 <= now - t < keep)
+    if added > 0:
+        recent = (*recent, (now, added))
+    return recent[-SCALE_UPS_KEPT:]
 
 
 def _on_redis_error(spec: ScalingSpec, state: PolicyState) -> Decision:
@@ -201,7 +224,10 @@ def _recommend(
     spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float, fleet: _Fleet
 ) -> _Recommendation:
     waited = frozenset(spec.targetWaitSeconds or {})
-    sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order)
+    standing = waitpolicy.standing_slots(spec, obs, replicas=state.replicas,
+                                         scale_ups=state.scale_ups,
+                                         concurrency=fleet.concurrency, now=now)
+    sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order, standing)
     # the length target counts the queues the wait model does not size
     by_length = _by_length(spec, obs, state, exclude=waited if sizing is not None else frozenset())
     rec, why = _held_load(*by_length, state.rates, fleet, exclude=waited)

@@ -19,7 +19,14 @@ of it) than that fleet would have queued 95 % of the time
 (a burst; a normal fluctuation adds nothing): with w = target - oldest age - pod start-up the
 time left once pods added now are up (but at least horizon - S, so that each added slot runs at
 least `horizon` seconds of the burst), k new slots start k tasks at once and k / S a second
-after: a_k + 0.95 x excess / (1 + w / S) (`_burst_slots`). The floor gives way to the target for
+after: a_k + 0.95 x excess / (1 + w / S) (`_burst_slots`). The slots already there or on their
+way (`Standing`: idle, busy, pods still starting) are counted first, each for the tasks it
+starts by the oldest task's deadline from the time it is up: a pod asked for a poll ago is up
+sooner than one asked for now, so a burst that has not started yet is not sized again, poll
+after poll, as if its pods were not coming. Once the target is out of reach there is no
+deadline, only the floor, which moves with each poll: a standing slot then counts as a new one
+(counted to the end of a window always startup + w away, the slots up drained a burst slower on
+every poll). The floor gives way to the target for
 a queue whose measured late share is over its 5 % (`QueueLoad.over_budget`) while the target
 can still be met: the target is the user's, the floor only a saving.
 
@@ -40,6 +47,36 @@ QUANTILE = 0.95
 TAIL_LOG = math.log(1 / (1 - QUANTILE))
 """ln 20: an exponential tail falls to 1 - QUANTILE after this many means."""
 MAX_SLOTS = 100_000
+
+
+@dataclass(frozen=True)
+class Standing:
+    """The slots already up or on their way when a burst is sized."""
+
+    idle: int = 0
+    """Slots of running workers holding no task: free now."""
+    busy: int = 0
+    """Slots of running workers holding a task: free after about a service time."""
+    starting: tuple[tuple[float, int], ...] = ()
+    """(seconds until up, slots) of the pods asked for and not running yet."""
+
+    def ranked(self, *, per_task: float, reserved: float) -> list[tuple[float, float]]:
+        """(seconds until free, slots), soonest first, after `reserved` slots (the erlangs the
+        arrivals keep busy) are set aside: those are taken from the busy slots first (the
+        arrivals are what keeps them busy), then from the soonest free."""
+        groups = [(per_task, float(self.busy)), (0.0, float(self.idle)),
+                  *((max(0.0, up), float(n)) for up, n in self.starting)]
+        out: list[tuple[float, float]] = []
+        for up, n in groups:
+            kept = min(n, reserved)
+            reserved -= kept
+            if n > kept:
+                out.append((up, n - kept))
+        return sorted(out)
+
+
+NO_STANDING = Standing()
+"""Nothing known of the fleet: every slot of a burst is sized as if asked for now."""
 
 
 @dataclass(frozen=True)
@@ -172,11 +209,15 @@ class WaitSizing:
     batches: int = 0
     """The part of `steady` that starts the batches the arrivals come in (`batch_slots`; 0 for
     Poisson arrivals): held through a lull between batches, when nothing is queued."""
+    backlogged: bool = False
+    """A queue holds more than the steady slots start in time, judged without the standing
+    fleet's head start (as if none of its slots were up yet): the slots already draining a
+    burst can make `slots` fall to `steady` while its backlog is still queued."""
 
     @property
     def burst(self) -> bool:
         """More is queued than the fleet sized for the arrivals would have queued."""
-        return self.slots > self.steady
+        return self.slots > self.steady or self.backlogged
 
 
 def slots_for_wait(queues: Sequence[QueueLoad], *, service: float,
@@ -187,13 +228,15 @@ def slots_for_wait(queues: Sequence[QueueLoad], *, service: float,
 
 
 def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
-                  horizon: float = 0.0, startup: float = 0.0) -> WaitSizing:
+                  horizon: float = 0.0, startup: float = 0.0,
+                  standing: Standing = NO_STANDING) -> WaitSizing:
     """`slots_for_wait` with its steady part.
 
     `service` is the fleet-wide mean service time (used for queues without their own). A
     burst's slots (`_burst_slots`) start it within what is left of the target once the pods
     added for it are up (they take `startup` seconds), each running at least `horizon` seconds
-    of it (`waitpolicy.burst_horizon`: pod start-up, at least a poll)."""
+    of it (`waitpolicy.burst_horizon`: pod start-up, at least a poll); the `standing` slots
+    count first, from the time each is free."""
     def s_of(q: QueueLoad) -> float:
         return q.service if q.service is not None else service
     load_total = sum(q.arrival_rate * s_of(q) for q in queues)
@@ -201,7 +244,7 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
     # rates decayed to denormals (half a day idle) give a load that underflows to 0: no mix then
     mix = load_total / rate_total if load_total > 0 else service
     cv2 = _mixed_cv2(queues, s_of, mix)
-    best, steadiest, batches, why = 0, 0, 0, ""
+    best, steadiest, batches, why, backlogged = 0, 0, 0, "", False
     before, queued, work, age = 0.0, 0, 0.0, 0.0
     arrived, batched_arrivals = 0.0, 0.0  # for ca2: the rate-weighted dispersion through q
     for i, q in enumerate(queues):
@@ -223,9 +266,13 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
             normal = normal_queue(slots=steady, load=load_total) + math.floor(batch_ahead(ca2))
             excess = queued - normal
             left = q.target_wait - age - startup
+            per_task = work / queued if queued else mix
+            floor = 0.0 if q.over_budget and left > 0 else horizon
             backlog = math.ceil(through + _burst_slots(
-                excess, per_task=work / queued if queued else mix, left=left,
-                horizon=0.0 if q.over_budget and left > 0 else horizon))
+                excess, per_task=per_task, left=left, horizon=floor, startup=startup,
+                standing=standing.ranked(per_task=per_task, reserved=through)))
+            backlogged = backlogged or math.ceil(through + _burst_slots(
+                excess, per_task=per_task, left=left, horizon=floor)) > steady
             behind = _behind_slots(queues[i + 1:], load=through, target=q.target_wait,
                                    s_of=s_of)
             need = max(steady, backlog, behind)
@@ -238,7 +285,8 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                        f"{' (and a backlog behind it)' if behind > max(steady, backlog) else ''}"
                        f": {need} slots")
         before = through
-    return WaitSizing(slots=best, steady=steadiest, why=why, batches=batches)
+    return WaitSizing(slots=best, steady=steadiest, why=why, batches=batches,
+                      backlogged=backlogged)
 
 
 def _behind_slots(lower: Sequence[QueueLoad], *, load: float, target: float,
@@ -271,14 +319,32 @@ def _mixed_cv2(queues: Sequence[QueueLoad], s_of: Callable[[QueueLoad], float],
     return max(0.0, second / (mix * mix) - 1)
 
 
-def _burst_slots(excess: int, *, per_task: float, left: float, horizon: float) -> float:
+def _burst_slots(excess: int, *, per_task: float, left: float, horizon: float,
+                 startup: float = 0.0, standing: Sequence[tuple[float, float]] = ()) -> float:
     """Slots that start 95 % of a burst of `excess` tasks of `per_task` seconds within w seconds
-    of coming up: k new slots start k tasks at once and k / per_task a second after, so k (1 + w
-    / per_task) tasks. w is what is left of the target once pods added now are up (`left`), but
-    at least `horizon` - per_task: each added slot then runs at least `horizon` seconds of the
-    burst (a pod with less work than its start-up costs more than it runs), which is also all
-    that is asked once the target is out of reach (`left` <= 0)."""
+    of new pods coming up: k new slots start k tasks at once and k / per_task a second after, so
+    k (1 + w / per_task) tasks. w is what is left of the target once pods added now are up
+    (`left`), but at least `horizon` - per_task: each added slot then runs at least `horizon`
+    seconds of the burst (a pod with less work than its start-up costs more than it runs), which
+    is also all that is asked once the target is out of reach (`left` <= 0).
+
+    The slots of `standing` ((seconds until free, slots), soonest first) are used first: while
+    w is the target's (a deadline), one free u seconds from now starts 1 + (startup + w - u) /
+    per_task tasks by then, more than a new one (u = startup); when w is the floor (no
+    deadline), as many as a new one. They count in the slots returned as far as they are needed;
+    new slots only for what they leave."""
     if excess <= 0:
         return 0.0
     window = max(left, horizon - per_task, 0.0)
-    return QUANTILE * excess / (1 + window / per_task)
+    # a deadline (the oldest task's) when the target can be met; when it cannot, the window is
+    # a floor on each added slot's work that moves with every poll: a standing slot then counts
+    # as a new one, not for the time until a finish line that is always startup + w away
+    deadline = left > 0 and window == left
+    tasks, used = QUANTILE * excess, 0.0
+    for free_in, slots in standing:
+        if tasks <= 0:
+            break
+        each = 1 + (max(0.0, startup + window - free_in) if deadline else window) / per_task
+        take = min(slots, tasks / each)
+        used, tasks = used + take, tasks - take * each
+    return used + max(0.0, tasks) / (1 + window / per_task)

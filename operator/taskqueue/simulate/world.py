@@ -178,6 +178,7 @@ class World:
             oldest_enqueued_at={q: d[0].at for q, d in self.queues.items() if d},
             taken=dict(self.counters.taken), service=dict(self.reported),
             service_sq=dict(self.reported_sq), waited=dict(self.reported_waited),
+            quiesced=frozenset(p.name for p in self.pods if p.quiesced and p.gone_at is None),
         )
 
     def pod_views(self, t: float) -> list[PodView]:
