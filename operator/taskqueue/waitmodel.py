@@ -336,15 +336,17 @@ def _burst_slots(excess: int, *, per_task: float, left: float, horizon: float,
     if excess <= 0:
         return 0.0
     window = max(left, horizon - per_task, 0.0)
-    # a deadline (the oldest task's) when the target can be met; when it cannot, the window is
-    # a floor on each added slot's work that moves with every poll: a standing slot then counts
-    # as a new one, not for the time until a finish line that is always startup + w away
-    deadline = left > 0 and window == left
-    tasks, used = QUANTILE * excess, 0.0
+    tasks, per_new = QUANTILE * excess, 1 + window / per_task
+    # without a deadline (the target out of reach, or w the floor) the window is a floor on
+    # each added slot's work that moves with every poll: a standing slot then counts as a new
+    # one, not for the time until a finish line that is always startup + w away
+    if not (left > 0 and window == left):
+        return tasks / per_new
+    used = 0.0
     for free_in, slots in standing:
         if tasks <= 0:
             break
-        each = 1 + (max(0.0, startup + window - free_in) if deadline else window) / per_task
+        each = 1 + max(0.0, startup + window - free_in) / per_task
         take = min(slots, tasks / each)
         used, tasks = used + take, tasks - take * each
-    return used + max(0.0, tasks) / (1 + window / per_task)
+    return used + max(0.0, tasks) / per_new

@@ -87,7 +87,7 @@ def test_a_fleet_draining_a_burst_keeps_it_a_burst_until_the_backlog_is_gone() -
                            standing=Standing(busy=12))
     assert sizing.slots == sizing.steady == 1
     assert sizing.burst
-    drained = size_for_wait([QueueLoad("q", 0.04, 0, 2.0)], service=1.9, horizon=HORIZON,
+    drained = size_for_wait([QueueLoad("q", 0.04, 0, 20.0)], service=1.9, horizon=HORIZON,
                             startup=STARTUP, standing=Standing(busy=12))
     assert not drained.burst
 
