@@ -59,6 +59,18 @@ class PodState:
     deleting: bool
     created: float = 0.0
     """creationTimestamp (unix seconds; 0 when unknown)."""
+    scheduled: bool = False
+    """spec.nodeName is set."""
+    phase: str = ""
+    """status.phase ("" when not reported yet, which the ReplicaSet ranks as Pending)."""
+    ready: bool = False
+    """The pod's Ready condition is True."""
+
+    @property
+    def active(self) -> bool:
+        """Counted by its ReplicaSet: not being deleted, not Succeeded or Failed (an evicted
+        pod lingers as Failed until garbage-collected)."""
+        return not self.deleting and self.phase not in ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -123,6 +135,11 @@ def newer_or_same(rv: str, than: str) -> bool:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _ready(pod: Any) -> bool:
+    conditions = (pod.status and pod.status.conditions) or ()
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
 def _selector(labels: dict[str, str]) -> str:
@@ -215,6 +232,9 @@ class KubeClient:
                 deleting=p.metadata.deletion_timestamp is not None,
                 created=(p.metadata.creation_timestamp.timestamp()
                          if p.metadata.creation_timestamp else 0.0),
+                scheduled=bool(p.spec.node_name),
+                phase=(p.status and p.status.phase) or "",
+                ready=_ready(p),
             )
             for p in pods.items
         ]

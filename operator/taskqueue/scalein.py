@@ -3,8 +3,9 @@
 `settle()` turns the policy's replica count into the count that is safe to set now, following
 `taskqueue.quiesce` (pure): victims are quiesced in Redis and their processing lists read in one
 MULTI/EXEC (`queueops.quiesce`); the drained ones get the lowest pod-deletion-cost, every other
-pod its in-flight count; the replica count drops by the drained victims only. Victims no longer
-needed are released. On a poll with nothing to remove and nothing quiesced it does no I/O.
+pod its in-flight count; the replica count drops by the drained victims the ReplicaSet deletes
+first only (it ranks pods not yet Ready, Pending or unscheduled before any cost). Victims no
+longer needed are released. On a poll with nothing to remove and nothing quiesced it does no I/O.
 Quiescing needs worker id = pod name (the operator's own Deployment sets TASKQUEUE_WORKER_ID from
 metadata.name); when busy workers are not pods by name, the count stays at or above them.
 """
@@ -57,7 +58,7 @@ async def settle(kube: Kube, client: aioredis.Redis, schema: keys.KeySchema, *, 
             await queueops.quiesce(client, schema, add=(), remove=sorted(observation.quiesced))
             return Settled(target, f"released {len(observation.quiesced)} quiesced pod(s)")
         return Settled(target)
-    pods = [p for p in await kube.list_pods(namespace, deployment.selector) if not p.deleting]
+    pods = [p for p in await kube.list_pods(namespace, deployment.selector) if p.active]
     held = {w.worker_id: w.in_flight for w in observation.workers}
     names = {p.name for p in pods}
     strangers = [w for w in observation.workers
@@ -66,7 +67,10 @@ async def settle(kube: Kube, client: aioredis.Redis, schema: keys.KeySchema, *, 
         floor = min(current, max(target, observation.busy_workers))
         return Settled(floor, f"{len(strangers)} busy worker(s) are not pod names: no quiesce, "
                               f"not below {observation.busy_workers} busy workers")
-    views = [quiesce.PodView(p.name, held.get(p.name, 0), p.created) for p in pods]
+    views = [quiesce.PodView(p.name, held.get(p.name, 0), p.created,
+                             quiesce.replicaset_rank(scheduled=p.scheduled, phase=p.phase,
+                                                     ready=p.ready))
+             for p in pods]
     plan = quiesce.plan(views, target=target, quiesced=observation.quiesced)
     release = sorted(set(plan.release) | (observation.quiesced - set(plan.victims)))
     after = await queueops.quiesce(client, schema, add=plan.victims, remove=release)
@@ -77,13 +81,17 @@ async def settle(kube: Kube, client: aioredis.Redis, schema: keys.KeySchema, *, 
         for p in pods if p.deletion_cost != costs[p.name]
     ), return_exceptions=True)
     # a pod whose cost could not be written may rank below a victim: remove nothing this time
-    removable = 0 if any(isinstance(r, BaseException) for r in results) else len(drained)
+    annotated = not any(isinstance(r, BaseException) for r in results)
+    removable = quiesce.removable(views, drained) if annotated else 0
     replicas = quiesce.replicas_after(current=current, target=target, pods=len(pods),
                                       removable=removable)
-    busy = len(plan.victims) - removable
-    note = f"quiesced {len(plan.victims)} pod(s), {removable} drained"
+    busy = len(plan.victims) - len(drained)
+    note = f"quiesced {len(plan.victims)} pod(s), {len(drained)} drained"
     if busy:
         note += f", {busy} still finishing their tasks"
+    if annotated and removable < len(drained):
+        note += (f", {len(drained) - removable} kept while the ReplicaSet would delete a busy pod "
+                 "first (not yet Ready, Pending or unscheduled)")
     return Settled(replicas, note)
 
 

@@ -8,6 +8,7 @@ leave a busy victim alone until its list is empty.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -125,3 +126,55 @@ def test_busy_workers_that_are_not_pods_by_name_keep_the_count(
     assert replicas(control_plane, namespace, "st-worker") == 2
     reason = (get(control_plane, "tq", "st", "-n", namespace) or {})["status"]["reason"]
     assert "not pod names" in reason
+
+
+def set_pod_status(cp: ControlPlane, namespace: str, pod: str, *, ready: bool) -> None:
+    """What a kubelet reports: the worker runs, and its Ready condition (a readiness probe failing
+    under load, or a status not yet updated after the worker started fetching)."""
+    flag = "True" if ready else "False"
+    status = {"phase": "Running", "conditions": [
+        {"type": "ContainersReady", "status": flag}, {"type": "Ready", "status": flag}]}
+    cp.kubectl("patch", "pod", pod, "-n", namespace, "--subresource=status", "--type=merge",
+               "-p", json.dumps({"status": status}))
+
+
+def test_a_busy_pod_the_replicaset_deletes_first_is_quiesced_not_deleted(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
+) -> None:
+    # The ReplicaSet deletes a not-Ready pod before a Ready one whatever their deletion costs: an
+    # idle Ready victim at -1000 would leave a busy not-Ready pod to be deleted in its place.
+    tq = taskqueue("nr", redis_url, scaling={"targetBacklogPerReplica": 1,
+                                             "idleCooldownSeconds": 600})
+    schema = keys.KeySchema.from_spec(manifest.parse(tq).spec)
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    run_operator(namespace)
+    apply(control_plane, namespace, tq)
+    r.lpush("nr:jobs", "a", "b")
+    wait_for("2 replicas", lambda: replicas(control_plane, namespace, "nr-worker") == 2)
+    busy, idle = sorted(wait_for("2 pods", lambda: (lambda p: p if len(p) == 2 else None)(
+        pods(control_plane, namespace, "nr"))))
+    with r.pipeline(transaction=True) as taken:  # in one step: 2 tasks, still 2 replicas
+        taken.delete("nr:jobs")
+        hold(taken, schema, busy, 2)
+        hold(taken, schema, idle, 0)
+        taken.execute()
+    set_pod_status(control_plane, namespace, idle, ready=True)
+    set_pod_status(control_plane, namespace, busy, ready=False)
+    # wants 1: the busy not-Ready pod is the one the ReplicaSet would delete, so it is the victim
+    tq["spec"]["scaling"]["targetBacklogPerReplica"] = 10
+    apply(control_plane, namespace, tq)
+    wait_for("a scale-in", lambda: schema.processing(busy) in r.smembers(schema.quiesced)
+             or schema.processing(idle) in r.smembers(schema.quiesced))
+    time.sleep(3)  # three polls: nothing is removed while it holds its task
+    assert busy in pods(control_plane, namespace, "nr"), "the busy not-Ready pod was deleted"
+    assert schema.processing(busy) in r.smembers(schema.quiesced)
+    assert replicas(control_plane, namespace, "nr-worker") == 2
+    assert set(pods(control_plane, namespace, "nr")) == {busy, idle}
+    wait_for("the reason says why", lambda: "1 still finishing" in (
+        (get(control_plane, "tq", "nr", "-n", namespace) or {}).get("status") or {}
+    ).get("reason", ""), timeout=30)
+    # its task done, it leaves; the Ready pod stays
+    hold(r, schema, busy, 0)
+    wait_for("1 replica", lambda: replicas(control_plane, namespace, "nr-worker") == 1)
+    wait_for("busy pod gone", lambda: busy not in pods(control_plane, namespace, "nr"))
+    assert idle in pods(control_plane, namespace, "nr")

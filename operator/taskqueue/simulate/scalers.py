@@ -90,7 +90,7 @@ class OperatorScaler:
         drained = quiesce.drained(plan.victims, held)
         world.set_costs(quiesce.deletion_costs([p.name for p in pods], held, drained))
         return quiesce.replicas_after(current=current, target=target, pods=len(pods),
-                                      removable=len(drained))
+                                      removable=quiesce.removable(pods, drained))
 
 
 class KedaScaler:

@@ -23,10 +23,13 @@ from typing import Literal
 
 from taskqueue.keys import WAIT_EDGES_SECONDS, edges_below
 from taskqueue.observation import QueueObservation, WorkerObservation
-from taskqueue.quiesce import PodView
+from taskqueue.quiesce import RUNNING_READY, PodView, replicaset_rank
 from taskqueue.simulate.trace import Arrival
 
 Dispatch = Literal["pack", "spread"]
+
+STARTING = replicaset_rank(scheduled=True, phase="Pending", ready=False)
+"""The ReplicaSet's rank of a pod whose worker is not up yet (it holds no task then)."""
 
 
 @dataclass
@@ -182,7 +185,9 @@ class World:
         )
 
     def pod_views(self, t: float) -> list[PodView]:
-        return [PodView(p.name, p.running(t), p.created) for p in self.live()]
+        return [PodView(p.name, p.running(t), p.created,
+                        RUNNING_READY if p.ready_at <= t else STARTING)
+                for p in self.live()]
 
     def held(self, t: float) -> dict[str, int]:
         return {p.name: p.running(t) for p in self.pods if p.gone_at is None}
