@@ -40,19 +40,29 @@ def hold(r: redis.Redis, schema: keys.KeySchema, pod: str, n: int) -> None:
     r.zadd(schema.workers, {pod: int(time.time() * 1000) + 600_000})
 
 
-def test_only_drained_victims_leave_and_a_busy_one_waits(
-    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
-) -> None:
-    tq = taskqueue("qz", redis_url, scaling={"targetBacklogPerReplica": 1,
+def scaled_out(control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str,
+               name: str, tasks: int) -> tuple[dict[str, Any], keys.KeySchema, redis.Redis,
+                                              list[str]]:
+    """A TaskQueue of one task per replica, scaled out to `tasks` pods by `tasks` queued tasks:
+    its manifest, key schema, a Redis client and the pod names (sorted)."""
+    tq = taskqueue(name, redis_url, scaling={"targetBacklogPerReplica": 1,
                                              "idleCooldownSeconds": 600})
     schema = keys.KeySchema.from_spec(manifest.parse(tq).spec)
     r = redis.Redis.from_url(redis_url, decode_responses=True)
     run_operator(namespace)
     apply(control_plane, namespace, tq)
-    r.lpush("qz:jobs", "a", "b", "c")
-    wait_for("3 replicas", lambda: replicas(control_plane, namespace, "qz-worker") == 3)
-    names = sorted(wait_for("3 pods", lambda: (lambda p: p if len(p) == 3 else None)(
-        pods(control_plane, namespace, "qz"))))
+    r.lpush(f"{name}:jobs", *[str(i) for i in range(tasks)])
+    wait_for(f"{tasks} replicas",
+             lambda: replicas(control_plane, namespace, f"{name}-worker") == tasks)
+    names = wait_for(f"{tasks} pods", lambda: (lambda p: p if len(p) == tasks else None)(
+        pods(control_plane, namespace, name)))
+    return tq, schema, r, sorted(names)
+
+
+def test_only_drained_victims_leave_and_a_busy_one_waits(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
+) -> None:
+    tq, schema, r, names = scaled_out(control_plane, namespace, run_operator, redis_url, "qz", 3)
     # the three tasks are taken: two by the first pod, one by the second, none by the third
     r.delete("qz:jobs")
     busy, other, idle = names
@@ -106,14 +116,7 @@ def test_busy_workers_that_are_not_pods_by_name_keep_the_count(
     control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str
 ) -> None:
     # e.g. a scaleTargetRef Deployment whose workers do not take the pod name as their id
-    tq = taskqueue("st", redis_url, scaling={"targetBacklogPerReplica": 1,
-                                             "idleCooldownSeconds": 600})
-    schema = keys.KeySchema.from_spec(manifest.parse(tq).spec)
-    r = redis.Redis.from_url(redis_url, decode_responses=True)
-    run_operator(namespace)
-    apply(control_plane, namespace, tq)
-    r.lpush("st:jobs", "a", "b", "c")
-    wait_for("3 replicas", lambda: replicas(control_plane, namespace, "st-worker") == 3)
+    tq, schema, r, _ = scaled_out(control_plane, namespace, run_operator, redis_url, "st", 3)
     r.delete("st:jobs")
     for worker in ("host-1-abc", "host-2-def"):
         hold(r, schema, worker, 1)
@@ -143,16 +146,8 @@ def test_a_busy_pod_the_replicaset_deletes_first_is_quiesced_not_deleted(
 ) -> None:
     # The ReplicaSet deletes a not-Ready pod before a Ready one whatever their deletion costs: an
     # idle Ready victim at -1000 would leave a busy not-Ready pod to be deleted in its place.
-    tq = taskqueue("nr", redis_url, scaling={"targetBacklogPerReplica": 1,
-                                             "idleCooldownSeconds": 600})
-    schema = keys.KeySchema.from_spec(manifest.parse(tq).spec)
-    r = redis.Redis.from_url(redis_url, decode_responses=True)
-    run_operator(namespace)
-    apply(control_plane, namespace, tq)
-    r.lpush("nr:jobs", "a", "b")
-    wait_for("2 replicas", lambda: replicas(control_plane, namespace, "nr-worker") == 2)
-    busy, idle = sorted(wait_for("2 pods", lambda: (lambda p: p if len(p) == 2 else None)(
-        pods(control_plane, namespace, "nr"))))
+    tq, schema, r, (busy, idle) = scaled_out(control_plane, namespace, run_operator, redis_url,
+                                             "nr", 2)
     with r.pipeline(transaction=True) as taken:  # in one step: 2 tasks, still 2 replicas
         taken.delete("nr:jobs")
         hold(taken, schema, busy, 2)
