@@ -4,11 +4,11 @@ When the policy wants fewer replicas than there are pods, the operator chooses v
 the ReplicaSet deletes before any others, below; then the fewest tasks in flight, then the newest;
 pods already quiesced win ties so a victim is not swapped for an equal one), adds them to the
 TaskQueue's quiesced set in Redis (fetch.lua gives a quiesced worker nothing, atomically), then
-reads their processing lists. A victim whose list is empty *after* it
-was quiesced can never hold a task again: it gets the lowest pod-deletion-cost and the replica
-count drops by the number of such pods the ReplicaSet deletes first, so it deletes exactly those.
-Victims still busy stay quiesced and leave on a later poll; a victim no longer needed (the policy
-wants more again) is released. `taskqueue.simulate` drives the same functions.
+reads their processing lists. A victim whose list is empty *after* it was quiesced can never hold
+a task again: it gets the lowest pod-deletion-cost and the replica count drops by the number of
+such pods the ReplicaSet deletes first, so it deletes exactly those. Victims still busy stay
+quiesced and leave on a later poll; a victim no longer needed (the policy wants more again) is
+released. `taskqueue.simulate` drives the same functions.
 
 The ReplicaSet controller looks at pod-deletion-cost only among pods of the same standing: it
 deletes unscheduled pods first, then Pending, Unknown and Running ones, and not-Ready before
