@@ -58,6 +58,10 @@ class Pod:
     def running(self, t: float) -> int:
         return sum(1 for s in self.slots if s is not None and s.end > t)
 
+    def rank(self, t: float) -> int:
+        """`quiesce.replicaset_rank` at `t`: starting until ready, then Running and Ready."""
+        return RUNNING_READY if self.ready_at <= t else STARTING
+
     def in_flight(self) -> int:
         return sum(1 for s in self.slots if s is not None)
 
@@ -147,7 +151,7 @@ class World:
             self.pods.append(Pod(f"pod-{self._names}", t, t + self.startup,
                                  [None] * self.concurrency, [t + self.startup] * self.concurrency))
         if len(live) > replicas:
-            ranked = sorted(live, key=lambda p: (p.ready_at <= t, p.cost, -p.created))
+            ranked = sorted(live, key=lambda p: (p.rank(t), p.cost, -p.created))
             for pod in ranked[:len(live) - replicas]:
                 self._terminate(pod, t)
 
@@ -185,9 +189,7 @@ class World:
         )
 
     def pod_views(self, t: float) -> list[PodView]:
-        return [PodView(p.name, p.running(t), p.created,
-                        RUNNING_READY if p.ready_at <= t else STARTING)
-                for p in self.live()]
+        return [PodView(p.name, p.running(t), p.created, p.rank(t)) for p in self.live()]
 
     def held(self, t: float) -> dict[str, int]:
         return {p.name: p.running(t) for p in self.pods if p.gone_at is None}
