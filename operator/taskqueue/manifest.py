@@ -23,7 +23,9 @@ def describe(error: ValidationError, *, root: str = "") -> str:
         for part in item["loc"]:
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
         msg = item["msg"].removeprefix("Value error, ")
-        lines.append(f"{path or '(manifest)'}: {msg}")
+        # a message that names its fields itself (`spec.retry.deadLetterKey 'r' is ...`)
+        lines.append(msg if path and msg.startswith(f"{path}.") else
+                     f"{path or '(manifest)'}: {msg}")
     return "\n".join(lines)
 
 

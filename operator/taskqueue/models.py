@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from taskqueue import redisspec
+from taskqueue import keyspace, redisspec
 from taskqueue.hashtag import cluster_key_problem
 from taskqueue.scalingspec import ScalingSpec as ScalingSpec
 from taskqueue.statusschema import SpecModel as _Model
@@ -206,6 +206,14 @@ class TaskQueueSpec(_Model):
         return queues
 
     @model_validator(mode="after")
+    def _every_key_its_own(self) -> TaskQueueSpec:
+        problem = keyspace.collision([q.key for q in self.queues], key_prefix=self.keyPrefix,
+                                     dead_letter=self.retry.deadLetterKey)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
     def _one_slot_on_cluster(self) -> TaskQueueSpec:
         if self.redis.is_cluster:
             problem = cluster_key_problem(
@@ -229,7 +237,7 @@ class TaskQueueSpec(_Model):
 
     @property
     def dead_letter_key(self) -> str:
-        return self.retry.deadLetterKey or f"{self.queues[0].key}:dead"
+        return self.retry.deadLetterKey or keyspace.default_dead_letter(self.queues[0].key)
 
     @property
     def key_prefix(self) -> str:
