@@ -1,5 +1,6 @@
-"""The real API server refuses, with the CRD's CEL rules, what the models refuse: two names of a
-TaskQueue that are one Redis key; and it accepts the near misses the models accept."""
+"""The real API server refuses, with the CRD's CEL rules and bounds, what the models refuse: two
+names of a TaskQueue that are one Redis key, and numbers the worker cannot use; and it accepts
+the near misses the models accept."""
 
 from __future__ import annotations
 
@@ -47,6 +48,18 @@ REFUSED = [
                   "retry": {"deadLetterKey": "p:running:1"}},
                  "spec.retry.deadLetterKey p:running:1 is one of the own keys",
                  id="dead-letter-list-is-a-lease"),
+    pytest.param({"worker": {"terminationGracePeriodSeconds": 10_000_000_000}},
+                 "spec.worker.terminationGracePeriodSeconds: Invalid value", id="grace-1e10"),
+    pytest.param({"worker": {"taskTimeoutSeconds": 1e12}},
+                 "spec.worker.taskTimeoutSeconds: Invalid value", id="task-timeout-huge"),
+    pytest.param({"worker": {"idempotency": {"windowSeconds": 1e15}}},
+                 "spec.worker.idempotency.windowSeconds: Invalid value", id="window-huge"),
+    pytest.param({"retry": {"backoffSeconds": 1e9}}, "spec.retry.backoffSeconds: Invalid value",
+                 id="backoff-huge"),
+    pytest.param({"scaling": {"maxReplicas": 1_000_000}},
+                 "spec.scaling.maxReplicas: Invalid value", id="replicas-huge"),
+    pytest.param({"queues": [{"key": "q"}], "scaling": {"targetWaitSeconds": {"q": 1e9}}},
+                 "spec.scaling.targetWaitSeconds.q: Invalid value", id="wait-target-huge"),
 ]
 
 
@@ -72,6 +85,10 @@ ACCEPTED = [
                  id="another-prefix-frees-the-name"),
     pytest.param({"queues": [{"key": "q"}, {"key": "r"}], "retry": {"deadLetterKey": "r:dead"}},
                  id="dead-letter-list-of-its-own"),
+    pytest.param({"worker": {"terminationGracePeriodSeconds": 604_800,
+                             "taskTimeoutSeconds": 604_800,
+                             "idempotency": {"windowSeconds": 31_536_000}},
+                  "scaling": {"maxReplicas": 10_000}}, id="every-maximum"),
 ]
 
 
