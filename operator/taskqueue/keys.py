@@ -24,6 +24,10 @@ all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot)
 | <prefix>:unique:<task id>         | str  | unique enqueue: the id was enqueued (PX = window)  |
 | <dead-letter key>                 | list | JSON records of tasks that failed for good         |
 
+No two of these names may be one key (`taskqueue.keyspace.collision`, checked by the models, the
+worker's compiled settings and the CLI's flags); `keyspace` names the bookkeeping keys and
+families this schema builds.
+
 An *entry* (processing list, delayed set) is "<queue key>\\n<score>\\n<element>": the element as it
 was in the queue plus where it came from (score is empty for lists), so any process can put it
 back where it belongs. An *element* is either the producer's raw payload or an envelope written by
