@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
-from taskqueue import models, redact
+from taskqueue import keyspace, models, redact
 
 OUTPUT = Path("crds") / f"{models.GROUP}_{models.PLURAL}.yaml"
 
@@ -45,34 +45,89 @@ _ONE_SLOT = (
 )
 """The hash-tag rule of `models.cluster_key_problem` (which also prints the fix) in CEL."""
 
-#: CEL rules per model: (rule, message, fieldPath or None). Mirrors the pydantic validators.
-RULES: dict[str, list[tuple[str, str, str | None]]] = {
-    "RedisSpec": [(
+_PREFIX = "(has(self.keyPrefix) ? self.keyPrefix : self.queues[0].key)"
+_DEAD = ("(has(self.retry) && has(self.retry.deadLetterKey) ? self.retry.deadLetterKey : "
+         f"self.queues[0].key + '{keyspace.DEAD_SUFFIX}')")
+
+
+def _owned(key: str) -> str:
+    """CEL: `key` is one of the keys the TaskQueue's prefix derives (`keyspace.owner`)."""
+    fixed = ", ".join(f"':{name}'" for name in keyspace.BOOKKEEPING)
+    families = ", ".join(f"':{name}:'" for name in keyspace.FAMILIES)
+    return (f"([{fixed}].exists(s, {key} == {_PREFIX} + s) || "
+            f"[{families}].exists(f, {key}.startsWith({_PREFIX} + f)))")
+
+
+_OWNED_NAMES = ", ".join(f"<keyPrefix>:{n}" for n in keyspace.BOOKKEEPING) + ", " + ", ".join(
+    f"<keyPrefix>:{n}:<id>" for n in keyspace.FAMILIES)
+
+
+class Rule(NamedTuple):
+    """One x-kubernetes-validations entry: the CEL rule, its message, the field it is about and
+    a CEL expression for a message that names the value (the message when that fails)."""
+
+    rule: str
+    message: str
+    field_path: str | None = None
+    message_expression: str | None = None
+
+
+#: CEL rules per model. Mirrors the pydantic validators.
+RULES: dict[str, list[Rule]] = {
+    "RedisSpec": [Rule(
         "has(self.url) != has(self.urlSecretRef)",
         "set exactly one of spec.redis.url or spec.redis.urlSecretRef "
         "(e.g. url: redis://redis:6379/0)",
-        None,
-    ), (
+    ), Rule(
         f"!has(self.url) || !(self.url.matches('{redact.PASSWORD_IN_USERINFO}') "
         f"|| self.url.matches('{redact.PASSWORD_IN_QUERY}'))",
         models.PASSWORD_IN_URL,
         ".url",
     )],
-    "WorkerSpec": [(
+    "WorkerSpec": [Rule(
         "!(has(self.handler) && has(self.command))",
         "set spec.worker.handler or spec.worker.command, not both",
-        None,
     )],
-    "ScalingSpec": [(
+    "ScalingSpec": [Rule(
         "self.minReplicas <= self.maxReplicas",
         "spec.scaling.minReplicas must be <= spec.scaling.maxReplicas",
         ".minReplicas",
     )],
-    "TaskQueueSpec": [(
+    "TaskQueueSpec": [Rule(
         "self.queues.all(q, self.queues.exists_one(p, p.key == q.key))",
         "spec.queues: each key must be listed once",
         ".queues",
-    ), (
+    ), Rule(
+        "!has(self.retry) || !has(self.retry.deadLetterKey) || "
+        "!self.queues.exists(q, q.key == self.retry.deadLetterKey)",
+        "spec.retry.deadLetterKey is also a key in spec.queues: dead-letter records would be "
+        "taken as tasks and fail again; use another deadLetterKey",
+        ".retry.deadLetterKey",
+        "'spec.retry.deadLetterKey ' + self.retry.deadLetterKey + ' is also a key in "
+        "spec.queues: dead-letter records would be taken as tasks and fail again; use another "
+        "deadLetterKey'",
+    ), Rule(
+        f"self.queues.all(q, !self.queues.exists(o, q.key == o.key + '{keyspace.DEAD_SUFFIX}'))",
+        f"spec.queues: a queue key is another queue's key plus '{keyspace.DEAD_SUFFIX}', the "
+        "default dead-letter list of a TaskQueue whose first queue it is; rename the queue",
+        ".queues",
+    ), Rule(
+        f"self.queues.all(q, !{_owned('q.key')})",
+        f"spec.queues: a queue key is one of the TaskQueue's own keys ({_OWNED_NAMES}; "
+        "keyPrefix defaults to the first queue key); rename the queue or set spec.keyPrefix",
+        ".queues",
+        f"'spec.queues: a queue key is one of the own keys of the TaskQueue with keyPrefix ' + "
+        f"{_PREFIX} + ' ({_OWNED_NAMES}); rename the queue or set spec.keyPrefix'",
+    ), Rule(
+        f"!{_owned(_DEAD)}",
+        f"spec.retry.deadLetterKey (default <first queue key>{keyspace.DEAD_SUFFIX}) is one of "
+        f"the TaskQueue's own keys ({_OWNED_NAMES}; keyPrefix defaults to the first queue "
+        "key); use another deadLetterKey or set spec.keyPrefix",
+        ".retry",
+        f"'spec.retry.deadLetterKey ' + {_DEAD} + ' is one of the own keys of the TaskQueue with "
+        f"keyPrefix ' + {_PREFIX} + ' ({_OWNED_NAMES}); use another deadLetterKey or set "
+        "spec.keyPrefix'",
+    ), Rule(
         _ONE_SLOT,
         "spec.redis.mode cluster: every key of a TaskQueue (spec.queues[*].key, keyPrefix, "
         "retry.deadLetterKey) must share one hash tag so that all of them live in one slot; "
@@ -146,10 +201,16 @@ def convert(node: Schema, defs: dict[str, Schema], *, object_default: bool = Fal
     elif kind == "array":
         out["items"] = convert(node["items"], defs)
     if model in RULES:
-        out["x-kubernetes-validations"] = [
-            {"rule": rule, "message": message, **({"fieldPath": path} if path else {})}
-            for rule, message, path in RULES[model]
-        ]
+        out["x-kubernetes-validations"] = [_validation(rule) for rule in RULES[model]]
+    return out
+
+
+def _validation(rule: Rule) -> Schema:
+    out: Schema = {"rule": rule.rule, "message": rule.message}
+    if rule.message_expression:
+        out["messageExpression"] = rule.message_expression
+    if rule.field_path:
+        out["fieldPath"] = rule.field_path
     return out
 
 

@@ -24,6 +24,10 @@ all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot)
 | <prefix>:unique:<task id>         | str  | unique enqueue: the id was enqueued (PX = window)  |
 | <dead-letter key>                 | list | JSON records of tasks that failed for good         |
 
+No two of these names may be one key (`taskqueue.keyspace.collision`, checked by the models, the
+worker's compiled settings and the CLI's flags); `keyspace` names the bookkeeping keys and
+families this schema builds.
+
 An *entry* (processing list, delayed set) is "<queue key>\\n<score>\\n<element>": the element as it
 was in the queue plus where it came from (score is empty for lists), so any process can put it
 back where it belongs. An *element* is either the producer's raw payload or an envelope written by
@@ -53,6 +57,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from taskqueue import keyspace
 from taskqueue.hashtag import cluster_key_problem
 
 if TYPE_CHECKING:  # the worker reads key names without pydantic (start-up time)
@@ -174,24 +179,24 @@ class KeySchema:
 
     @property
     def workers(self) -> str:
-        return f"{self.prefix}:workers"
+        return keyspace.bookkeeping_key(self.prefix, "workers")
 
     @property
     def delayed(self) -> str:
-        return f"{self.prefix}:delayed"
+        return keyspace.bookkeeping_key(self.prefix, "delayed")
 
     @property
     def starvation(self) -> str:
-        return f"{self.prefix}:starvation"
+        return keyspace.bookkeeping_key(self.prefix, "starvation")
 
     @property
     def stats(self) -> str:
-        return f"{self.prefix}:stats"
+        return keyspace.bookkeeping_key(self.prefix, "stats")
 
     @property
     def quiesced(self) -> str:
         """Set of the processing-list keys of quiesced workers: fetch.lua gives them nothing."""
-        return f"{self.prefix}:quiesced"
+        return keyspace.bookkeeping_key(self.prefix, "quiesced")
 
     @property
     def taken_fields(self) -> tuple[str, ...]:
@@ -217,22 +222,22 @@ class KeySchema:
 
     @property
     def processing_prefix(self) -> str:
-        return f"{self.prefix}:processing:"
+        return keyspace.family_prefix(self.prefix, "processing")
 
     def processing(self, worker_id: str) -> str:
         return f"{self.processing_prefix}{worker_id}"
 
     def done(self, task_id: str) -> str:
         """Idempotency marker: `task_id` completed (expires after the window)."""
-        return f"{self.prefix}:done:{task_id}"
+        return keyspace.family_prefix(self.prefix, "done") + task_id
 
     def running(self, task_id: str) -> str:
         """Idempotency lease: the worker id running `task_id` (expires with its heartbeat)."""
-        return f"{self.prefix}:running:{task_id}"
+        return keyspace.family_prefix(self.prefix, "running") + task_id
 
     def unique(self, task_id: str) -> str:
         """Unique enqueue: `task_id` was enqueued (expires after `unique_for`)."""
-        return f"{self.prefix}:unique:{task_id}"
+        return keyspace.family_prefix(self.prefix, "unique") + task_id
 
     @property
     def queue_keys(self) -> tuple[str, ...]:
@@ -244,6 +249,12 @@ class KeySchema:
         on one node and different TaskQueues spread over the cluster."""
         return cluster_key_problem(list(self.queue_keys), key_prefix=self.prefix,
                                    dead_letter=self.dead_letter)
+
+    def collision(self, *, labels: keyspace.Labels = keyspace.SPEC_LABELS) -> str | None:
+        """Why two names of this TaskQueue are the same Redis key (`keyspace.collision`), None
+        when every key is its own."""
+        return keyspace.collision(self.queue_keys, key_prefix=self.prefix,
+                                  dead_letter=self.dead_letter, labels=labels)
 
     def queue(self, key: str) -> QueueRef:
         for q in self.queues:
@@ -325,9 +336,33 @@ def rewrap(task: Task, *, attempts: int) -> str:
                 enqueued_at=task.enqueued_at)
 
 
+DEAD_LETTER_FIELDS = ("queue", "payload", "attempts", "error", "failed_at", "id")
+"""The fields of a dead-letter record, in the order Python writes them (Lua's in any order)."""
+
+
+def is_dead_letter_record(text: str) -> bool:
+    """True when `text` is a dead-letter record: a JSON object with exactly DEAD_LETTER_FIELDS
+    (in any order) and a string payload. The same rule as `is_dead_record` in lua/lib/entry.lua."""
+    if not text.startswith("{"):
+        return False
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return (isinstance(data, dict) and set(data) == set(DEAD_LETTER_FIELDS)
+            and isinstance(data["payload"], str))
+
+
 def dead_letter_record(*, entry: Entry, task: Task, attempts: int, error: str,
                        failed_at: float | None = None) -> str:
-    """The JSON record pushed to the dead-letter list (same fields as recover.lua writes)."""
+    """The JSON record pushed to the dead-letter list (same fields as recover.lua writes).
+
+    A task whose payload is itself a dead-letter record (one pushed back into a queue by hand,
+    or taken from a dead-letter list that is also a queue) goes to the list as that record,
+    byte-exact: a record is never nested inside another one, so a record that fails again and
+    again keeps its size (the failure is in the worker's log line)."""
+    if is_dead_letter_record(task.payload):
+        return task.payload
     return json.dumps(
         {
             "queue": entry.queue,

@@ -1,4 +1,5 @@
-"""Loading a TaskQueue manifest (YAML or JSON) with errors that name the field and the fix."""
+"""Loading a TaskQueue manifest (YAML or JSON) with errors that name the field and the fix: one
+line per problem (a YAML syntax error as `file:line:column: ...`), never a traceback."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ def describe(error: ValidationError, *, root: str = "") -> str:
         for part in item["loc"]:
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
         msg = item["msg"].removeprefix("Value error, ")
-        lines.append(f"{path or '(manifest)'}: {msg}")
+        # a message that names its fields itself (`spec.retry.deadLetterKey 'r' is ...`)
+        lines.append(msg if path and msg.startswith(f"{path}.") else
+                     f"{path or '(manifest)'}: {msg}")
     return "\n".join(lines)
 
 
@@ -45,15 +48,41 @@ def load(path: str | Path) -> TaskQueue:
     """The first TaskQueue document in the file at `path`."""
     import yaml  # only for -f: a worker pod gets its spec as JSON ($TASKQUEUE_MANIFEST)
 
-    text = Path(path).read_text("utf-8")
+    try:
+        text = Path(path).read_text("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
+                            ) from None
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        raise ManifestError(f"{path}: not valid YAML: {exc}") from None
+        raise ManifestError(yaml_problem(path, exc, text)) from None
     for doc in docs:
         if isinstance(doc, dict) and doc.get("kind") == KIND:
             return parse(doc)
     raise ManifestError(f"{path}: no document with kind: {KIND}")
+
+
+def yaml_problem(path: str | Path, error: Exception, text: str) -> str:
+    """One line for a YAML error in `text` (the file at `path`): `tq.yaml:4:4: not valid YAML:
+    expected ',' or ']', but got ':' (while parsing a flow sequence that starts at line 3,
+    column 11)`."""
+    import yaml
+
+    if isinstance(error, yaml.reader.ReaderError):  # a character YAML does not allow
+        at = error.position
+        where = f"{path}:{text.count(chr(10), 0, at) + 1}:{at - text.rfind(chr(10), 0, at)}"
+        return (f"{where}: not valid YAML: character #x{error.character:04x} is not allowed "
+                f"({error.reason})")
+    mark = getattr(error, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(error, "problem", None) or " ".join(str(error).split())
+    context, start = getattr(error, "context", None), getattr(error, "context_mark", None)
+    if context and start is not None:
+        problem += f" ({context} that starts at line {start.line + 1}, column {start.column + 1})"
+    elif context:
+        problem += f" ({context})"
+    return f"{where}: not valid YAML: {problem}"
 
 
 def loads_json(text: str) -> TaskQueue:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from taskqueue import redisspec
+from taskqueue import keyspace, limits, redisspec
 from taskqueue.hashtag import cluster_key_problem
 from taskqueue.scalingspec import ScalingSpec as ScalingSpec
 from taskqueue.statusschema import SpecModel as _Model
@@ -56,6 +56,7 @@ class QueueSpec(_Model):
     starvationLimit: int | None = Field(
         default=None,
         ge=1,
+        le=limits.MAX_COUNT,
         description=(
             "After this many consecutive tasks from this queue while a later queue has tasks, "
             "take one from the next non-empty later queue. Counted fleet-wide in Redis."
@@ -71,9 +72,12 @@ class RetrySpec(_Model):
 
     maxAttempts: int = Field(default=3, ge=1, le=1000, description="Attempts before dead-letter.")
     backoffSeconds: float = Field(
-        default=1.0, ge=0, description="First retry delay; doubles per attempt, with jitter."
+        default=1.0, ge=0, le=limits.MAX_DURATION_SECONDS,
+        description="First retry delay; doubles per attempt, with jitter.",
     )
-    maxBackoffSeconds: float = Field(default=300.0, ge=0, description="Cap on one retry delay.")
+    maxBackoffSeconds: float = Field(
+        default=300.0, ge=0, le=limits.MAX_DURATION_SECONDS, description="Cap on one retry delay."
+    )
     deadLetterKey: str | None = Field(
         default=None,
         pattern=KEY_PATTERN,
@@ -87,6 +91,7 @@ class IdempotencySpec(_Model):
     windowSeconds: float = Field(
         default=86400.0,
         ge=1,
+        le=limits.MAX_WINDOW_SECONDS,
         description="How long a completed task id is remembered (a redelivery or a second "
         "enqueue of the id within it is acked without running).",
     )
@@ -116,7 +121,8 @@ class WorkerSpec(_Model):
         description="Tasks fetched per round trip when backlogged (all held in-flight).",
     )
     taskTimeoutSeconds: float | None = Field(
-        default=None, gt=0, description="A task running longer fails (and is retried)."
+        default=None, gt=0, le=limits.MAX_DURATION_SECONDS,
+        description="A task running longer fails (and is retried).",
     )
     heartbeatSeconds: float = Field(
         default=5.0, ge=0.1, le=300, description="Heartbeat period; dead after 3 missed beats."
@@ -147,7 +153,8 @@ class WorkerSpec(_Model):
                     "(runAsNonRoot, seccompProfile RuntimeDefault).",
     )
     terminationGracePeriodSeconds: int = Field(
-        default=30, ge=0, description="Time a worker has to finish tasks in hand on SIGTERM."
+        default=30, ge=0, le=limits.MAX_DURATION_SECONDS,
+        description="Time a worker has to finish tasks in hand on SIGTERM.",
     )
     idempotency: IdempotencySpec | None = Field(
         default=None,
@@ -206,6 +213,14 @@ class TaskQueueSpec(_Model):
         return queues
 
     @model_validator(mode="after")
+    def _every_key_its_own(self) -> TaskQueueSpec:
+        problem = keyspace.collision([q.key for q in self.queues], key_prefix=self.keyPrefix,
+                                     dead_letter=self.retry.deadLetterKey)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
     def _one_slot_on_cluster(self) -> TaskQueueSpec:
         if self.redis.is_cluster:
             problem = cluster_key_problem(
@@ -229,7 +244,7 @@ class TaskQueueSpec(_Model):
 
     @property
     def dead_letter_key(self) -> str:
-        return self.retry.deadLetterKey or f"{self.queues[0].key}:dead"
+        return self.retry.deadLetterKey or keyspace.default_dead_letter(self.queues[0].key)
 
     @property
     def key_prefix(self) -> str:

@@ -6,9 +6,10 @@ base64 passwords do) or in its query (`?password=...`, `?sentinel_password=...`)
 DSNs (`redis+cluster://u:pw@a:7000,b:7001`, `redis+sentinel://s1,s2/mymaster/0`,
 `taskqueue.dsn`) are handled the same way. `url()` hides both; `scrub()` hides every
 URL inside a free text (an exception message); `check()`/`problem()` say whether a URL is usable
-without ever quoting it, so a parse error names the field, never a fragment of the value;
-`has_password()` is the rule the CRD enforces at admission (`PASSWORD_IN_USERINFO` and
-`PASSWORD_IN_QUERY` are RE2-compatible, shared with the CEL rule in `taskqueue.crdgen`).
+without ever quoting it, so a parse error names the field, never a fragment of the value (with
+`tls_problem()`, which checks the `ssl_*` options); `has_password()` is the rule the CRD enforces
+at admission (`PASSWORD_IN_USERINFO` and `PASSWORD_IN_QUERY` are RE2-compatible, shared with the
+CEL rule in `taskqueue.crdgen`).
 
 Where it is unsure it hides more, never less: the userinfo is everything between `://` and the
 last `@` (a password may contain `@`), so an `@` in a query value hides the part before it too.
@@ -37,6 +38,12 @@ _SECRET_PARAMS = re.compile(
 _URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 _USERINFO = re.compile(PASSWORD_IN_USERINFO)
 _QUERY = re.compile(PASSWORD_IN_QUERY)
+TLS_OPTIONS = frozenset({"ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile",
+                         "ssl_password", "ssl_cert_reqs", "ssl_check_hostname", "ssl_ciphers"})
+"""The `ssl_*` options of a Redis URL: those the worker's own connection and redis-py (the CLI,
+the operator) both take."""
+CERT_REQS = ("none", "optional", "required")
+"""The values of `ssl_cert_reqs`."""
 _INT_PARAMS = ("db", "max_connections", "health_check_interval")
 _FLOAT_PARAMS = ("socket_timeout", "socket_connect_timeout")
 
@@ -105,11 +112,30 @@ def problem(text: str) -> str | None:
     except ValueError:
         return ("a query parameter that takes a number has another value (db, "
                 "max_connections, health_check_interval, socket timeouts)")
+    tls = tls_problem(urllib.parse.parse_qsl(parts.query), tls=parts.scheme.startswith("rediss"))
+    if tls is not None:
+        return tls
     if not parts.hostname:
         return "host is missing; use redis://host:6379/0"
     database = parts.path.lstrip("/")
     if "+" not in parts.scheme and database and not database.isdigit():
         return "database (the path after the port) is not a number; use /0"
+    return None
+
+
+def tls_problem(query: list[tuple[str, str]], *, tls: bool) -> str | None:
+    """What is wrong with the `ssl_*` options of a URL's query (`tls`: its scheme is rediss),
+    naming the option; None when they are usable. Never quotes a value."""
+    given = {k: v for k, v in query if k.startswith("ssl_")}
+    unknown = sorted(set(given) - TLS_OPTIONS)
+    if unknown:
+        return (f"Redis URL option {unknown[0]} is not supported; use "
+                f"{', '.join(sorted(TLS_OPTIONS))}")
+    if given and not tls:
+        return (f"Redis URL option {min(given)} needs TLS: use rediss:// (rediss+cluster://, "
+                "rediss+sentinel://)")
+    if given.get("ssl_cert_reqs", "required").lower() not in CERT_REQS:
+        return f"Redis URL option ssl_cert_reqs must be one of {', '.join(CERT_REQS)}"
     return None
 
 

@@ -4,48 +4,62 @@ source of the CRD; re-exported by `taskqueue.models`, used by the policy). Pure 
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from typing import Annotated
 
+from pydantic import Field, model_validator
+
+from taskqueue import limits
 from taskqueue.statusschema import SpecModel
+
+PositiveSeconds = Annotated[float, Field(gt=0, le=limits.MAX_DURATION_SECONDS)]
+"""A per-queue number of seconds (targetWaitSeconds, expectedServiceSeconds)."""
 
 
 class ScalingSpec(SpecModel):
     """Autoscaling bounds and targets."""
 
-    minReplicas: int = Field(default=0, ge=0, description="Lowest replica count (0 allowed).")
-    maxReplicas: int = Field(default=10, ge=1, description="Highest replica count.")
+    minReplicas: int = Field(default=0, ge=0, le=limits.MAX_REPLICAS,
+                             description="Lowest replica count (0 allowed).")
+    maxReplicas: int = Field(default=10, ge=1, le=limits.MAX_REPLICAS,
+                             description="Highest replica count.")
     targetBacklogPerReplica: int = Field(
-        default=10, ge=1, description="Queued + in-flight tasks one replica should carry."
+        default=10, ge=1, le=limits.MAX_COUNT,
+        description="Queued + in-flight tasks one replica should carry.",
     )
     pollIntervalSeconds: float = Field(
-        default=2.0, ge=1, description="Seconds between polls (each is one Redis round trip)."
+        default=2.0, ge=1, le=limits.MAX_POLL_SECONDS,
+        description="Seconds between polls (each is one Redis round trip).",
     )
     scaleDownStabilizationSeconds: float = Field(
-        default=15.0, ge=0, description="Scale down to the highest recommendation in this window "
+        default=15.0, ge=0, le=limits.MAX_STABILIZATION_SECONDS,
+        description="Scale down to the highest recommendation in this window "
         "(pods leave only once quiesced and drained, so the window can be short)."
     )
     maxScaleUpStep: int | None = Field(
-        default=None, ge=1, description="Most replicas added per poll (minReplicas is reached "
-        "at once)."
+        default=None, ge=1, le=limits.MAX_REPLICAS,
+        description="Most replicas added per poll (minReplicas is reached at once).",
     )
     maxScaleDownStep: int | None = Field(
-        default=None, ge=1, description="Most replicas removed per poll (an idle TaskQueue "
-        "past its idleCooldownSeconds goes to zero at once)."
+        default=None, ge=1, le=limits.MAX_REPLICAS,
+        description="Most replicas removed per poll (an idle TaskQueue past its "
+        "idleCooldownSeconds goes to zero at once).",
     )
     idleCooldownSeconds: float = Field(
-        default=30.0, ge=0, description="Idle time (nothing queued or in flight) before zero."
+        default=30.0, ge=0, le=limits.MAX_DURATION_SECONDS,
+        description="Idle time (nothing queued or in flight) before zero.",
     )
     targetDrainSeconds: float | None = Field(
         default=None,
         gt=0,
+        le=limits.MAX_DURATION_SECONDS,
         description="Scale so the backlog drains in this time at the measured per-replica rate.",
     )
-    targetWaitSeconds: dict[str, float] | None = Field(
+    targetWaitSeconds: dict[str, PositiveSeconds] | None = Field(
         default=None,
         description="Queue key -> seconds: scale so the p95 wait of that queue stays under it "
         "(Erlang C with the measured arrival rate and service time; highest priority first).",
     )
-    expectedServiceSeconds: dict[str, float] | None = Field(
+    expectedServiceSeconds: dict[str, PositiveSeconds] | None = Field(
         default=None,
         description="Queue key -> seconds a task of that queue is expected to run: "
         "targetWaitSeconds sizes with it until the workers have measured that queue's service "
@@ -53,26 +67,17 @@ class ScalingSpec(SpecModel):
         "length target sizes the fleet until then).",
     )
     fallbackReplicas: int | None = Field(
-        default=None, ge=0, description="Replicas while Redis cannot be read (default: hold)."
+        default=None, ge=0, le=limits.MAX_REPLICAS,
+        description="Replicas while Redis cannot be read (default: hold).",
     )
     paused: bool = Field(default=False, description="Hold the replica count; status still updates.")
     podStartupSeconds: float = Field(
         default=30.0,
         ge=0,
+        le=limits.MAX_POLL_SECONDS,
         description="Expected worker pod start-up time: scheduled tasks due within the next "
         "poll plus this count as demand, so workers are up when they fall due.",
     )
-
-    @field_validator("targetWaitSeconds", "expectedServiceSeconds")
-    @classmethod
-    def _positive_seconds(cls, seconds: dict[str, float] | None,
-                          info: ValidationInfo) -> dict[str, float] | None:
-        for key, value in (seconds or {}).items():
-            if not value > 0:
-                raise ValueError(
-                    f"{info.field_name}[{key!r}] is {value}; use a number of seconds > 0"
-                )
-        return seconds
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalingSpec:

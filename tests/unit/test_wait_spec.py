@@ -23,7 +23,8 @@ def test_per_queue_targets_are_accepted() -> None:
 @pytest.mark.parametrize("waits, message", [
     pytest.param({"nope": 1}, "scaling.targetWaitSeconds names ['nope'], not in spec.queues",
                  id="unknown-queue"),
-    pytest.param({"high": 0}, "targetWaitSeconds['high'] is 0.0; use a number of seconds > 0",
+    pytest.param({"high": 0}, "targetWaitSeconds: for 'high', 0 is out of range; use a number "
+                 "of seconds > 0",
                  id="zero"),
     pytest.param({"high": -2}, "use a number of seconds > 0", id="negative"),
     pytest.param({"high": "soon"}, "targetWaitSeconds.high", id="not-a-number"),
@@ -48,7 +49,8 @@ def test_expected_service_times_are_accepted_per_queue() -> None:
 @pytest.mark.parametrize("seconds, message", [
     pytest.param({"nope": 1}, "scaling.expectedServiceSeconds names ['nope'], not in "
                  "spec.queues", id="unknown-queue"),
-    pytest.param({"low": 0}, "expectedServiceSeconds['low'] is 0.0; use a number of seconds > 0",
+    pytest.param({"low": 0}, "expectedServiceSeconds: for 'low', 0 is out of range; use a "
+                 "number of seconds > 0",
                  id="zero"),
     pytest.param({"low": -1}, "use a number of seconds > 0", id="negative"),
     pytest.param({"low": "slow"}, "expectedServiceSeconds.low", id="not-a-number"),

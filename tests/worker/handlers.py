@@ -64,6 +64,11 @@ def explode(payload: str) -> None:
     raise RuntimeError("boom " + payload)
 
 
+def always_fail(payload: str) -> None:
+    """Fails every task with the same error (whatever the payload)."""
+    raise ValueError("this handler fails every task")
+
+
 def chaos(payload: str) -> None:
     """A short task for the SIGKILL chaos test: ~2 ms of work, then recorded."""
     time.sleep(0.002)

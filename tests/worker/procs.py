@@ -36,6 +36,17 @@ def spawn(redis_url: str, *args: str, log_path: Path | None = None,
                             stdout=out, stderr=subprocess.STDOUT if log_path else subprocess.PIPE)
 
 
+def run_once(*args: str) -> subprocess.CompletedProcess[str]:
+    """`taskqueue-worker ARGS...` to its exit (a start that fails), without the settings a
+    pod's environment could hold."""
+    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    for name in ("TASKQUEUE_MANIFEST", "TASKQUEUE_WORKER_SETTINGS", "TASKQUEUE_REDIS_URL"):
+        env.pop(name, None)
+    return subprocess.run(worker_argv(*args), env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
 @contextlib.contextmanager
 def running(redis_url: str, *args: str, log_path: Path,
             pythonpath: tuple[str, ...] = ()) -> Iterator[subprocess.Popen[bytes]]:

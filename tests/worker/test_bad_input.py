@@ -3,7 +3,6 @@ holding the wrong type is named in the log and skipped while the other queues ar
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 import redis
 
 from tests.helpers.wait import wait_for
-from tests.worker.procs import ROOT, running, spawn, worker_argv
+from tests.worker.procs import run_once, running, spawn
 
 HANDLERS = "tests.worker.handlers"
 
@@ -23,16 +22,6 @@ def _manifest(tmp_path: Path, worker: str, url: str = "redis://127.0.0.1:1/0") -
         f"spec:\n  redis: {{url: '{url}'}}\n  queues: [{{key: q}}]\n"
         f"  worker: {{handler: '{HANDLERS}:record'{worker}}}\n")
     return path
-
-
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    env.pop("TASKQUEUE_MANIFEST", None)
-    env.pop("TASKQUEUE_WORKER_SETTINGS", None)
-    env.pop("TASKQUEUE_REDIS_URL", None)
-    return subprocess.run(worker_argv(*args), env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=30, check=False)
 
 
 def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:
@@ -52,14 +41,14 @@ def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:
 )
 def test_unreadable_manifest_file(tmp_path: Path, make_path: object, message: str) -> None:
     path = make_path(tmp_path)  # type: ignore[operator]
-    line = _one_line_error(_run("-f", str(path)))
+    line = _one_line_error(run_once("-f", str(path)))
     assert line == f"taskqueue-worker: -f {path}: {message}" or line.startswith(
         f"taskqueue-worker: -f {path}: {message}")
 
 
 # a manifest is a TaskQueue: its model refuses these first (a password belongs in a Secret)
 MANIFEST_PROBLEMS = {
-    "port is not a number": "spec.redis: spec.redis.url must not carry a password",
+    "port is not a number": "spec.redis.url must not carry a password",
     "host is missing": "spec.redis: url: host is missing",
     "database": "spec.redis: url: database (the path after the port) is not a number",
 }
@@ -80,10 +69,10 @@ MANIFEST_PROBLEMS = {
 def test_malformed_redis_url(tmp_path: Path, url: str, problem: str, secret: str,
                              where: str) -> None:
     if where == "flag":
-        result = _run("--redis-url", url, "--queue", "q", "--handler", f"{HANDLERS}:record")
+        result = run_once("--redis-url", url, "--queue", "q", "--handler", f"{HANDLERS}:record")
         field = "--redis-url"
     else:
-        result = _run("-f", str(_manifest(tmp_path, "", url=url)))
+        result = run_once("-f", str(_manifest(tmp_path, "", url=url)))
         field = "spec.redis.url"
     line = _one_line_error(result)
     expected = f"{field}: {problem}"
@@ -104,7 +93,7 @@ def test_malformed_redis_url(tmp_path: Path, url: str, problem: str, secret: str
     ],
 )
 def test_manifest_types_are_strict(tmp_path: Path, worker: str, field: str) -> None:
-    line = _one_line_error(_run("-f", str(_manifest(tmp_path, worker))))
+    line = _one_line_error(run_once("-f", str(_manifest(tmp_path, worker))))
     assert line.startswith(f"taskqueue-worker: {field}: ")
 
 
@@ -136,10 +125,10 @@ def test_wrong_type_queue_key_is_named_and_skipped(tmp_path: Path, redis_url: st
 
 
 def test_url_scheme_is_checked_where_it_was_given(tmp_path: Path) -> None:
-    line = _one_line_error(_run("--redis-url", "http://localhost:6379", "--queue", "q",
+    line = _one_line_error(run_once("--redis-url", "http://localhost:6379", "--queue", "q",
                                 "--handler", f"{HANDLERS}:record"))
     assert line.startswith("taskqueue-worker: --redis-url: scheme must be redis://")
-    line = _one_line_error(_run("-f", str(_manifest(tmp_path, "", url="http://h:6379"))))
+    line = _one_line_error(run_once("-f", str(_manifest(tmp_path, "", url="http://h:6379"))))
     assert line.startswith("taskqueue-worker: spec.redis: url")  # the model's own check
 
 

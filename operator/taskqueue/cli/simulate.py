@@ -89,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         tq = manifest.load(args.file)
         arrivals = load_trace(args, tq)
-    except (manifest.ManifestError, trace.TraceError) as exc:
+    except manifest.ManifestError as exc:
+        raise CliError(f"bad manifest: {exc}", EXIT_TARGET) from None
+    except trace.TraceError as exc:
         raise CliError(str(exc), EXIT_TARGET) from None
     except OSError as exc:
         raise CliError(f"cannot read: {exc}", EXIT_TARGET) from None

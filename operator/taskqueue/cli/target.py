@@ -17,7 +17,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from taskqueue import connection, keys, manifest, models, redact
+from taskqueue import connection, keys, keyspace, manifest, models, redact
 from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
 
 DEFAULT_URL = "redis://localhost:6379/0"
@@ -163,11 +163,15 @@ def _from_flags(args: argparse.Namespace) -> Target:
                            EXIT_USAGE)
     if not queues and not args.dead_letter_key:
         return Target(redis_url=url, schema=None, name="(flags)")
+    problem = keyspace.collision([q.key for q in queues], key_prefix=args.key_prefix,
+                                 dead_letter=args.dead_letter_key, labels=keyspace.FLAG_LABELS)
+    if problem:
+        raise CliError(problem, EXIT_USAGE)
     first = queues[0].key if queues else args.dead_letter_key
     schema = keys.KeySchema(
         prefix=args.key_prefix or first,
         queues=queues,
-        dead_letter=args.dead_letter_key or f"{first}:dead",
+        dead_letter=args.dead_letter_key or keyspace.default_dead_letter(first),
     )
     return Target(redis_url=url, schema=schema, name=first)
 

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from taskqueue import workersettings
+from taskqueue import limits, workersettings
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers, logs, resp
 from taskqueue.worker.runner import Worker
@@ -163,6 +163,16 @@ def config_from(args: argparse.Namespace) -> cfg.WorkerConfig:
     return cfg.from_spec(spec_from(args), redis_url=args.redis_url, worker_id=args.worker_id)
 
 
+def grace(seconds: float) -> float:
+    """`--grace`, within the bounds of spec.worker.terminationGracePeriodSeconds (a wait that
+    long is one Python can make); ValueError stating the range otherwise."""
+    top = limits.MAX_DURATION_SECONDS
+    if not 0 <= seconds <= top:  # NaN fails too
+        raise ValueError(f"--grace: {seconds:g} is out of range; use a number of seconds from 0 "
+                         f"to {top} ({limits.describe_seconds(top)})")
+    return seconds
+
+
 def build(argv: Sequence[str] | None = None) -> tuple[cfg.WorkerConfig, handlers.Handler, bool]:
     """Config, loaded handler and --log-json from the command line (raises on bad settings)."""
     return build_from(parser().parse_args(argv))
@@ -173,7 +183,7 @@ def build_from(args: argparse.Namespace) -> tuple[cfg.WorkerConfig, handlers.Han
     logs.setup(json_lines=args.log_json, level=args.log_level)
     config = config_from(args)
     if args.grace is not None:
-        config = dataclasses.replace(config, grace_seconds=args.grace)
+        config = dataclasses.replace(config, grace_seconds=grace(args.grace))
     handler = handlers.load(handler=config.handler, command=config.command,
                             timeout=config.task_timeout)
     return config, handler, args.log_json

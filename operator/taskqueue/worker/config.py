@@ -113,7 +113,8 @@ def from_declared(d: Declared, *, redis_url: str | None = None,
     url = dsn.dsn_for(url, d.redis_mode, sentinel=d.sentinel)
     url = dsn.with_sentinel_password(url, os.environ.get("TASKQUEUE_REDIS_SENTINEL_PASSWORD"))
     url = dsn.with_tls_dir(url, d.tls, os.environ.get("TASKQUEUE_REDIS_TLS_DIR", d.tls_dir))
-    problem = d.schema.cluster_problem() if dsn.is_cluster_dsn(url) else None
+    problem = d.schema.collision() or (
+        d.schema.cluster_problem() if dsn.is_cluster_dsn(url) else None)
     if problem:
         raise ValueError(problem)
     return WorkerConfig(

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import hiredis
 
-from taskqueue import dsn
+from taskqueue import dsn, redact
 from taskqueue.worker.resperrors import (
     ClusterDownError,
     ConnectionLostError,
@@ -69,9 +69,6 @@ def pack(args: Sequence[str | bytes | int | float]) -> bytes:
 
 
 # -- where and how to connect ------------------------------------------------------------------
-_TLS_OPTIONS = frozenset({"ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile",
-                          "ssl_password", "ssl_cert_reqs", "ssl_check_hostname", "ssl_ciphers"})
-_CERT_REQS = ("none", "optional", "required")
 _TRUE = frozenset({"1", "true", "yes", "on", "y"})
 
 
@@ -91,17 +88,13 @@ class TLSOptions:
 
     @classmethod
     def from_query(cls, query: Sequence[tuple[str, str]]) -> TLSOptions:
-        """Raises dsn.SettingsError naming an `ssl_*` option the worker does not know."""
+        """Raises dsn.SettingsError naming an `ssl_*` option that cannot be used
+        (`redact.tls_problem`)."""
+        problem = redact.tls_problem(list(query), tls=True)
+        if problem is not None:
+            raise dsn.SettingsError(problem)
         given = {k: v for k, v in query if k.startswith("ssl_")}
-        unknown = sorted(set(given) - _TLS_OPTIONS)
-        if unknown:
-            raise dsn.SettingsError(
-                f"Redis URL option {unknown[0]} is not supported by the worker; use "
-                f"{', '.join(sorted(_TLS_OPTIONS))}")
         reqs = given.get("ssl_cert_reqs", "required").lower()
-        if reqs not in _CERT_REQS:
-            raise dsn.SettingsError(f"Redis URL option ssl_cert_reqs={reqs}: use none, optional "
-                                    "or required")
         check = given.get("ssl_check_hostname", "true").lower() in _TRUE and reqs != "none"
         return cls(ca_certs=given.get("ssl_ca_certs"), ca_path=given.get("ssl_ca_path"),
                    certfile=given.get("ssl_certfile"), keyfile=given.get("ssl_keyfile"),

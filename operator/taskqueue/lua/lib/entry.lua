@@ -46,8 +46,28 @@ local function bump(element)
   return 1, MARK .. '1,"enqueued_at":0,"id":"","payload":' .. cjson.encode(element) .. '}'
 end
 
+local DEAD_FIELDS = {queue = true, payload = true, attempts = true, error = true,
+  failed_at = true, id = true}
+
+-- is_dead_record(text): true when `text` is a dead-letter record: a JSON object with exactly
+-- the fields of DEAD_FIELDS and a string payload (taskqueue.keys.is_dead_letter_record).
+local function is_dead_record(text)
+  if type(text) ~= 'string' or string.sub(text, 1, 1) ~= '{' then return false end
+  local ok, decoded = pcall(cjson.decode, text)
+  if not ok or type(decoded) ~= 'table' or type(decoded['payload']) ~= 'string' then
+    return false
+  end
+  local n = 0
+  for k in pairs(decoded) do
+    if not DEAD_FIELDS[k] then return false end
+    n = n + 1
+  end
+  return n == 6
+end
+
 -- dead_record(queue, element, attempts, error): the JSON dead-letter record (same fields as
--- taskqueue.keys.dead_letter_record writes); payload and id are read from an envelope.
+-- taskqueue.keys.dead_letter_record writes); payload and id are read from an envelope. A
+-- payload that is itself a dead-letter record is the record, byte-exact (never nested).
 local function dead_record(queue, element, attempts, err)
   local payload, id = element, ''
   if string.sub(element, 1, #MARK) == MARK then
@@ -57,6 +77,7 @@ local function dead_record(queue, element, attempts, err)
       id = decoded['id'] or ''
     end
   end
+  if is_dead_record(payload) then return payload end
   return cjson.encode({queue = queue, payload = payload, attempts = attempts, error = err,
     failed_at = now_seconds(), id = id})
 end

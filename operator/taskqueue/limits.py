@@ -1,0 +1,40 @@
+"""The upper bounds of the numbers in a TaskQueue spec, and what each protects. Pure constants.
+
+Every number the models accept is finite and within what the code can use, so a value that
+passes validation (and the CRD's `maximum`, generated from the models) cannot break a worker
+or the operator later: Python's waits take at most `threading.TIMEOUT_MAX` seconds (~292 years;
+larger raises OverflowError), Redis expiries (PX) and scores are milliseconds that must stay
+exact as the doubles Lua computes with (below 2^53), and replica counts are Kubernetes int32.
+The bounds are far below those limits and above any sensible setting; docs/worker.md and
+docs/operator.md list them per field. Below the models (the worker reads them without pydantic).
+"""
+
+from __future__ import annotations
+
+MINUTE = 60
+HOUR = 60 * MINUTE
+DAY = 24 * HOUR
+WEEK = 7 * DAY
+YEAR = 365 * DAY
+
+MAX_DURATION_SECONDS = WEEK
+"""A task's timeout, the grace period, a retry's backoff, a scaling window or wait target."""
+MAX_WINDOW_SECONDS = YEAR
+"""How long an idempotency window remembers a completed task id (a PX of 3.2e10 ms)."""
+MAX_POLL_SECONDS = HOUR
+"""The operator's poll interval and the expected pod start-up time."""
+MAX_STABILIZATION_SECONDS = DAY
+"""The scale-down stabilization window (the policy keeps one recommendation per poll in it)."""
+MAX_REPLICAS = 10_000
+"""Replica counts of the worker Deployment (minReplicas, maxReplicas, steps, fallback)."""
+MAX_COUNT = 1_000_000
+"""Task counts: the backlog one replica carries, a queue's starvation limit."""
+
+
+def describe_seconds(seconds: float) -> str:
+    """`604800` -> "7 days", `3600` -> "1 hour", `300` -> "5 minutes" (for range messages)."""
+    for size, unit in ((DAY, "day"), (HOUR, "hour"), (MINUTE, "minute")):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"{seconds:g} seconds"
