@@ -169,10 +169,10 @@ async def test_scripts_are_not_bound_to_a_client(redis_url: str) -> None:
         await second.aclose()
 
 
-@pytest.mark.parametrize("name", ["fetch", "release", "recover"])
+@pytest.mark.parametrize("name", ["fetch", "release", "recover", "fail"])
 def test_scripts_get_the_shared_entry_library_inlined(name: str) -> None:
     source = keys.lua(name)
-    assert "local function put_back(entry, queues, dead_key)" in source
+    assert "local function push_dead(dead, stats, max_length, record)" in source
     assert not any(line.startswith("-- include:") for line in source.splitlines())
 
 
@@ -230,13 +230,14 @@ async def test_an_entry_of_a_queue_the_taskqueue_dropped_is_dead_lettered(
                                       reason="test")
     elif script == "release":
         await redis_client.lpush(proc, entry, kept)
-        await queueops.script("release")(
-            redis_client, keys=queueops.release_keys(schema, "w"), args=[entry, kept])
+        keys_, args = queueops.release_call(schema, "w", [entry, kept])
+        await queueops.script("release")(redis_client, keys=keys_, args=args)
     else:
         await redis_client.zadd(schema.delayed, {entry: 1, kept: 2})
         await queueops.script("fetch")(
             redis_client, keys=queueops.fetch_keys(schema, "w"),
-            args=[int(time.time() * 1000), 0, "1", 0, "list", ""])
+            args=queueops.fetch_args(schema, now_ms=int(time.time() * 1000), count=0,
+                                     hold=True))
     assert not await redis_client.exists("gone")
     assert [keys.unwrap(e).payload for e in await redis_client.lrange("q", 0, -1)] == ["stays"]
     record = json.loads(await redis_client.lindex(schema.dead_letter, 0))
