@@ -171,6 +171,18 @@ def test_a_list_queue_keeps_being_served_after_a_scored_entry_for_it(
     assert "not in this TaskQueue" not in str(record["error"])
 
 
+def test_a_due_entry_of_a_skipped_queue_is_named_for_what_it_is(
+        raw: redis.Redis, store: Store) -> None:
+    """The worker skips a queue whose key holds another type, but still declares it to
+    fetch.lua: a due entry of that queue is dead-lettered for the key's type, not as a stranger
+    ("not in this TaskQueue any more")."""
+    store.use_queues(skip={"h"})
+    _promote(raw, store, [b"h\n\nfor the skipped queue"])
+    [record] = _records(raw)
+    assert record["error"] == "queue key h holds a hash, not a list"
+    assert record["queue"] == "h"
+
+
 @pytest.mark.parametrize(
     "element",
     [
