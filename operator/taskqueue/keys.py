@@ -39,7 +39,7 @@ Envelope ids (`new_task_id`) sort by creation time, so zset tasks of equal score
 The delayed zset also holds *scheduled* tasks (`enqueue(..., delay=/at=)`): same entry format,
 scored by due time; promoted like retries.
 
-Every dead-letter record is pushed by lua/lib/entry.lua `push_dead`, which trims the list to its
+Every dead-letter record is pushed by lua/lib/moves.lua `push_dead`, which trims the list to its
 newest `KeySchema.dead_letter_max_length` records and counts the dropped ones in the stats field
 DEAD_TRIMMED_FIELD.
 
@@ -138,7 +138,8 @@ ENVELOPE_MARK = '{"__taskqueue__":1,"attempts":'
 
 DEAD_TRIMMED_FIELD = "dead_trimmed"
 """Stats-hash field counting the dead-letter records dropped to keep the list at its maximum
-length (lua/lib/entry.lua `push_dead` writes it under this name)."""
+length (lua/lib/moves.lua `push_dead` writes it, observe.lua reads it: the name is
+lua/lib/entry.lua's DEAD_TRIMMED)."""
 
 DEAD_LETTER_MAX_LENGTH = 10_000
 """The newest records a dead-letter list keeps when no spec says (a `KeySchema` built without

@@ -244,3 +244,22 @@ async def test_an_entry_of_a_queue_the_taskqueue_dropped_is_dead_lettered(
     assert (record["queue"], record["payload"], record["id"]) == ("gone", "p", "t9")
     assert "not in this TaskQueue" in record["error"]
     assert abs(record["failed_at"] - time.time()) < 60
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        pytest.param('{"enqueued_at":1.2.3}', id="raw-payload-with-a-malformed-time"),
+        pytest.param('{"enqueued_at":1700000000}', id="raw-payload-with-a-time"),
+        pytest.param(keys.ENVELOPE_MARK + '0,"enqueued_at":1.2.3,"id":"","payload":""}',
+                     id="malformed-envelope"),
+    ],
+)
+async def test_observe_reads_a_time_only_from_a_well_formed_envelope(
+        redis_client: aioredis.Redis, head: str) -> None:
+    """A producer's raw payload that looks like it has a time neither breaks the operator's poll
+    nor dates the queue."""
+    schema = _spec(queues=[{"key": "q"}])
+    await redis_client.lpush("q", head)
+    obs = await queueops.observe(redis_client, schema)
+    assert obs.backlog == {"q": 1} and obs.oldest_enqueued_at == {}
