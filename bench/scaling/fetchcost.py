@@ -1,9 +1,12 @@
-"""What the quiesce check costs each fetch: fetch.lua as shipped vs without its quiesce commands.
+"""What fetch.lua's checks cost each fetch: as shipped vs without its quiesce commands and without
+its key-type checks.
 
 fetch.lua gained two Redis commands for issue 11: `SISMEMBER <quiesced set> <processing list>`
 (once per call that takes tasks: a quiesced worker takes nothing) and `HINCRBY <stats>
 taken:<queue>` (once per queue a call takes from: the taken counters the arrival rates come
-from). This loads three variants of the script on a private redis-server (the source as shipped;
+from), and for issue 29 a `TYPE` of each key it writes before the first write (stats hash,
+processing list, each queue it takes from: lib/entry.lua `misfit`), so that no call can fail
+half-way. This loads the variants of the script on a private redis-server (the source as shipped;
 without the SISMEMBER line; without both lines) and measures the server-side time per call
 (`INFO commandstats`, usec_per_call of EVALSHA: no client or network time, which matters on a
 loaded machine), fetching one task per call with the previous one acked, as a worker slot does.
@@ -34,7 +37,11 @@ from tests.fixtures.redis_server import RedisServer  # noqa: E402
 
 from taskqueue import keys, queueops  # noqa: E402
 
-QUIESCE_LINE = "if redis.call('SISMEMBER', KEYS[6], KEYS[1]) == 1 then return {} end"
+QUIESCE_LINE = ("local taking = count > 0 and redis.call('SISMEMBER', KEYS[6], KEYS[1]) == 0")
+NO_QUIESCE_LINE = "local taking = count > 0"
+CHECK_LINE = "local wrong = wrong_type(KEYS[4], 'hash')\n"
+"""The first line of fetch.lua's key-type checks, which end at the first CHECKS_END."""
+CHECKS_END = "if wrong then return wrong end\n"
 TAKEN_LINE = ("if got > 0 then redis.call('HINCRBY', KEYS[4], 'taken:' .. keys[i], got) end")
 SCHEMA = keys.KeySchema(prefix="tq:bench", queues=(keys.QueueRef(key="tasks"),),
                         dead_letter="tq:bench:dead")
@@ -43,12 +50,16 @@ SCHEMA = keys.KeySchema(prefix="tq:bench", queues=(keys.QueueRef(key="tasks"),),
 def variants() -> dict[str, str]:
     """The script sources to compare; stops with a clear message when fetch.lua changed."""
     source = keys.lua("fetch")
-    for line in (QUIESCE_LINE, TAKEN_LINE):
+    for line in (QUIESCE_LINE, TAKEN_LINE, CHECK_LINE):
         if line not in source:
             raise SystemExit(f"fetch.lua no longer contains {line!r}; update "
-                             "bench/scaling/fetchcost.py (QUIESCE_LINE / TAKEN_LINE)")
-    no_quiesce = source.replace(QUIESCE_LINE, "")
-    return {"as shipped": source, "without SISMEMBER": no_quiesce,
+                             "bench/scaling/fetchcost.py (QUIESCE_LINE / TAKEN_LINE / CHECK_LINE)")
+    no_quiesce = source.replace(QUIESCE_LINE, NO_QUIESCE_LINE)
+    start = source.index(CHECK_LINE)
+    end = source.index(CHECKS_END, start) + len(CHECKS_END)
+    unchecked = source[:start] + "local wrong = nil\n" + source[end:]
+    return {"as shipped": source, "without the TYPE checks": unchecked,
+            "without SISMEMBER": no_quiesce,
             "without SISMEMBER and HINCRBY taken": no_quiesce.replace(TAKEN_LINE, "")}
 
 
@@ -62,13 +73,14 @@ def per_call_usec(client: redis.Redis, source: str, calls: int) -> float:
     client.config_resetstat()
     held: list[str] = []
     for _ in range(calls):
-        held = client.evalsha(sha, len(fetch_keys), *fetch_keys, "", 1, "1", len(held), *held,
-                              "list", "")
+        held = client.evalsha(sha, len(fetch_keys), *fetch_keys, *queueops.fetch_args(
+            SCHEMA, now_ms=None, count=1, hold=True, acks=held))
     stats = client.info("commandstats")["cmdstat_evalsha"]
     return float(stats["usec_per_call"])
 
 
 LOOPS = {
+    "TYPE of a key": "for i = 1, tonumber(ARGV[1]) do redis.call('TYPE', KEYS[3]) end",
     "SISMEMBER quiesced set": "for i = 1, tonumber(ARGV[1]) do "
                               "redis.call('SISMEMBER', KEYS[1], KEYS[2]) end",
     "HINCRBY stats taken:<queue>": "for i = 1, tonumber(ARGV[1]) do "

@@ -94,6 +94,7 @@ def record_metrics(ref: ObjectRef, observation: QueueObservation | None,
     metrics.IN_FLIGHT.labels(*labels).set(observation.in_flight)
     metrics.DELAYED.labels(*labels).set(observation.delayed)
     metrics.DEAD_LETTER.labels(*labels).set(observation.dead_letter)
+    metrics.DEAD_LETTER_TRIMMED.labels(*labels).set(observation.dead_letter_trimmed_total)
     if decision.state.throughput_per_replica is not None:
         metrics.THROUGHPUT_PER_REPLICA.labels(*labels).set(decision.state.throughput_per_replica)
     age = observation.oldest_task_age

@@ -16,13 +16,15 @@ all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot)
 | <prefix>:delayed                  | zset | entries waiting for a retry -> due time (unix ms)  |
 | <prefix>:starvation               | hash | queue key -> consecutive tasks taken from it       |
 | <prefix>:stats                    | hash | completed, failed, retried, dead, recovered counts |
-|                                   |      | (+ duplicates: redeliveries skipped as done)       |
+|                                   |      | (+ duplicates: redeliveries skipped as done,       |
+|                                   |      | dead_trimmed: dead letters dropped by the cap)     |
 |                                   |      | and taken:<queue key> (tasks fetch.lua took)       |
 | <prefix>:quiesced                 | set  | processing-list keys of workers told to stop taking |
 | <prefix>:done:<task id>           | str  | idempotency: the task completed (PX = window)      |
 | <prefix>:running:<task id>        | str  | idempotency: worker id running it (PX = lease)     |
 | <prefix>:unique:<task id>         | str  | unique enqueue: the id was enqueued (PX = window)  |
-| <dead-letter key>                 | list | JSON records of tasks that failed for good         |
+| <dead-letter key>                 | list | JSON records of tasks that failed for good, newest |
+|                                   |      | first, at most spec.retry.deadLetterMaxLength      |
 
 No two of these names may be one key (`taskqueue.keyspace.collision`, checked by the models, the
 worker's compiled settings and the CLI's flags); `keyspace` names the bookkeeping keys and
@@ -33,10 +35,17 @@ was in the queue plus where it came from (score is empty for lists), so any proc
 back where it belongs. An *element* is either the producer's raw payload or an envelope written by
 our client or by a retry: `{"__taskqueue__":1,"attempts":N,"enqueued_at":T,"id":"…","payload":…}`
 with the keys in exactly that order, so Lua can read and bump the attempt count without decoding.
+Producers in any language may write these formats; an element that starts like an envelope must
+follow its rules (`unwrap`; the same checks in lua/lib/entry.lua), and every script checks an entry
+before it writes (docs/worker.md, "Raw formats for producers in other languages").
 Envelope ids (`new_task_id`) sort by creation time, so zset tasks of equal score come out FIFO.
 
 The delayed zset also holds *scheduled* tasks (`enqueue(..., delay=/at=)`): same entry format,
 scored by due time; promoted like retries.
+
+Every dead-letter record is pushed by lua/lib/moves.lua `push_dead`, which trims the list to its
+newest `KeySchema.dead_letter_max_length` records and counts the dropped ones in the stats field
+DEAD_TRIMMED_FIELD.
 
 Scripts (`lua(name)`): enqueue (unique / scheduled producer push), claim + complete + lease
 (idempotent consumption), observe, recover (operator and worker), fetch (ack + promote + pick by
@@ -49,6 +58,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import math
 import os
 import re
 import threading
@@ -123,13 +133,27 @@ def wait_fields(queue: str) -> tuple[str, ...]:
 OBSERVE_REPLY = ("lengths", "oldest", "counts", "workers", "queue_counters", "quiesced",
                  "scheduled")
 """observe.lua's reply, in order: per-queue lengths and oldest envelope times, {delayed, dead,
-completed, failed}, flat (worker id, deadline ms, in flight)*, the per-queue counters
+completed, failed, dead trimmed}, flat (worker id, deadline ms, in flight)*, the per-queue counters
 (`KeySchema.queue_counter_fields`: taken, service ms, served, squared service ms, attempts
 squared, then the wait histogram of each queue; "" when never written), the
 quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates}. One EVALSHA."""
 
 ENVELOPE_MARK = '{"__taskqueue__":1,"attempts":'
 """Every envelope starts with these characters; no other element is taken for one."""
+
+DEAD_TRIMMED_FIELD = "dead_trimmed"
+"""Stats-hash field counting the dead-letter records dropped to keep the list at its maximum
+length (lua/lib/moves.lua `push_dead` writes it, observe.lua reads it: the name is
+lua/lib/entry.lua's DEAD_TRIMMED)."""
+
+DEAD_LETTER_MAX_LENGTH = 10_000
+"""The newest records a dead-letter list keeps when no spec says (a `KeySchema` built without
+one): the default of spec.retry.deadLetterMaxLength (`models.RetrySpec`, which this module
+cannot import: the worker starts without pydantic)."""
+
+_ATTEMPTS = re.compile(r"(0|[1-9][0-9]{0,8}),")
+"""The attempt count right after ENVELOPE_MARK: an integer of at most 9 digits, no leading zero
+(recover.lua rewrites it in place; lua/lib/entry.lua `read_envelope` checks the same)."""
 
 
 _id_lock = threading.Lock()
@@ -165,6 +189,8 @@ class KeySchema:
     prefix: str
     queues: tuple[QueueRef, ...]
     dead_letter: str
+    dead_letter_max_length: int = DEAD_LETTER_MAX_LENGTH
+    """The newest records the dead-letter list keeps (spec.retry.deadLetterMaxLength)."""
 
     @classmethod
     def from_spec(cls, spec: TaskQueueSpec) -> KeySchema:
@@ -175,6 +201,7 @@ class KeySchema:
                 for q in spec.queues
             ),
             dead_letter=spec.dead_letter_key,
+            dead_letter_max_length=spec.retry.deadLetterMaxLength,
         )
 
     @property
@@ -243,6 +270,11 @@ class KeySchema:
     def queue_keys(self) -> tuple[str, ...]:
         return tuple(q.key for q in self.queues)
 
+    @property
+    def queue_types(self) -> tuple[str, ...]:
+        """The type of each queue, in the order of `queue_keys` (the scripts' queue ARGV)."""
+        return tuple(q.type for q in self.queues)
+
     def cluster_problem(self) -> str | None:
         """Why these keys cannot share one Redis Cluster hash slot (None when they can): on a
         cluster every key of a TaskQueue carries the same {hash tag}, so each script is atomic
@@ -276,8 +308,11 @@ class Entry:
 
     @classmethod
     def decode(cls, raw: str) -> Entry:
-        queue, score, element = raw.split("\n", 2)
-        return cls(queue=queue, score=score, element=element)
+        """The entry `raw`; ValueError when it has no "<queue>\\n<score>\\n" header."""
+        parts = raw.split("\n", 2)
+        if len(parts) != 3:
+            raise ValueError('not an entry "<queue>\\n<score>\\n<element>"')
+        return cls(queue=parts[0], score=parts[1], element=parts[2])
 
 
 @dataclass(frozen=True)
@@ -290,6 +325,9 @@ class Task:
     id: str = ""
     enqueued_at: float | None = None
     enveloped: bool = False
+    problem: str = ""
+    """Why the element cannot be run ("malformed envelope: ..."); the payload is then the whole
+    element, and the worker dead-letters it unrun."""
 
 
 def content_id(payload: str) -> str:
@@ -314,20 +352,50 @@ def wrap(payload: str, *, attempts: int = 0, task_id: str | None = None,
 
 
 def unwrap(element: str) -> Task:
-    """The payload inside `element`; a raw LPUSH payload is returned as it is."""
+    """The payload inside `element`; a raw LPUSH payload is returned as it is. An element that
+    starts with ENVELOPE_MARK but breaks an envelope rule (`_read_envelope`) is returned whole,
+    with `problem` set. Never raises."""
     if not element.startswith(ENVELOPE_MARK):
         return Task(payload=element)
+    data, problem = _read_envelope(element)
+    if data is None:
+        return Task(payload=element, problem=f"malformed envelope: {problem}")
+    return Task(payload=data["payload"], attempts=data["attempts"], id=data.get("id", ""),
+                enqueued_at=float(data["enqueued_at"]) or None, enveloped=True)
+
+
+def _read_envelope(element: str) -> tuple[dict[str, Any] | None, str]:
+    """The decoded envelope, or None and the rule `element` breaks. lua/lib/entry.lua
+    `read_envelope` checks the same rules, in the same order, with the same words."""
+    digits = _ATTEMPTS.match(element, len(ENVELOPE_MARK))
+    if digits is None:
+        return None, "attempts is not a count"
     try:
-        data: dict[str, Any] = json.loads(element)
-        return Task(
-            payload=str(data["payload"]),
-            attempts=int(data["attempts"]),
-            id=str(data.get("id", "")),
-            enqueued_at=float(data["enqueued_at"]) or None,
-            enveloped=True,
-        )
-    except (ValueError, KeyError, TypeError):
-        return Task(payload=element)
+        data = json.loads(element)
+    except (ValueError, RecursionError):
+        return None, "not valid JSON"
+    if not isinstance(data, dict):
+        return None, "not valid JSON"
+    attempts = data.get("attempts")
+    if isinstance(attempts, bool) or attempts != int(digits.group(1)):
+        return None, "attempts is not a count"
+    if not isinstance(data.get("payload"), str):
+        return None, "payload is not a string"
+    if not isinstance(data.get("id", ""), str):
+        return None, "id is not a string"
+    if not _is_time(data.get("enqueued_at")):
+        return None, "enqueued_at is not a time"
+    return data, ""
+
+
+def _is_time(value: Any) -> bool:
+    """A finite number >= 0 (unix seconds; 0: unknown)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value) and value >= 0
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
 def rewrap(task: Task, *, attempts: int) -> str:

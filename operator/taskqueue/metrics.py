@@ -122,6 +122,10 @@ IN_FLIGHT = Gauge("taskqueue_in_flight", "Tasks held in processing lists.", _TQ,
 DELAYED = Gauge("taskqueue_delayed", "Delayed tasks: retries waiting and scheduled tasks.", _TQ,
                 registry=_O)
 DEAD_LETTER = Gauge("taskqueue_dead_letter", "Tasks in the dead-letter list.", _TQ, registry=_O)
+DEAD_LETTER_TRIMMED = Gauge(
+    "taskqueue_dead_letter_trimmed",
+    "Dead-letter records dropped to keep the list at spec.retry.deadLetterMaxLength (the running "
+    "total of the stats hash: it only rises, until the hash is deleted).", _TQ, registry=_O)
 DESIRED_REPLICAS = Gauge("taskqueue_desired_replicas", "Replicas the policy decided.", _TQ,
                          registry=_O)
 REPLICAS = Gauge("taskqueue_replicas", "Replicas of the worker Deployment.", _TQ, registry=_O)

@@ -83,6 +83,13 @@ class RetrySpec(_Model):
         pattern=KEY_PATTERN,
         description="List that receives failed tasks; default '<first queue key>:dead'.",
     )
+    deadLetterMaxLength: int = Field(
+        default=10_000,  # Sidekiq's dead_max_jobs; about 2 MB of small records
+        ge=1,
+        le=10_000_000,
+        description="Newest records the dead-letter list keeps; each push beyond it drops the "
+        "oldest, counted in the stats hash (dead_trimmed).",
+    )
 
 
 class IdempotencySpec(_Model):

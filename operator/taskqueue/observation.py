@@ -35,6 +35,9 @@ class QueueObservation:
     """Unix time the earliest delayed task is due."""
     duplicates_total: int = 0
     """Redeliveries skipped by idempotent consumption (stats hash `duplicates`)."""
+    dead_letter_trimmed_total: int = 0
+    """Dead-letter records dropped to keep the list at spec.retry.deadLetterMaxLength (stats
+    hash `keys.DEAD_TRIMMED_FIELD`)."""
     taken: dict[str, int] = field(default_factory=dict)
     """Tasks ever taken from each queue by fetch.lua (empty when the counters are unknown)."""
     service: dict[str, tuple[float, int]] = field(default_factory=dict)

@@ -2,12 +2,13 @@
 
 Reads a whole observation in one round trip (`observe`) and requeues a departed worker's tasks
 atomically (`recover_worker`). The scripts and key names come from `taskqueue.keys`, the calls'
-KEYS and ARGV from `taskqueue.scriptcalls` (re-exported here: `fetch_keys`, `recover_call`,
-`release_keys`), which the worker uses without redis-py.
+KEYS and ARGV from `taskqueue.scriptcalls` (re-exported here: `fetch_args`, `fetch_keys`,
+`recover_call`, `release_call`), which the worker uses without redis-py.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -19,13 +20,14 @@ from redis.exceptions import NoPermissionError, NoScriptError
 
 from taskqueue import keys, scriptcalls
 from taskqueue.observation import QueueObservation, WorkerObservation
-from taskqueue.scriptcalls import fetch_keys, recover_call, release_keys
+from taskqueue.scriptcalls import fetch_args, fetch_keys, recover_call, release_call
 
 if TYPE_CHECKING:  # redis.asyncio is loaded where an asyncio client is made
     import redis.asyncio as aioredis
 
-__all__ = ["Script", "fetch_keys", "observe", "observe_call", "parse_observation", "quiesce",
-           "recover_call", "recover_worker", "release_keys", "script", "transaction_error"]
+__all__ = ["Script", "fetch_args", "fetch_keys", "observe", "observe_call", "parse_observation",
+           "quiesce", "recover_call", "recover_worker", "release_call", "script",
+           "transaction_error"]
 
 _SEEN_WORKERS_MAX = 4096
 _seen_workers: OrderedDict[str, tuple[str, ...]] = OrderedDict()
@@ -146,6 +148,15 @@ def _waited(schema: keys.KeySchema, raw: Any) -> dict[str, tuple[int, ...]]:
     return out
 
 
+def _time(text: str) -> float | None:
+    """A positive finite unix time, else None (unknown)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
 def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueObservation:
     """The observe.lua reply as a `QueueObservation` (a worker not declared counts 0)."""
     lengths, oldest, counters, flat_workers, per_queue, quiesced, scheduled = raw
@@ -153,8 +164,8 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
     # "" (no envelope time) and 0 (raw payloads recover.lua wrapped) mean unknown
     oldest_at: dict[str, float] = {}
     for q, t in zip(schema.queues, oldest, strict=True):
-        enqueued_at = float(_text(t) or 0)
-        if enqueued_at > 0:
+        enqueued_at = _time(_text(t))
+        if enqueued_at is not None:
             oldest_at[q.key] = enqueued_at
     workers = tuple(
         WorkerObservation(
@@ -181,6 +192,7 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
         dead_letter=int(counters[1]),
         completed_total=int(counters[2]),
         failed_total=int(counters[3]),
+        dead_letter_trimmed_total=int(counters[4]) if len(counters) > 4 else 0,
         workers=workers,
         oldest_enqueued_at=oldest_at,
         due_soon=int(scheduled[0]),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import cache
 from typing import TypeVar
 
@@ -74,18 +74,35 @@ def recover_call(
     return (
         [schema.processing(worker_id), schema.workers, schema.dead_letter, schema.stats,
          *schema.queue_keys],
-        [worker_id, max_attempts, reason],
+        [worker_id, max_attempts, reason, schema.dead_letter_max_length, *schema.queue_types],
     )
 
 
-def release_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
-    """KEYS of release.lua for `worker_id` (the entries are its ARGV)."""
-    return [schema.processing(worker_id), schema.dead_letter, *schema.queue_keys]
+def release_call(schema: keys.KeySchema, worker_id: str,
+                 entries: Sequence[str]) -> tuple[list[str], list[str | int]]:
+    """KEYS and ARGV of release.lua giving back `entries` of `worker_id`."""
+    return ([schema.processing(worker_id), schema.dead_letter, schema.stats, *schema.queue_keys],
+            [schema.dead_letter_max_length, *schema.queue_types, *entries])
 
 
-def fetch_keys(schema: keys.KeySchema, worker_id: str, *,
-               queue_keys: Sequence[str] | None = None) -> list[str]:
-    """KEYS of fetch.lua for `worker_id`, taking from `queue_keys` (default: every queue)."""
-    queues = schema.queue_keys if queue_keys is None else queue_keys
+def fetch_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
+    """KEYS of fetch.lua for `worker_id`: the bookkeeping keys, then every queue."""
     return [schema.processing(worker_id), schema.delayed, schema.starvation, schema.stats,
-            schema.dead_letter, schema.quiesced, *queues]
+            schema.dead_letter, schema.quiesced, *schema.queue_keys]
+
+
+def fetch_queue_args(schema: keys.KeySchema, *, skip: Collection[str] = ()) -> list[str]:
+    """The per-queue ARGV of fetch.lua (after the acks): type, starvation limit, and whether to
+    take from it ("0" for the keys in `skip`, which hold another type)."""
+    args: list[str] = []
+    for q in schema.queues:
+        limit = "" if q.starvation_limit is None else str(q.starvation_limit)
+        args += [q.type, limit, "0" if q.key in skip else "1"]
+    return args
+
+
+def fetch_args(schema: keys.KeySchema, *, now_ms: int | None, count: int, hold: bool,
+               acks: Sequence[str] = (), skip: Collection[str] = ()) -> list[str | int]:
+    """The whole ARGV of one fetch.lua call (the worker pre-encodes the same parts itself)."""
+    return [schema.dead_letter_max_length, "" if now_ms is None else now_ms, count,
+            "1" if hold else "0", len(acks), *acks, *fetch_queue_args(schema, skip=skip)]

@@ -91,6 +91,7 @@ def declare(spec: TaskQueueSpec, *, tls_dir: str) -> dict[str, Any]:
         },
         "keys": {
             "prefix": schema.prefix, "deadLetter": schema.dead_letter,
+            "deadLetterMaxLength": schema.dead_letter_max_length,
             "queues": [{"key": q.key, "type": q.type, "starvationLimit": q.starvation_limit}
                        for q in schema.queues],
         },
@@ -146,6 +147,7 @@ def _read(r: dict[str, Any], k: dict[str, Any], w: dict[str, Any]) -> Declared:
         tls_dir=str(r["tlsDir"]),
         schema=KeySchema(
             prefix=str(k["prefix"]), dead_letter=str(k["deadLetter"]),
+            dead_letter_max_length=int(k["deadLetterMaxLength"]),
             queues=tuple(QueueRef(key=str(q["key"]), type=q["type"],
                                   starvation_limit=q["starvationLimit"]) for q in k["queues"])),
         handler=w["handler"],

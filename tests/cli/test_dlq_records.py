@@ -56,6 +56,10 @@ MALFORMED = [
     pytest.param(b'\xff{not json', False, id="not-json-nor-utf8"),
     pytest.param(b'{"queue": 7, "payload": "p", "id": 9, "error": {"e": 1}}', False,
                  id="queue-and-id-not-strings"),
+    pytest.param(b'{"queue": "vip", "payload": "a\\ud800b", "id": "s"}', False,
+                 id="payload-escapes-a-lone-surrogate"),
+    pytest.param(b'{"queue": "vip", "payload": "p", "id": "\\udfff", "error": "\\ud800"}',
+                 True, id="id-and-error-escape-lone-surrogates"),
 ]
 
 

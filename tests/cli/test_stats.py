@@ -94,6 +94,17 @@ def test_text_view_shows_every_queue_and_the_totals(
     assert "oldest task      1m4" in out  # 100 s -> 1m40s (1m41s on a slow machine)
 
 
+def test_the_dead_letters_dropped_by_the_cap_are_shown(
+    cli: Run, manifest_file: Callable[..., str], redis_sync: redis.Redis
+) -> None:
+    _fill(redis_sync, now=time.time())
+    redis_sync.hset("vip:stats", keys.DEAD_TRIMMED_FIELD, 250)
+    snap = cli("stats", "-f", manifest_file(), "--json", "--interval", "0").json()
+    assert (snap["dead_letter"], snap["dead_letter_trimmed_total"]) == (2, 250)
+    out = cli("stats", "-f", manifest_file(), "--interval", "0").out
+    assert "dead letters     2 (250 older dropped by retry.deadLetterMaxLength)" in out
+
+
 def test_watch_redraws_until_the_iterations_are_done(
     cli: Run, redis_url: str, redis_sync: redis.Redis
 ) -> None:

@@ -169,10 +169,10 @@ async def test_scripts_are_not_bound_to_a_client(redis_url: str) -> None:
         await second.aclose()
 
 
-@pytest.mark.parametrize("name", ["fetch", "release", "recover"])
+@pytest.mark.parametrize("name", ["fetch", "release", "recover", "fail"])
 def test_scripts_get_the_shared_entry_library_inlined(name: str) -> None:
     source = keys.lua(name)
-    assert "local function put_back(entry, queues, dead_key)" in source
+    assert "local function push_dead(dead, stats, max_length, record)" in source
     assert not any(line.startswith("-- include:") for line in source.splitlines())
 
 
@@ -230,16 +230,36 @@ async def test_an_entry_of_a_queue_the_taskqueue_dropped_is_dead_lettered(
                                       reason="test")
     elif script == "release":
         await redis_client.lpush(proc, entry, kept)
-        await queueops.script("release")(
-            redis_client, keys=queueops.release_keys(schema, "w"), args=[entry, kept])
+        keys_, args = queueops.release_call(schema, "w", [entry, kept])
+        await queueops.script("release")(redis_client, keys=keys_, args=args)
     else:
         await redis_client.zadd(schema.delayed, {entry: 1, kept: 2})
         await queueops.script("fetch")(
             redis_client, keys=queueops.fetch_keys(schema, "w"),
-            args=[int(time.time() * 1000), 0, "1", 0, "list", ""])
+            args=queueops.fetch_args(schema, now_ms=int(time.time() * 1000), count=0,
+                                     hold=True))
     assert not await redis_client.exists("gone")
     assert [keys.unwrap(e).payload for e in await redis_client.lrange("q", 0, -1)] == ["stays"]
     record = json.loads(await redis_client.lindex(schema.dead_letter, 0))
     assert (record["queue"], record["payload"], record["id"]) == ("gone", "p", "t9")
     assert "not in this TaskQueue" in record["error"]
     assert abs(record["failed_at"] - time.time()) < 60
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        pytest.param('{"enqueued_at":1.2.3}', id="raw-payload-with-a-malformed-time"),
+        pytest.param('{"enqueued_at":1700000000}', id="raw-payload-with-a-time"),
+        pytest.param(keys.ENVELOPE_MARK + '0,"enqueued_at":1.2.3,"id":"","payload":""}',
+                     id="malformed-envelope"),
+    ],
+)
+async def test_observe_reads_a_time_only_from_a_well_formed_envelope(
+        redis_client: aioredis.Redis, head: str) -> None:
+    """A producer's raw payload that looks like it has a time neither breaks the operator's poll
+    nor dates the queue."""
+    schema = _spec(queues=[{"key": "q"}])
+    await redis_client.lpush("q", head)
+    obs = await queueops.observe(redis_client, schema)
+    assert obs.backlog == {"q": 1} and obs.oldest_enqueued_at == {}

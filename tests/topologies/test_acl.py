@@ -26,7 +26,10 @@ from tests.topologies.manifests import StartWorker, taskqueue
 
 KEY_PATTERNS = ["{emails}*"]
 QUEUES = [{"key": "{emails}:vip"}, {"key": "{emails}:normal", "type": "zset"}]
-SCHEMA = keys.KeySchema.from_spec(manifest.parse(taskqueue("redis://x", queues=QUEUES)).spec)
+RETRY = {"deadLetterMaxLength": 1}
+"""With the record _seed leaves, the recovery's poison pill trims the dead-letter list (LTRIM)."""
+SCHEMA = keys.KeySchema.from_spec(
+    manifest.parse(taskqueue("redis://x", queues=QUEUES, retry=RETRY)).spec)
 MakeUser = Callable[..., str]
 
 
@@ -66,6 +69,7 @@ def _seed(admin: redis.Redis) -> None:
                 keys.Entry("{emails}:normal", "3", "zheld").encode(),
                 keys.Entry("{emails}:vip", "", keys.wrap("poison", attempts=2)).encode())
     admin.lpush(SCHEMA.processing("live"), keys.Entry("{emails}:vip", "", "x").encode())
+    admin.lpush(SCHEMA.dead_letter, json.dumps({"queue": "{emails}:vip", "payload": "older"}))
 
 
 # -- operator --------------------------------------------------------------------------------
@@ -112,6 +116,7 @@ def test_the_operator_works_with_exactly_its_rule(redis_server: RedisServer,
     admin = _admin(redis_server)
     assert admin.llen("{emails}:vip") == 3  # "held" recovered
     assert admin.zcard("{emails}:normal") == 2 and admin.llen(SCHEMA.dead_letter) == 1
+    assert admin.hget(SCHEMA.stats, keys.DEAD_TRIMMED_FIELD) == "1"
 
 
 @pytest.mark.parametrize("missing", acl.commands("operator"))

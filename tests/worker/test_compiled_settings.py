@@ -28,7 +28,8 @@ SPECS: dict[str, dict[str, Any]] = {
     "zset-and-starvation": {"queues": [{"key": "{jobs}:vip", "starvationLimit": 5},
                                        {"key": "{jobs}:later", "type": "zset"}]},
     "retry-and-dead-letter": {"retry": {"maxAttempts": 7, "backoffSeconds": 0.5,
-                                        "maxBackoffSeconds": 60, "deadLetterKey": "{jobs}:dlq"},
+                                        "maxBackoffSeconds": 60, "deadLetterKey": "{jobs}:dlq",
+                                        "deadLetterMaxLength": 250},
                               "keyPrefix": "{jobs}:bk"},
     "command-handler": {"worker": {"command": ["python", "-c", "pass"], "concurrency": 4,
                                    "prefetch": 8, "taskTimeoutSeconds": 2.5,
@@ -74,6 +75,7 @@ def test_the_compiled_settings_give_the_config_the_validated_manifest_gives(
     spec = _taskqueue(overrides).spec  # and each value is the spec's own, read independently
     w, retry = spec.worker, spec.retry
     assert compiled.schema == keys.KeySchema.from_spec(spec)
+    assert compiled.schema.dead_letter_max_length == retry.deadLetterMaxLength
     assert (compiled.delivery, compiled.handler, compiled.concurrency, compiled.prefetch,
             compiled.max_attempts, compiled.backoff_seconds, compiled.max_backoff_seconds,
             compiled.task_timeout, compiled.heartbeat_seconds, compiled.grace_seconds,
@@ -117,6 +119,8 @@ def test_settings_of_another_format_fall_back_to_the_manifest(
     pytest.param(["--queue", "{other}:q"], lambda c: c.schema.queue_keys == ("{other}:q",),
                  id="queues"),
     pytest.param(["--max-attempts", "2"], lambda c: c.max_attempts == 2, id="retry"),
+    pytest.param(["--dead-letter-max-length", "5"],
+                 lambda c: c.schema.dead_letter_max_length == 5, id="dead-letter-cap"),
 ])
 def test_a_flag_that_changes_the_spec_validates_the_manifest_with_it(
         monkeypatch: pytest.MonkeyPatch, argv: list[str], check: Any) -> None:

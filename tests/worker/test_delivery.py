@@ -10,7 +10,7 @@ import time
 import pytest
 import redis
 
-from taskqueue import client, keys
+from taskqueue import client
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker, wait_done
 
@@ -70,8 +70,6 @@ def test_batch_lpush_is_spread_over_idle_workers(redis_sync: redis.Redis,
                      id="raw-json"),
         pytest.param(lambda r: client.enqueue_sync(r, "q", "wrapped ü"), "wrapped ü",
                      id="enveloped"),
-        pytest.param(lambda r: r.lpush("q", keys.ENVELOPE_MARK + "broken"),
-                     keys.ENVELOPE_MARK + "broken", id="broken-envelope-is-raw"),
         pytest.param(lambda r: r.lpush("q", "line1\nline2"), "line1\nline2", id="newlines"),
     ],
 )

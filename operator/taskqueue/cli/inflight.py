@@ -56,10 +56,7 @@ def held_task(raw: str, *, now: float) -> HeldTask:
         entry = keys.Entry.decode(raw)
     except ValueError:
         return HeldTask(queue="?", id="", attempts=0, age_seconds=None, payload=raw)
-    try:
-        task = keys.unwrap(entry.element)
-    except ArithmeticError:  # e.g. "attempts": 1e999 (unwrap reads the other faults as raw)
-        task = keys.Task(payload=entry.element)
+    task = keys.unwrap(entry.element)  # never raises: a malformed envelope is shown whole
     age = None
     if task.enqueued_at is not None and math.isfinite(task.enqueued_at):
         age = round(max(0.0, now - task.enqueued_at), 3)

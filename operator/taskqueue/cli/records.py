@@ -4,7 +4,8 @@ Pure. The CLI reads Redis with `surrogateescape` (`Target.connect`), so a payloa
 UTF-8 arrives as text whose undecodable bytes are lone surrogates and goes back to Redis as the
 same bytes (a requeue is byte-exact). `printable` shows such text on a terminal (`\\xff`);
 `json_safe` makes a document `json.dumps` can print, with the exact bytes in base64 beside.
-A malformed record (`"attempts": "x"`, no queue, a payload that is not a string) never raises:
+A malformed record (`"attempts": "x"`, no queue, a payload that is not a string, a JSON escape
+of a lone surrogate such as `"\\ud800"`, which no byte stands for) never raises:
 `DeadLetter.parse` notes each problem, and `unusable` says why a record cannot be requeued.
 """
 
@@ -30,8 +31,21 @@ def is_utf8(text: str) -> bool:
     return True
 
 
+def has_bytes(text: str) -> bool:
+    """True when `text` stands for bytes (no lone surrogate besides surrogate escapes)."""
+    try:
+        to_bytes(text)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def printable(text: str) -> str:
-    """`text` safe to print: bytes that are not UTF-8 as `\\xNN`."""
+    """`text` safe to print: bytes that are not UTF-8 as `\\xNN`, a lone surrogate that stands
+    for no byte as `\\uXXXX`."""
+    if not has_bytes(text):
+        return "".join(c if has_bytes(c) else f"\\u{ord(c):04x}" for c in text).encode(
+            "utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     return to_bytes(text).decode("utf-8", "backslashreplace")
 
 
@@ -60,6 +74,19 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _string(data: dict[str, Any], name: str, problems: list[str]) -> str | None:
+    """`data[name]` when it is a string that stands for bytes; else None, the problem noted."""
+    value = data.get(name)
+    if not isinstance(value, str):
+        problems.append(f"{name} is not a string")
+        return None
+    if not has_bytes(value):
+        problems.append(f"{name} holds an escaped lone surrogate (\\ud800-\\udfff), which "
+                        "no byte stands for")
+        return None
+    return value
+
+
 @dataclass(frozen=True)
 class DeadLetter:
     """One dead-letter record as read; `raw` is the exact element (for LREM)."""
@@ -84,14 +111,12 @@ class DeadLetter:
         if not isinstance(data, dict):
             return cls(raw, problems=("not a JSON object",))
         problems: list[str] = []
-        queue = data.get("queue")
-        if not isinstance(queue, str) or not queue:
-            problems.append("no queue" if not queue else "queue is not a string")
+        if data.get("queue"):
+            queue = _string(data, "queue", problems) or ""
+        else:
+            problems.append("no queue")
             queue = ""
-        payload = data.get("payload")
-        if not isinstance(payload, str):
-            problems.append("payload is not a string")
-            payload = None
+        payload = _string(data, "payload", problems)
         attempts = data.get("attempts", 0)
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
             problems.append(f"attempts {printable(repr(attempts))} is not a count")
@@ -99,10 +124,7 @@ class DeadLetter:
         failed_at = _number(data.get("failed_at"))
         if data.get("failed_at") is not None and failed_at is None:
             problems.append("failed_at is not a time")
-        task_id = data.get("id", "")
-        if not isinstance(task_id, str):
-            problems.append("id is not a string")
-            task_id = ""
+        task_id = (_string(data, "id", problems) or "") if "id" in data else ""
         error = data.get("error", "")
         return cls(raw=raw, queue=queue, payload=payload, attempts=attempts,
                    error=error if isinstance(error, str) else json.dumps(error),

@@ -82,6 +82,7 @@ def snapshot(name: str, schema: keys.KeySchema, obs: QueueObservation,
         "next_due_in_seconds": None if obs.next_due_at is None else round(
             obs.next_due_at - obs.at, 3),
         "dead_letter": obs.dead_letter,
+        "dead_letter_trimmed_total": obs.dead_letter_trimmed_total,
         "oldest_task_age_seconds": max(ages) if ages else None,
         "workers": {"alive": obs.live_workers, "registered": len(obs.workers),
                     "busy": obs.busy_workers},
@@ -99,6 +100,15 @@ def _delayed(snap: dict[str, Any]) -> str:
     nxt = snap["next_due_in_seconds"]
     if nxt is not None:
         text += f", next due {'now' if nxt <= 0 else 'in ' + ui.duration(nxt)}"
+    return text
+
+
+def _dead(snap: dict[str, Any]) -> str:
+    """'12', or '12 (5 older dropped by retry.deadLetterMaxLength)'."""
+    text = str(snap["dead_letter"])
+    if snap["dead_letter_trimmed_total"]:
+        text += (f" ({snap['dead_letter_trimmed_total']} older dropped by "
+                 "retry.deadLetterMaxLength)")
     return text
 
 
@@ -124,7 +134,7 @@ def render(snap: dict[str, Any]) -> str:
         ("backlog", str(snap["backlog"])),
         ("in flight", str(snap["in_flight"])),
         ("delayed", _delayed(snap)),
-        ("dead letters", str(snap["dead_letter"])),
+        ("dead letters", _dead(snap)),
         ("oldest task", ui.duration(snap["oldest_task_age_seconds"])),
         ("workers", f"{w['alive']} alive, {w['busy']} busy, {w['registered']} registered"),
         ("completed", f"{snap['completed_total']} (failed attempts {snap['failed_total']}, "

@@ -9,8 +9,12 @@
 -- ARGV[1] the entry, ARGV[2] owner ("<worker id>#<slot>"), ARGV[3] lease ms, ARGV[4] held
 -- ("1": AtLeastOnce, the entry is in KEYS[1]; "0": AtMostOnce), ARGV[5] now (unix ms),
 -- ARGV[6] longest deferral (ms).
+-- A key holding another type fails the call before any write (WRONGTYPE naming it).
+-- include: entry
 local held = ARGV[4] == '1'
 if redis.call('EXISTS', KEYS[2]) == 1 then
+  local wrong = misfit({KEYS[1], 'list', KEYS[5], 'hash'})
+  if wrong then return wrong end
   if held then redis.call('LREM', KEYS[1], -1, ARGV[1]) end
   redis.call('HINCRBY', KEYS[5], 'duplicates', 1)
   return 'done'
@@ -20,6 +24,8 @@ local owner = redis.call('GET', KEYS[3])
 if owner and owner ~= ARGV[2] then
   local wait = redis.call('PTTL', KEYS[3])
   if wait < 1 or wait > tonumber(ARGV[6]) then wait = tonumber(ARGV[6]) end
+  local wrong = misfit({KEYS[4], 'zset', KEYS[5], 'hash'})
+  if wrong then return wrong end
   if held then redis.call('LREM', KEYS[1], -1, ARGV[1]) end
   redis.call('ZADD', KEYS[4], tonumber(ARGV[5]) + wait, ARGV[1])
   redis.call('HINCRBY', KEYS[5], 'deferred', 1)

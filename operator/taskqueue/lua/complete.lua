@@ -6,10 +6,16 @@
 -- KEYS[4] stats hash.
 -- ARGV[1] the entry, ARGV[2] owner, ARGV[3] window ms, ARGV[4] now (unix ms, the marker's value),
 -- ARGV[5] held ("1" | "0").
--- Returns 1 when the entry was acked, 0 when it was not held.
+-- Returns 1 when the entry was acked, 0 when it was not held. A key holding another type fails
+-- the call before any write (WRONGTYPE naming it).
+-- include: entry
+local held = ARGV[5] == '1'
+local wrong = held and misfit({KEYS[1], 'list', KEYS[4], 'hash'})
+if wrong then return wrong end
+local owner = redis.call('GET', KEYS[3])
 redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])
-if redis.call('GET', KEYS[3]) == ARGV[2] then redis.call('DEL', KEYS[3]) end
-if ARGV[5] == '1' and redis.call('LREM', KEYS[1], -1, ARGV[1]) > 0 then
+if owner == ARGV[2] then redis.call('DEL', KEYS[3]) end
+if held and redis.call('LREM', KEYS[1], -1, ARGV[1]) > 0 then
   redis.call('HINCRBY', KEYS[4], 'completed', 1)
   return 1
 end

@@ -7,10 +7,19 @@
 -- ARGV[3] the element (a scheduled task: its delayed entry), ARGV[4] unique window in ms
 -- ("0": not unique), ARGV[5] the task id (value of the unique key).
 -- Returns 1 when pushed, 0 when the id was already enqueued within the window (a no-op).
+-- Checked before any write (so a refused push leaves no unique key behind): KEYS[1] holds the
+-- type the push needs or nothing (else WRONGTYPE naming it), a zadd score is a number.
+-- include: entry
+local zadd = ARGV[1] == 'zadd'
+local wrong = misfit({KEYS[1], zadd and 'zset' or 'list'})
+if wrong then return wrong end
+if zadd and not is_score(ARGV[2]) then
+  return redis.error_reply('ERR score "' .. ARGV[2] .. '" is not a number')
+end
 if tonumber(ARGV[4]) > 0 then
   if not redis.call('SET', KEYS[2], ARGV[5], 'NX', 'PX', ARGV[4]) then return 0 end
 end
-if ARGV[1] == 'zadd' then
+if zadd then
   redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
 else
   redis.call('LPUSH', KEYS[1], ARGV[3])

@@ -4,15 +4,21 @@
 -- ARGV[1] held ("1": the entry must still be in KEYS[1], else nothing happens, since a recovery
 -- already requeued it; "0": AtMostOnce, not held), ARGV[2] the processing entry,
 -- ARGV[3] "retry" | "dead", ARGV[4] the new delayed entry or the dead-letter record,
--- ARGV[5] due time of the retry (unix ms).
--- Returns 1 when applied, 0 when the entry was no longer held.
+-- ARGV[5] due time of the retry (unix ms), ARGV[6] dead-letter list's maximum length.
+-- Returns 1 when applied, 0 when the entry was no longer held. A key holding another type fails
+-- the call before any write (WRONGTYPE naming it): the entry stays held.
+-- include: entry
+-- include: moves
+local retry = ARGV[3] == 'retry'
+local wrong = misfit({KEYS[1], 'list', retry and KEYS[2] or KEYS[3], retry and 'zset' or 'list',
+  KEYS[4], 'hash'})
+if wrong then return wrong end
 if ARGV[1] == '1' and redis.call('LREM', KEYS[1], -1, ARGV[2]) == 0 then return 0 end
 redis.call('HINCRBY', KEYS[4], 'failed', 1)
-if ARGV[3] == 'retry' then
+if retry then
   redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
   redis.call('HINCRBY', KEYS[4], 'retried', 1)
 else
-  redis.call('LPUSH', KEYS[3], ARGV[4])
-  redis.call('HINCRBY', KEYS[4], 'dead', 1)
+  push_dead(KEYS[3], KEYS[4], tonumber(ARGV[6]), ARGV[4])
 end
 return 1

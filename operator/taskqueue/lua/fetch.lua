@@ -1,52 +1,84 @@
 -- fetch.lua: ack finished tasks, promote due retries, then take up to COUNT tasks by priority and
 -- starvation limits, moving each into the caller's processing list, all in one atomic call.
 -- KEYS[1] processing list of the caller, KEYS[2] delayed zset, KEYS[3] starvation hash,
--- KEYS[4] stats hash, KEYS[5] dead-letter list (a due retry whose queue left the spec),
--- KEYS[6] quiesced set, KEYS[7..] the queues in priority order.
+-- KEYS[4] stats hash, KEYS[5] dead-letter list, KEYS[6] quiesced set, KEYS[7..] every queue of
+-- the TaskQueue in priority order.
 -- A caller whose processing list is in KEYS[6] (quiesced by the operator) acks and promotes but
 -- takes nothing. Each take adds to the stats field "taken:<queue key>" (keys.TAKEN_FIELD_PREFIX).
--- ARGV[1] now (unix ms; "" skips promoting due retries in this call), ARGV[2] COUNT (0: ack and
--- promote only), ARGV[3] hold ("1": LPUSH the entries into KEYS[1] (AtLeastOnce); "0": hand them
--- out unheld (AtMostOnce)), ARGV[4] number of acks A, ARGV[5..4+A] processing entries to ack, then per queue: type ("list"|"zset") and
--- starvation limit ("" for none).
+-- ARGV[1] dead-letter list's maximum length, ARGV[2] now (unix ms; "" skips promoting due
+-- retries in this call), ARGV[3] COUNT (0: ack and promote only), ARGV[4] hold ("1": LPUSH the
+-- entries into KEYS[1] (AtLeastOnce); "0": hand them out unheld (AtMostOnce)), ARGV[5] number of
+-- acks A, ARGV[6..5+A] processing entries to ack, then per queue: type ("list"|"zset"),
+-- starvation limit ("" for none) and take ("1"; "0": the caller skips the queue, its key holds
+-- another type).
 -- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken.
+-- Nothing is written before every check passed: each key written holds its type or nothing
+-- (else a WRONGTYPE error naming it, and no write), and each due delayed entry is placed
+-- (lib/entry.lua `place`): one that cannot go back to its queue goes to the dead-letter list.
 -- Starvation counters are fleet-wide: KEYS[3] holds, per queue key, how many tasks in a row were
 -- taken from it while a later queue had tasks; at the limit the next task comes from the next
 -- non-empty later queue and the counter restarts. Without any limit the queues are simply drained
 -- in order (one pop per queue, no length reads).
 -- include: entry
-local queue_set = key_set(7)
-local now, count, hold = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
-local nacks = tonumber(ARGV[4])
+-- include: moves
+local max_dead, now, count = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local hold, nacks = ARGV[4] == '1', tonumber(ARGV[5])
+local first_queue_arg = 6 + nacks
+local taking = count > 0 and redis.call('SISMEMBER', KEYS[6], KEYS[1]) == 0
+
+local keys, types, limits = {}, {}, {}
+local any_limit = false
+for i = 7, #KEYS do
+  local a = first_queue_arg + (i - 7) * 3
+  if ARGV[a + 2] == '1' then
+    local n = #keys + 1
+    keys[n], types[n], limits[n] = KEYS[i], ARGV[a], tonumber(ARGV[a + 1])
+    if limits[n] then any_limit = true end
+  end
+end
+
+-- the checks: every key this call writes (the first LREM of an ack checks the processing list
+-- itself), then every due entry
+local wrong = wrong_type(KEYS[4], 'hash')
+if taking then
+  if hold and nacks == 0 then wrong = wrong or wrong_type(KEYS[1], 'list') end
+  for i = 1, #keys do wrong = wrong or wrong_type(keys[i], types[i]) end
+  if any_limit then wrong = wrong or wrong_type(KEYS[3], 'hash') end
+end
+if wrong then return wrong end
+local moves = {}
+local due = now and redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000) or {}
+if #due > 0 then
+  local queue_set, seen, rejects = queue_types(7, first_queue_arg, 3), {}, false
+  for _, entry in ipairs(due) do
+    local reason, queue, score, element = place(entry, queue_set, seen)
+    moves[#moves + 1] = {entry, reason, queue, score, element}
+    rejects = rejects or reason ~= nil
+  end
+  wrong = rejects and wrong_type(KEYS[5], 'list')
+  if wrong then return wrong end
+end
+
 if nacks > 0 then
   local acked = 0
-  for i = 5, 4 + nacks do
+  for i = 6, 5 + nacks do
     acked = acked + redis.call('LREM', KEYS[1], -1, ARGV[i])
   end
   if acked > 0 then redis.call('HINCRBY', KEYS[4], 'completed', acked) end
 end
 
 -- promote due retries back to the right end of their list (served next) or into their zset
-if now then
-  local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
-  for _, entry in ipairs(due) do
-    redis.call('ZREM', KEYS[2], entry)
-    put_back(entry, queue_set, KEYS[5])
+for _, m in ipairs(moves) do
+  redis.call('ZREM', KEYS[2], m[1])
+  if m[2] then
+    reject(KEYS[5], KEYS[4], max_dead, m[3], m[5], m[2])
+  else
+    put(m[3], m[4], m[5])
   end
 end
-if count <= 0 then return {} end
-if redis.call('SISMEMBER', KEYS[6], KEYS[1]) == 1 then return {} end
+if not taking then return {} end
 
-local nq = #KEYS - 6
-local keys, types, limits = {}, {}, {}
-local any_limit = false
-for i = 1, nq do
-  keys[i] = KEYS[6 + i]
-  types[i] = ARGV[4 + nacks + 2 * i - 1]
-  limits[i] = tonumber(ARGV[4 + nacks + 2 * i])
-  if limits[i] then any_limit = true end
-end
-
+local nq = #keys
 local out = {}
 -- pop up to n tasks from queue i into out; returns how many
 local function take(i, n)

@@ -7,7 +7,11 @@
 -- now), ARGV[3..] pairs of stats field and integer increment (the milliseconds and attempts the
 -- worker ran each queue's tasks for since its last beat: keys.service_fields and
 -- keys.service_sq_fields; the waits it measured: keys.wait_fields; none when idle).
--- Returns {now (unix ms, Redis clock), {ids of expired workers (never the caller)}}.
+-- Returns {now (unix ms, Redis clock), {ids of expired workers (never the caller)}}. A key
+-- holding another type fails the call before any write (WRONGTYPE naming it).
+-- include: entry
+local wrong = misfit({KEYS[1], 'zset', KEYS[2], 'hash'})
+if wrong then return wrong end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])

@@ -6,14 +6,15 @@
 -- the M per-queue stats fields (keys.KeySchema.queue_counter_fields: taken, service ms, served,
 -- squared service ms, attempts squared, wait histograms), ARGV[3+N+M] a horizon (unix ms; "" for
 -- none): delayed entries due by then count as due soon, ARGV[4+N+M..] worker ids.
--- Returns {lengths, oldest, {delayed, dead, completed, failed}, workers, queue_counters,
--- quiesced, scheduled} where oldest is the envelope time of each queue's oldest task ("" when
--- unknown: a raw payload, or 0), workers is a flat list id, heartbeat deadline (ms), processing
+-- Returns {lengths, oldest, {delayed, dead, completed, failed, dead trimmed}, workers,
+-- queue_counters, quiesced, scheduled} where oldest is the envelope time of each queue's oldest
+-- task ("" when unknown: a raw payload, a malformed time, or 0), workers is a flat list id, heartbeat deadline (ms), processing
 -- length, ... with length -1 for a worker whose processing list was not passed in KEYS (the
 -- caller then calls again with it: a key is only read when declared, as Redis Cluster requires),
 -- queue_counters the M per-queue fields ("" when never written), quiesced the members of
 -- KEYS[5], and scheduled is {due by the horizon (0 without one), the earliest due time (ms, ""
 -- when none), duplicates skipped}. The layout is documented once more in keys.OBSERVE_REPLY.
+-- include: entry
 local nq, nf = tonumber(ARGV[1]), tonumber(ARGV[2])
 local lengths, oldest = {}, {}
 for i = 1, nq do
@@ -27,10 +28,10 @@ for i = 1, nq do
     head = redis.call('LINDEX', key, -1)
   end
   local t = ''
-  if head then
-    t = string.match(string.sub(head, 1, 96), '"enqueued_at":([%d%.]+)') or ''
+  if head and string.sub(head, 1, #MARK) == MARK then
+    t = string.match(string.sub(head, 1, 96), '"enqueued_at":(%d+%.?%d*)[,}]') or ''
     -- recover.lua wraps raw payloads with "enqueued_at":0: their time is unknown, not 1970
-    if tonumber(t) == 0 then t = '' end
+    if not tonumber(t) or tonumber(t) == 0 then t = '' end
   end
   oldest[i] = t
 end
@@ -45,7 +46,7 @@ for i = 1, #ids, 2 do
   workers[#workers + 1] = ids[i + 1]
   workers[#workers + 1] = key and redis.call('LLEN', key) or -1
 end
-local counters = redis.call('HMGET', KEYS[4], 'completed', 'failed', 'duplicates')
+local counters = redis.call('HMGET', KEYS[4], 'completed', 'failed', 'duplicates', DEAD_TRIMMED)
 local per_queue = {}
 if nf > 0 then
   local raw = redis.call('HMGET', KEYS[4], unpack(ARGV, 3 + nq, 2 + nq + nf))
@@ -58,5 +59,6 @@ local scheduled = {horizon and redis.call('ZCOUNT', KEYS[2], '-inf', horizon) or
                    head[2] or '', tonumber(counters[3] or '0') or 0}
 return {lengths, oldest,
         {redis.call('ZCARD', KEYS[2]), redis.call('LLEN', KEYS[3]),
-         tonumber(counters[1] or '0') or 0, tonumber(counters[2] or '0') or 0},
+         tonumber(counters[1] or '0') or 0, tonumber(counters[2] or '0') or 0,
+         tonumber(counters[4] or '0') or 0},
         workers, per_queue, redis.call('SMEMBERS', KEYS[5]), scheduled}

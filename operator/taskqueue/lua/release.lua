@@ -1,18 +1,30 @@
 -- release.lua: give back entries a worker holds but will not run (SIGTERM drain, fetch replies
 -- lost on a broken connection): out of the processing list and back to the right end of their
 -- list (served next) or into their zset, attempts unchanged (the handler never finished them).
--- KEYS[1] processing list, KEYS[2] dead-letter list, KEYS[3..] the TaskQueue's queues.
--- ARGV[1..] the entries.
--- Returns how many were given back (entries no longer held are skipped; an entry naming a queue
--- the TaskQueue no longer has goes to the dead-letter list, see lib/entry.lua `put_back`).
+-- KEYS[1] processing list, KEYS[2] dead-letter list, KEYS[3] stats hash, KEYS[4..3+N] the
+-- TaskQueue's queues.
+-- ARGV[1] dead-letter list's maximum length, ARGV[2..1+N] the type of each queue ("list" |
+-- "zset"), ARGV[2+N..] the entries.
+-- Returns how many were given back. Entries no longer held are skipped; a held entry that cannot
+-- go back (not an entry, a queue the TaskQueue no longer has, a score its queue's type does not
+-- take, a queue key holding another type: lib/entry.lua `place`) goes to the dead-letter list.
 -- include: entry
-local queues = key_set(3)
+-- include: moves
+local wrong = misfit({KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'hash'})
+if wrong then return wrong end
+local queues = queue_types(4, 2, 1)
+local max_dead = tonumber(ARGV[1])
+local seen = {}
 local n = 0
-for i = 1, #ARGV do
-  local entry = ARGV[i]
-  if split_entry(entry) and redis.call('LREM', KEYS[1], -1, entry) > 0
-      and put_back(entry, queues, KEYS[2]) == 'queued' then
-    n = n + 1
+for i = #KEYS - 1, #ARGV do
+  local reason, queue, score, element = place(ARGV[i], queues, seen)
+  if redis.call('LREM', KEYS[1], -1, ARGV[i]) > 0 then
+    if reason then
+      reject(KEYS[2], KEYS[3], max_dead, queue, element, reason)
+    else
+      put(queue, score, element)
+      n = n + 1
+    end
   end
 end
 return n

@@ -60,6 +60,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--grace", type=float, help="seconds to finish tasks after SIGTERM")
     p.add_argument("--key-prefix", help="prefix of the bookkeeping keys")
     p.add_argument("--dead-letter-key")
+    p.add_argument("--dead-letter-max-length", type=int, metavar="N",
+                   help="newest records the dead-letter list keeps")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     p.add_argument("--idempotency-window", type=float, metavar="S",
                    help="idempotent consumption: skip ids completed within S seconds")
@@ -98,7 +100,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
               "idempotency": ({"windowSeconds": args.idempotency_window}
                               if args.idempotency_window is not None else None)}
     retry = {"maxAttempts": args.max_attempts, "backoffSeconds": args.backoff,
-             "deadLetterKey": args.dead_letter_key}
+             "deadLetterKey": args.dead_letter_key,
+             "deadLetterMaxLength": args.dead_letter_max_length}
     top = {"delivery": args.delivery, "keyPrefix": args.key_prefix,
            "queues": [_queue(q) for q in args.queue] if args.queue else None}
     return {name: {k: v for k, v in section.items() if v is not None}

@@ -2,7 +2,9 @@
 
 `Executor.run` returns True when the task succeeded (the caller acks it with its next fetch)
 and False when the attempt failed and was handed to fail.lua (retry in the delayed zset with
-backoff, or the dead-letter list once `max_attempts` attempts are spent).
+backoff, or the dead-letter list once `max_attempts` attempts are spent). An element that
+starts like an envelope but breaks its rules (`keys.unwrap` names the problem) is not run: it
+goes to the dead-letter list at once, byte for byte, with the problem as its error.
 """
 
 from __future__ import annotations
@@ -46,7 +48,11 @@ class Executor:
         self.service = servicetime.of(self.config.worker_id).slot()
 
     def run(self, raw_entry: str, *, held: bool) -> bool:
-        entry, task, ctx, m = self._begin(raw_entry)
+        entry, task = self._read(raw_entry)
+        if task.problem:
+            self._refuse(raw_entry, entry, task, held=held)
+            return False
+        ctx, m = self._begin(entry, task)
         started = time.perf_counter()
         try:
             self.handler(task.payload, ctx)
@@ -63,7 +69,11 @@ class Executor:
         with retries) runs in a worker thread so the loop never waits for Redis."""
         import asyncio  # loaded already: the loop runs (not imported by synchronous workers)
 
-        entry, task, ctx, m = self._begin(raw_entry)
+        entry, task = self._read(raw_entry)
+        if task.problem:
+            await asyncio.to_thread(self._refuse, raw_entry, entry, task, held=held)
+            return False
+        ctx, m = self._begin(entry, task)
         started = time.perf_counter()
         try:
             await handler.run(task.payload, ctx)
@@ -77,11 +87,14 @@ class Executor:
         self._succeeded(m, ctx)
         return True
 
-    def _begin(self, raw_entry: str,
-               ) -> tuple[keys.Entry, keys.Task, TaskContext, tally.QueueTally]:
-        entry = keys.Entry.decode(raw_entry)
+    @staticmethod
+    def _read(raw_entry: str) -> tuple[keys.Entry, keys.Task]:
+        entry = keys.Entry.decode(raw_entry)  # fetch.lua built it: always an entry
+        return entry, keys.unwrap(entry.element)  # a raw payload: as it is, attempt 1, no id
+
+    def _begin(self, entry: keys.Entry, task: keys.Task,
+               ) -> tuple[TaskContext, tally.QueueTally]:
         m = self.counts.queue(entry.queue)
-        task = keys.unwrap(entry.element)  # a raw LPUSH payload: as it is, attempt 1, no id
         ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
                           enqueued_at=task.enqueued_at)
         if task.enqueued_at and not task.attempts:
@@ -92,7 +105,7 @@ class Executor:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task started", extra=self._extra(ctx))
         self.counts.running += 1
-        return entry, task, ctx, m
+        return ctx, m
 
     def _end(self, m: tally.QueueTally, queue: str, started: float) -> None:
         self.counts.running -= 1
@@ -137,6 +150,20 @@ class Executor:
             q.retried += 1
             log.warning("task failed, retry in %.2fs: %s", max(0, due - now_ms()) / 1000,
                         error, extra=extra)
+
+    def _refuse(self, raw_entry: str, entry: keys.Entry, task: keys.Task, *,
+                held: bool) -> None:
+        """Dead-letter an element that cannot be run (`task.problem`), unrun, attempts 0."""
+        value = keys.dead_letter_record(entry=entry, task=task, attempts=0, error=task.problem,
+                                        failed_at=now_ms() / 1000)
+        extra = {**task_extra(task_id="", queue=entry.queue, attempt=0,
+                              worker_id=self.config.worker_id), "error": task.problem}
+        if not self._apply_fail(raw_entry, dead=True, value=value, due=0, held=held):
+            log.warning("unreadable task left for recovery: %s", task.problem, extra=extra)
+            return
+        self.counts.queue(entry.queue).dead_lettered += 1
+        log.error("unreadable task dead-lettered to %s unrun: %s",
+                  self.config.schema.dead_letter, task.problem, extra=extra)
 
     def _apply_fail(self, raw_entry: str, *, dead: bool, value: str, due: int,
                     held: bool) -> bool:

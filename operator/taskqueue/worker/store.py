@@ -81,30 +81,27 @@ class Store:
         self._url = url
         self._conn: resp.Connection | None = None
         self._hold_flag = {True: bulk("1"), False: bulk("0")}
-        self._release_keys = scriptcalls.release_keys(schema, worker_id)
         self.queue_keys: tuple[str, ...] = ()
         self.use_queues(skip=())
 
     def use_queues(self, *, skip: Collection[str]) -> None:
-        """Fetch from every queue of the schema but `skip` (keys that hold the wrong type)."""
+        """Take from every queue of the schema but `skip` (keys that hold the wrong type; still
+        declared to fetch.lua, so due entries of theirs are judged, not taken for strangers)."""
         schema = self.schema
-        queues = [q for q in schema.queues if q.key not in skip]
-        self.queue_keys = tuple(q.key for q in queues)
-        queue_args: list[str] = []
-        for q in queues:
-            queue_args += [q.type, "" if q.starvation_limit is None else str(q.starvation_limit)]
-        fetch_keys = scriptcalls.fetch_keys(schema, self.worker_id, queue_keys=self.queue_keys)
-        # EVALSHA <sha> <numkeys> <keys...> | now count hold nacks acks... | queue args...
+        self.queue_keys = tuple(k for k in schema.queue_keys if k not in skip)
+        queue_args = scriptcalls.fetch_queue_args(schema, skip=skip)
+        fetch_keys = scriptcalls.fetch_keys(schema, self.worker_id)
+        # EVALSHA <sha> <numkeys> <keys...> max | now count hold nacks acks... | queue args...
         head: list[str | int] = ["EVALSHA", scriptcalls.script("fetch").sha, len(fetch_keys),
-                                 *fetch_keys]
+                                 *fetch_keys, schema.dead_letter_max_length]
         self._fetch_head = b"".join(bulk(a) for a in head)
         self._fetch_tail = b"".join(bulk(a) for a in queue_args)
-        self._fetch_fixed = 3 + len(fetch_keys) + 4 + len(queue_args)
+        self._fetch_fixed = 3 + len(fetch_keys) + 5 + len(queue_args)
 
     def key_types(self) -> dict[str, str]:
         """The type Redis holds at each key fetch.lua touches ("none" when absent)."""
         names = [self.processing, self.schema.delayed, self.schema.starvation,
-                 self.schema.stats, *self.schema.queue_keys]
+                 self.schema.stats, self.schema.dead_letter, *self.schema.queue_keys]
         return {name: str(self.call("TYPE", name)) for name in names}
 
     def close(self) -> None:
@@ -169,7 +166,8 @@ class Store:
         s = self.schema
         applied = self.script(
             "fail", [self.processing, s.delayed, s.dead_letter, s.stats],
-            ["1" if held else "0", entry, "dead" if dead else "retry", value, due_ms],
+            ["1" if held else "0", entry, "dead" if dead else "retry", value, due_ms,
+             s.dead_letter_max_length],
         )
         return bool(applied)
 
@@ -177,7 +175,8 @@ class Store:
         """Give back held entries unrun (attempts unchanged); see release.lua."""
         if not entries:
             return 0
-        return int(self.script("release", self._release_keys, list(entries)))
+        keys_, args = scriptcalls.release_call(self.schema, self.worker_id, entries)
+        return int(self.script("release", keys_, args))
 
     def held_entries(self) -> list[str]:
         result: list[str] = self.call("LRANGE", self.processing, 0, -1)

@@ -1,10 +1,19 @@
 -- lib/entry.lua (included by `-- include: entry`): the one Lua owner of the wire formats that
 -- taskqueue.keys owns in Python: the entry "<queue key>\n<score>\n<element>" (score empty for
--- lists), the envelope '{"__taskqueue__":1,"attempts":N,...}' and the dead-letter record.
+-- lists) and the envelope '{"__taskqueue__":1,"attempts":N,...}' (the dead-letter record:
+-- lib/moves.lua).
 -- Every key a script writes is declared in KEYS: a queue named by an entry is written only when
 -- it is one of the TaskQueue's queues passed in KEYS (Redis Cluster requires it).
+-- Producers in any language write entries and envelopes, so a script checks all it reads
+-- before its first write: the type each key holds (`misfit`), an entry's queue, score and the
+-- queue key's type (`place`), an envelope's fields (`read_envelope`). Redis does not roll back a
+-- script that fails half-way, so nothing may fail after a write: what cannot be used goes to the
+-- dead-letter list with the reason (lib/moves.lua). Reads only: the one command here is TYPE
+-- (taskqueue.acl derives each component's ACL rule from the commands its scripts name).
 
 local MARK = '{"__taskqueue__":1,"attempts":'
+local DEAD_TRIMMED = 'dead_trimmed' -- taskqueue.keys.DEAD_TRIMMED_FIELD
+local NOT_AN_ENTRY = 'entry is not "<queue>\\n<score>\\n<payload>"'
 
 -- split_entry(entry) -> queue, score, element; nil when `entry` is not in the entry format.
 local function split_entry(entry)
@@ -20,30 +29,80 @@ local function join_entry(queue, score, element)
   return queue .. '\n' .. score .. '\n' .. element
 end
 
--- key_set(first): the set of KEYS[first..] (the declared queue keys).
-local function key_set(first)
-  local set = {}
-  for i = first, #KEYS do set[KEYS[i]] = true end
-  return set
+-- queue_types(first_key, first_arg, stride): {queue key = "list" | "zset"} for the queues in
+-- KEYS[first_key..], the type of the n-th one in ARGV[first_arg + (n - 1) * stride].
+local function queue_types(first_key, first_arg, stride)
+  local types = {}
+  for i = first_key, #KEYS do types[KEYS[i]] = ARGV[first_arg + (i - first_key) * stride] end
+  return types
 end
 
--- now_seconds(): the server's clock (unix seconds, 3 decimals).
-local function now_seconds()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) + math.floor(tonumber(t[2]) / 1000) / 1000
+-- type_of(key): the type `key` holds ("none" when absent).
+local function type_of(key)
+  return redis.call('TYPE', key)['ok']
 end
 
--- bump(element) -> attempts, envelope: the element with its attempt count raised by one (a raw
--- payload is wrapped in an envelope with "enqueued_at":0, i.e. unknown, to carry the count).
-local function bump(element)
-  if string.sub(element, 1, #MARK) == MARK then
-    local n, rest = string.match(element, '^(%d+)(.*)$', #MARK + 1)
-    if n then
-      local attempts = tonumber(n) + 1
-      return attempts, MARK .. attempts .. rest
-    end
+-- wrong_type(key, kind): nil when `key` holds a `kind` or nothing, else the WRONGTYPE error
+-- reply naming it (the script returns it before any write).
+local function wrong_type(key, kind)
+  local held = type_of(key)
+  if held == 'none' or held == kind then return nil end
+  return redis.error_reply('WRONGTYPE key ' .. key .. ' holds a ' .. held .. ', not a ' .. kind)
+end
+
+-- misfit(expected): `wrong_type` of each pair of the flat list key, type, key, type...; the
+-- first error, or nil.
+local function misfit(expected)
+  for i = 1, #expected, 2 do
+    local wrong = wrong_type(expected[i], expected[i + 1])
+    if wrong then return wrong end
   end
-  return 1, MARK .. '1,"enqueued_at":0,"id":"","payload":' .. cjson.encode(element) .. '}'
+  return nil
+end
+
+-- is_score(s): a score ZADD takes, written as Redis writes scores: a decimal number ("7",
+-- "-2.5", "1e+20", ".5") or inf, +inf, -inf. Refused: nan, spaces, hex, a number that
+-- overflows or underflows to zero (ZADD refuses those too), anything else.
+local function is_score(s)
+  if s == 'inf' or s == '+inf' or s == '-inf' then return true end
+  local body = string.match(s, '^[+-]?(.*)$')
+  local mantissa = string.match(body, '^([%d%.]+)[eE][+-]?%d+$') or body
+  if not (string.match(mantissa, '^%d+%.?%d*$') or string.match(mantissa, '^%.%d+$')) then
+    return false
+  end
+  local n = tonumber(s)
+  if not n or n == math.huge or n == -math.huge then return false end
+  return n ~= 0 or not string.find(mantissa, '[1-9]')
+end
+
+-- read_envelope(element) -> envelope, attempts; or nil, problem: `element` (which starts with
+-- MARK) decoded, with the rule it breaks otherwise. The rules, order and words of
+-- taskqueue.keys._read_envelope.
+local function read_envelope(element)
+  local digits = string.match(element, '^(%d+),', #MARK + 1)
+  if not digits or #digits > 9 or (#digits > 1 and string.sub(digits, 1, 1) == '0') then
+    return nil, 'attempts is not a count'
+  end
+  local ok, env = pcall(cjson.decode, element)
+  if not ok or type(env) ~= 'table' then return nil, 'not valid JSON' end
+  if env['attempts'] ~= tonumber(digits) then return nil, 'attempts is not a count' end
+  if type(env['payload']) ~= 'string' then return nil, 'payload is not a string' end
+  if env['id'] ~= nil and type(env['id']) ~= 'string' then return nil, 'id is not a string' end
+  local t = env['enqueued_at']
+  if type(t) ~= 'number' or t ~= t or t < 0 or t == math.huge then
+    return nil, 'enqueued_at is not a time'
+  end
+  return env, tonumber(digits)
+end
+
+-- task_of(element) -> payload, id, attempts, problem: what a dead-letter record keeps of
+-- `element`. A raw payload is its own payload (no id, 0 attempts); a malformed envelope is kept
+-- whole, byte for byte, with the problem named.
+local function task_of(element)
+  if string.sub(element, 1, #MARK) ~= MARK then return element, '', 0, nil end
+  local env, attempts = read_envelope(element)
+  if not env then return element, '', 0, 'malformed envelope: ' .. attempts end
+  return env['payload'], env['id'] or '', attempts, nil
 end
 
 local DEAD_FIELDS = {queue = true, payload = true, attempts = true, error = true,
@@ -65,44 +124,44 @@ local function is_dead_record(text)
   return n == 6
 end
 
--- dead_record(queue, element, attempts, error): the JSON dead-letter record (same fields as
--- taskqueue.keys.dead_letter_record writes); payload and id are read from an envelope. A
--- payload that is itself a dead-letter record is the record, byte-exact (never nested).
-local function dead_record(queue, element, attempts, err)
-  local payload, id = element, ''
-  if string.sub(element, 1, #MARK) == MARK then
-    local ok, decoded = pcall(cjson.decode, element)
-    if ok and type(decoded) == 'table' then
-      payload = decoded['payload']
-      id = decoded['id'] or ''
-    end
+-- bump(element) -> attempts, element: the element with its attempt count raised by one (a raw
+-- payload is wrapped in an envelope with "enqueued_at":0, i.e. unknown, to carry the count);
+-- nil, problem for a malformed envelope (which is left as it is).
+local function bump(element)
+  if string.sub(element, 1, #MARK) ~= MARK then
+    return 1, MARK .. '1,"enqueued_at":0,"id":"","payload":' .. cjson.encode(element) .. '}'
   end
-  if is_dead_record(payload) then return payload end
-  return cjson.encode({queue = queue, payload = payload, attempts = attempts, error = err,
-    failed_at = now_seconds(), id = id})
+  local env, attempts = read_envelope(element)
+  if not env then return nil, attempts end
+  local rest = string.sub(element, #MARK + #tostring(attempts) + 1)
+  return attempts + 1, MARK .. (attempts + 1) .. rest
 end
 
--- put_back(entry, queues, dead_key): the element back to the right end of its list (served next)
--- or into its zset with its score. `queues` is the set of declared queue keys: an entry whose
--- queue is not one of them (the queue left the TaskQueue's spec) goes to the dead-letter list
--- `dead_key` instead, where `taskqueue dlq` shows it. Returns 'queued', 'dead', or false when
--- `entry` is not in the entry format (nothing is written then).
-local function put_back(entry, queues, dead_key)
+-- place(entry, queues, seen) -> reason, queue, score, element: where `entry` goes back, with
+-- reason nil when it can: its queue is declared (`queues`: key -> type), its score is what that
+-- type takes (empty for a list, a number for a zset), and the queue key holds that type or
+-- nothing, so no write can fail and no key is created with another type. Otherwise the reason
+-- names what is wrong (queue "" and the whole entry as element when it is not an entry at all).
+-- `seen` caches the types the keys hold. Reads only.
+local function place(entry, queues, seen)
   local queue, score, element = split_entry(entry)
-  if not queue then return false end
-  if not queues[queue] then
-    local attempts = 0
-    if string.sub(element, 1, #MARK) == MARK then
-      attempts = tonumber(string.match(element, '^(%d+)', #MARK + 1)) or 0
-    end
-    redis.call('LPUSH', dead_key, dead_record(queue, element, attempts,
-      'queue ' .. queue .. ' is not in this TaskQueue any more'))
-    return 'dead'
+  if not queue then return NOT_AN_ENTRY, '', '', entry end
+  local declared = queues[queue]
+  if not declared then
+    return 'queue ' .. queue .. ' is not in this TaskQueue', queue, score, element
   end
-  if score ~= '' then
-    redis.call('ZADD', queue, score, element)
-  else
-    redis.call('RPUSH', queue, element)
+  if declared == 'list' and score ~= '' then
+    return 'list queue ' .. queue .. ' takes no score (got "' .. score .. '")', queue, score,
+      element
   end
-  return 'queued'
+  if declared == 'zset' and not is_score(score) then
+    return 'zset queue ' .. queue .. ' needs a numeric score (got "' .. score .. '")', queue,
+      score, element
+  end
+  seen[queue] = seen[queue] or type_of(queue)
+  if seen[queue] ~= 'none' and seen[queue] ~= declared then
+    return 'queue key ' .. queue .. ' holds a ' .. seen[queue] .. ', not a ' .. declared, queue,
+      score, element
+  end
+  return nil, queue, score, element
 end
