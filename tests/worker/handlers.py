@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import json
 import os
+import threading
 import time
 
 import redis
@@ -221,3 +223,51 @@ async def async_raise_kind(payload: str) -> None:
     if payload == "value-error":
         raise ValueError("bad value")
     raise _RAISE[payload]()
+
+
+async def block_loop_on_first_attempt(payload: str, ctx: TaskContext) -> None:
+    """`block:<seconds>` on its first attempt blocks the event loop (time.sleep inside an
+    `async def`, the mistake), noting its start in STARTED first; everything else (and a later
+    attempt) yields once and does as `record_with_context`."""
+    if payload.startswith("block:") and ctx.attempt == 1:
+        client().rpush(STARTED, payload)
+        time.sleep(float(payload.split(":")[1]))  # noqa: ASYNC251 (the mistake under test)
+    await asyncio.sleep(0)
+    record_with_context(payload, ctx)
+
+
+def _linger() -> None:
+    time.sleep(3600)
+
+
+def start_non_daemon_thread(payload: str) -> None:
+    """Starts a thread that is not a daemon and outlives the task, then records."""
+    threading.Thread(target=_linger, name=f"lingering-{payload}", daemon=False).start()
+    record(payload)
+
+
+_pool: list[concurrent.futures.ThreadPoolExecutor] = []
+
+
+def submit_a_long_job(payload: str) -> None:
+    """Leaves a job running in an executor of its own (the interpreter waits for it at exit),
+    then records."""
+    if not _pool:
+        _pool.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="handler-pool"))
+    _pool[0].submit(_linger)
+    record(payload)
+
+
+LATENESS = "test:lateness"
+
+
+def record_lateness(payload: str, ctx: TaskContext) -> None:
+    """Records how late a scheduled task started: now - its due time (`enqueued_at`)."""
+    client().rpush(LATENESS, json.dumps({"payload": payload,
+                                         "late": time.time() - (ctx.enqueued_at or 0)}))
+
+
+async def async_sleep(payload: str) -> None:
+    """Awaits float(payload.split(':')[1]) seconds; records nothing (the worker's `completed`
+    counter tells what ran), so it never waits for Redis."""
+    await asyncio.sleep(float(payload.split(":")[1]))
