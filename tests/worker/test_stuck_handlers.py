@@ -5,6 +5,8 @@ on real worker processes and a real redis-server:
   requeues what it holds and exits with status 4, and another worker runs every task;
 - SIGTERM while a coroutine blocks the loop: the drain ends after the grace period;
 - threads a handler leaves running: the process still exits after its drain;
+- a drain that cannot end (a task still running, Redis refusing writes): the process exits
+  once the grace period and a margin are over;
 - and what must not trip the watchdog: a paused Redis while the loop fetches, a paused process.
 """
 
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from taskqueue import keys
 from taskqueue.worker.watchdog import EXIT_STALLED
 from tests.helpers.wait import wait_for
 from tests.worker import handlers as test_handlers
@@ -165,3 +168,36 @@ def test_a_paused_redis_or_a_paused_process_does_not_trip_the_watchdog(
                  timeout=60)
         assert proc.poll() is None
     assert "held the event loop" not in (tmp_path / "w1.log").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_a_drain_that_overruns_the_grace_period_ends_the_process(
+        tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
+    """A sync handler still running at the end of a 1 s grace period and Redis refusing to
+    write (paused), so the give-back cannot finish: the watchdog ends the process with status 4
+    once the grace period + its margin are over, and the task is still held for recovery (or was
+    given back): never lost, never twice."""
+    log = tmp_path / "w1.log"
+    proc = spawn(redis_url, "--queue", "q", "--handler", f"{HANDLERS}:sleep_then_record",
+                 "--grace", "1", "--worker-id", "w1", log_path=log)
+    try:
+        wait_for("the worker registered", lambda: redis_sync.zscore("q:workers", "w1"),
+                 timeout=20)
+        redis_sync.lpush("q", "x:600")
+        wait_for("the task is held", lambda: redis_sync.llen("q:processing:w1") == 1,
+                 timeout=20)
+        redis_sync.execute_command("CLIENT", "PAUSE", 60_000, "WRITE")
+        try:
+            proc.send_signal(signal.SIGTERM)
+            status = _exit_status(proc, within=25, what="SIGTERM")
+        finally:
+            redis_sync.execute_command("CLIENT", "UNPAUSE")
+        assert status == EXIT_STALLED
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    held = [keys.Entry.decode(e).element for e in redis_sync.lrange("q:processing:w1", 0, -1)]
+    assert sorted(held + redis_sync.lrange("q", 0, -1)) == ["x:600"]
+    (line,) = [ln for ln in log.read_text().splitlines() if "the drain did not end" in ln]
+    assert "grace period" in line

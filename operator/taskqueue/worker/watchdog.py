@@ -85,7 +85,9 @@ class Watch:
         previous, self.last_tick = self.last_tick, now
         if previous is not None and now - previous > LATE_TICKS * self.tick:
             lost = now - previous - self.tick  # the process did not run: nobody could
-            self.held_since = None if self.held_since is None else self.held_since + lost
+            previous += lost
+            if self.held_since is not None:
+                self.held_since += lost
             if self.stopping_since is not None:
                 self.stopping_since += lost
         if stopping and self.stopping_since is None:
