@@ -25,7 +25,7 @@ from taskqueue import keys
 from taskqueue.worker.watchdog import EXIT_STALLED
 from tests.helpers.wait import wait_for
 from tests.worker import handlers as test_handlers
-from tests.worker.procs import running, spawn
+from tests.worker.procs import running
 
 HANDLERS = "tests.worker.handlers"
 BLOCKING = f"{HANDLERS}:block_loop_on_first_attempt"
@@ -53,9 +53,8 @@ def test_a_coroutine_blocking_the_loop_past_the_timeout_ends_the_worker_and_othe
         tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
     payloads = ["block:600", *[f"t{i}" for i in range(7)]]
     common = ("--queue", "q", "--handler", BLOCKING, "--task-timeout", "1", "--heartbeat", "0.5")
-    stuck = spawn(redis_url, *common, "--concurrency", "4", "--worker-id", "stuck",
-                  log_path=tmp_path / "stuck.log")
-    try:
+    with running(redis_url, *common, "--concurrency", "4", "--worker-id", "stuck",
+                 log_path=tmp_path / "stuck.log") as stuck:
         wait_for("the worker registered", lambda: redis_sync.zscore("q:workers", "stuck"),
                  timeout=20)
         redis_sync.lpush("q", *payloads)  # the blocking one is taken first
@@ -63,10 +62,6 @@ def test_a_coroutine_blocking_the_loop_past_the_timeout_ends_the_worker_and_othe
                  lambda: redis_sync.lrange(test_handlers.STARTED, 0, -1) == ["block:600"],
                  timeout=20)
         assert _exit_status(stuck, within=EXIT_WITHIN, what="the loop blocked") == EXIT_STALLED
-    finally:
-        if stuck.poll() is None:
-            stuck.kill()
-            stuck.wait()
     text = (tmp_path / "stuck.log").read_text()
     (line,) = [ln for ln in text.splitlines() if "has held the event loop" in ln]
     assert f"handler {BLOCKING} has held the event loop for " in line
@@ -90,9 +85,8 @@ def test_sigterm_while_a_coroutine_blocks_the_loop_ends_after_the_grace_period(
     """No task timeout (the watchdog does not judge the loop), 40 coroutines held behind the
     blocked one: the drain gives them all back once the grace period is over."""
     payloads = ["block:600", *[f"t{i}" for i in range(44)]]
-    proc = spawn(redis_url, "--queue", "q", "--handler", BLOCKING, "--concurrency", "40",
-                 "--grace", "2", "--worker-id", "w1", log_path=tmp_path / "w1.log")
-    try:
+    with running(redis_url, "--queue", "q", "--handler", BLOCKING, "--concurrency", "40",
+                 "--grace", "2", "--worker-id", "w1", log_path=tmp_path / "w1.log") as proc:
         wait_for("the worker registered", lambda: redis_sync.zscore("q:workers", "w1"),
                  timeout=20)
         redis_sync.lpush("q", *payloads)
@@ -102,10 +96,6 @@ def test_sigterm_while_a_coroutine_blocks_the_loop_ends_after_the_grace_period(
         held = redis_sync.llen("q:processing:w1")
         proc.send_signal(signal.SIGTERM)
         assert _exit_status(proc, within=EXIT_WITHIN, what="SIGTERM") == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert held > 1
     assert redis_sync.llen("q:processing:w1") == 0
     assert sorted(redis_sync.lrange("q", 0, -1)) == sorted(payloads)  # none lost, none run
@@ -124,19 +114,14 @@ def test_threads_a_handler_leaves_running_do_not_keep_the_process_alive(
         tmp_path: Path, redis_url: str, redis_sync: redis.Redis, handler: str,
         named: str) -> None:
     log = tmp_path / "w1.log"
-    proc = spawn(redis_url, "--queue", "q", "--handler", f"{HANDLERS}:{handler}",
-                 "--worker-id", "w1", log_path=log)
-    try:
+    with running(redis_url, "--queue", "q", "--handler", f"{HANDLERS}:{handler}",
+                 "--worker-id", "w1", log_path=log) as proc:
         redis_sync.lpush("q", "x")
         wait_for("the task ran", lambda: redis_sync.lrange(test_handlers.DONE, 0, -1) == ["x"],
                  timeout=20)
         wait_for("the task acked", lambda: redis_sync.llen("q:processing:w1") == 0, timeout=10)
         proc.send_signal(signal.SIGTERM)
         assert _exit_status(proc, within=EXIT_WITHIN, what="the drain") == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     (line,) = [ln for ln in log.read_text().splitlines() if "still running after the drain" in ln]
     assert named in line
     assert "in _linger" in line
@@ -178,9 +163,8 @@ def test_a_drain_that_overruns_the_grace_period_ends_the_process(
     once the grace period + its margin are over, and the task is still held for recovery (or was
     given back): never lost, never twice."""
     log = tmp_path / "w1.log"
-    proc = spawn(redis_url, "--queue", "q", "--handler", f"{HANDLERS}:sleep_then_record",
-                 "--grace", "1", "--worker-id", "w1", log_path=log)
-    try:
+    with running(redis_url, "--queue", "q", "--handler", f"{HANDLERS}:sleep_then_record",
+                 "--grace", "1", "--worker-id", "w1", log_path=log) as proc:
         wait_for("the worker registered", lambda: redis_sync.zscore("q:workers", "w1"),
                  timeout=20)
         redis_sync.lpush("q", "x:600")
@@ -193,10 +177,6 @@ def test_a_drain_that_overruns_the_grace_period_ends_the_process(
         finally:
             redis_sync.execute_command("CLIENT", "UNPAUSE")
         assert status == EXIT_STALLED
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     held = [keys.Entry.decode(e).element for e in redis_sync.lrange("q:processing:w1", 0, -1)]
     assert sorted(held + redis_sync.lrange("q", 0, -1)) == ["x:600"]
     (line,) = [ln for ln in log.read_text().splitlines() if "the drain did not end" in ln]

@@ -77,10 +77,6 @@ class Heartbeat:
                              stop=threading.Event(), first_wait=period,
                              cap=min(backoff.CAP_SECONDS, period))
 
-    @property
-    def thread(self) -> threading.Thread:
-        return self.loop.thread
-
     def beat(self) -> int:
         """Refresh our deadline and, outside the grace period, recover every expired worker;
         returns tasks requeued. Raises on a failed heartbeat (the grace period restarts)."""
@@ -117,12 +113,8 @@ class Heartbeat:
                     dead_id, requeued, dead, extra={"worker_id": dead_id})
         return requeued
 
-    def start(self) -> None:
-        self.loop.start()
-
     def stop(self) -> None:
-        self.loop.stop.set()
-        self.loop.thread.join(timeout=5)
+        self.loop.halt()
         self.store.close()
 
     def _step(self) -> float:

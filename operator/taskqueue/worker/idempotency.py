@@ -160,16 +160,8 @@ class LeaseKeeper:
                              stop=threading.Event(), first_wait=period,
                              cap=min(backoff.CAP_SECONDS, period))
 
-    @property
-    def thread(self) -> threading.Thread:
-        return self.loop.thread
-
-    def start(self) -> None:
-        self.loop.start()
-
     def stop(self) -> None:
-        self.loop.stop.set()
-        self.loop.thread.join(timeout=5)
+        self.loop.halt()
         self.store.close()
 
     def refresh(self) -> int:

@@ -100,6 +100,12 @@ class Periodic:
     def start(self) -> None:
         self.thread.start()
 
+    def halt(self, *, timeout: float = 5.0) -> None:
+        """Set the stop event and wait up to `timeout` seconds for the thread to end."""
+        self.stop.set()
+        if self.thread.ident is not None:
+            self.thread.join(timeout)
+
     def _run(self) -> None:
         try:
             wait = self.first_wait

@@ -45,13 +45,6 @@ class Promoter:
         self.loop = Periodic(name="promoter", what="promotion", step=self.step, stop=stopping,
                              cap=RETRY_CAP_SECONDS, close=self.store.close)
 
-    @property
-    def thread(self) -> threading.Thread:
-        return self.loop.thread
-
-    def start(self) -> None:
-        self.loop.start()
-
     def step(self) -> float:
         """Promote what is due; the seconds to sleep before the next check."""
         due = self.store.next_due_ms()

@@ -100,10 +100,10 @@ class Worker:
         self._register()
         if self.wakeup is not None:
             self.wakeup.start()
-        self.heartbeat.start()
-        self.promoter.start()
+        self.heartbeat.loop.start()
+        self.promoter.loop.start()
         if self.lease_keeper is not None:
-            self.lease_keeper.start()
+            self.lease_keeper.loop.start()
         for slot in self.slots:
             if slot.inline and self.dispatcher is not None:
                 self.dispatcher.finished(slot, [])  # ready: its work runs on the dispatcher
@@ -225,9 +225,10 @@ class Worker:
         """The long-lived threads; each must live until the worker stops (the watchdog's
         counts once `run_until_signal` started it)."""
         threads = [slot.thread for slot in self.slots]
-        threads += [self.heartbeat.thread, self.promoter.thread, self.watchdog.thread]
+        loops = [self.heartbeat.loop, self.promoter.loop, self.watchdog.loop]
         if self.lease_keeper is not None:
-            threads.append(self.lease_keeper.thread)
+            loops.append(self.lease_keeper.loop)
+        threads += [loop.thread for loop in loops]
         if self.wakeup is not None:
             threads.append(self.wakeup.thread)
         if self.dispatcher is not None:
@@ -256,7 +257,7 @@ class Worker:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         self.start()
-        self.watchdog.start()
+        self.watchdog.loop.start()
         status = 0
         while not got.wait(1.0):
             dead = self.dead_threads()
@@ -268,6 +269,6 @@ class Worker:
                 self.stop()
                 break
         self.join()
-        self.watchdog.stop()
+        self.watchdog.loop.stop.set()
         log.info("worker %s stopped", self.config.worker_id)
         return status

@@ -148,16 +148,6 @@ class Watchdog:
         self.loop = Periodic(name="watchdog", what="watch", step=self._step,
                              stop=threading.Event(), first_wait=TICK_SECONDS)
 
-    @property
-    def thread(self) -> threading.Thread:
-        return self.loop.thread
-
-    def start(self) -> None:
-        self.loop.start()
-
-    def stop(self) -> None:
-        self.loop.stop.set()
-
     def _step(self) -> float:
         now = time.monotonic()
         verdict = self.watch.check(now, loop_held=self._loop_held(), in_fetch=self.in_fetch(),
