@@ -271,3 +271,26 @@ async def async_sleep(payload: str) -> None:
     """Awaits float(payload.split(':')[1]) seconds; records nothing (the worker's `completed`
     counter tells what ran), so it never waits for Redis."""
     await asyncio.sleep(float(payload.split(":")[1]))
+
+
+FORKED = "test:forked"
+
+
+def fork_or_record_pid(payload: str) -> None:
+    """`fork`: forks, and the child returns from the handler like the parent (the mistake); the
+    parent waits up to 10 s for the child and records in FORKED how it ended ("exit:<status>",
+    or "running:<pid>"). Anything else: `record_pid`."""
+    if payload != "fork":
+        record_pid(payload)
+        return
+    pid = os.fork()
+    if pid == 0:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            client().rpush(FORKED, f"exit:{os.waitstatus_to_exitcode(status)}")
+            return
+        time.sleep(0.05)
+    client().rpush(FORKED, f"running:{pid}")

@@ -13,6 +13,7 @@ on real worker processes and a real redis-server:
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -181,3 +182,30 @@ def test_a_drain_that_overruns_the_grace_period_ends_the_process(
     assert sorted(held + redis_sync.lrange("q", 0, -1)) == ["x:600"]
     (line,) = [ln for ln in log.read_text().splitlines() if "the drain did not end" in ln]
     assert "grace period" in line
+
+
+@pytest.mark.timeout(90)
+def test_a_child_a_handler_forked_and_returned_ends_before_it_touches_redis(
+        tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
+    """The handler forks and both processes return from it: the child ends at once (status
+    70) instead of running the worker's code on copies of its connections, and the worker goes
+    on, every later task run once, by the worker."""
+    log = tmp_path / "w1.log"
+    payloads = [f"t{i}" for i in range(10)]
+    with running(redis_url, "--queue", "q", "--handler", f"{HANDLERS}:fork_or_record_pid",
+                 "--worker-id", "w1", log_path=log) as proc:
+        redis_sync.lpush("q", "fork")
+        (forked,) = wait_for("the forked child ended",
+                             lambda: redis_sync.lrange(test_handlers.FORKED, 0, -1), timeout=30)
+        try:
+            assert forked == "exit:70"
+        finally:
+            if forked.startswith("running:"):  # the child kept running the worker's code
+                os.kill(int(forked.split(":")[1]), signal.SIGKILL)
+        redis_sync.lpush("q", *payloads)
+        wait_for("every task ran", lambda: sorted(redis_sync.lrange(test_handlers.DONE, 0, -1))
+                 == sorted(payloads), timeout=30)
+        wait_for("every task acked", lambda: redis_sync.llen("q:processing:w1") == 0, timeout=10)
+        assert redis_sync.lrange(test_handlers.PIDS, 0, -1) == [str(proc.pid)] * len(payloads)
+        assert proc.poll() is None
+    assert "the handler forked and returned in the child process" in log.read_text()

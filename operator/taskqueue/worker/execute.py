@@ -3,11 +3,16 @@
 `Executor.run` returns True when the task succeeded (the caller acks it with its next fetch)
 and False when the attempt failed and was handed to fail.lua (retry in the delayed zset with
 backoff, or the dead-letter list once `max_attempts` attempts are spent).
+
+A handler that forks without exec and returns in the child would bring the worker's code back
+to life in that child, on copies of the parent's Redis connections: a child process that comes
+back from a handler ends at once (`os._exit`), before the worker touches Redis.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -21,6 +26,30 @@ from taskqueue.worker.logs import task_extra
 from taskqueue.worker.store import REDIS_ERRORS, Store, now_ms
 
 log = logging.getLogger("taskqueue.worker.task")
+
+FORKED_CHILD_EXIT = 70
+"""Exit status of a child process that came back from a handler (EX_SOFTWARE)."""
+_forked = False
+"""True in a child process forked after this module was imported."""
+
+
+def _in_child() -> None:
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_in_child)
+
+
+def leave_forked_child(name: str) -> None:
+    """End this process at once: it is a child a handler forked and did not exec or end."""
+    log.error("%s: the handler forked and returned in the child process %d without exec or "
+              "os._exit; the child exits with status %d before it could use the worker's "
+              "Redis connections", name or threading.current_thread().name, os.getpid(),
+              FORKED_CHILD_EXIT)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(FORKED_CHILD_EXIT)
 
 
 @dataclass
@@ -51,10 +80,14 @@ class Executor:
         try:
             self.handler(task.payload, ctx)
         except BaseException as exc:
+            if _forked:
+                leave_forked_child(self.name)
             self._failed(raw_entry, entry, task, ctx, exc, held=held)
             return False
         finally:
             self._end(m, entry.queue, started)
+        if _forked:
+            leave_forked_child(self.name)
         self._succeeded(m, ctx)
         return True
 
@@ -68,12 +101,16 @@ class Executor:
         try:
             await handler.run(task.payload, ctx)
         except BaseException as exc:
+            if _forked:
+                leave_forked_child(self.name)
             if isinstance(exc, asyncio.CancelledError) and self.abandoned.is_set():
                 raise  # the grace period is over: the worker gives the task back
             await asyncio.to_thread(self._failed, raw_entry, entry, task, ctx, exc, held=held)
             return False
         finally:
             self._end(m, entry.queue, started)
+        if _forked:
+            leave_forked_child(self.name)
         self._succeeded(m, ctx)
         return True
 
