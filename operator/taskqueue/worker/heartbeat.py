@@ -65,7 +65,7 @@ def judge_for(period: float) -> Judge:
 
 
 class Heartbeat:
-    """`beat()` once; `start()` to beat every `heartbeat_seconds` until `stop()`."""
+    """`beat()` once; `loop.start()` to beat every `heartbeat_seconds` until `stop()`."""
 
     def __init__(self, *, config: WorkerConfig) -> None:
         self.config = config

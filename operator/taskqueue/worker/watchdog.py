@@ -132,15 +132,13 @@ class Watchdog:
 
     def __init__(self, *, handler: str | None, task_timeout: float | None, grace: float,
                  stopping: threading.Event, abandon: Callable[[str], None],
-                 in_fetch: Callable[[], bool] = lambda: False,
-                 exit: Callable[[int], object] = os._exit) -> None:
+                 in_fetch: Callable[[], bool] = lambda: False) -> None:
         self.handler = handler or "?"
         self.task_timeout = task_timeout
         self.stopping = stopping
         self.abandon = abandon
         """Requeue what the worker holds (runs in a thread of its own, bounded)."""
         self.in_fetch = in_fetch
-        self.exit = exit
         self.watch = Watch(
             stall_limit=None if task_timeout is None else task_timeout + STALL_MARGIN_SECONDS,
             drain_limit=grace + DRAIN_MARGIN_SECONDS)
@@ -192,7 +190,7 @@ class Watchdog:
 
     def _exit(self) -> None:
         flush_logs()
-        self.exit(EXIT_STALLED)
+        os._exit(EXIT_STALLED)
 
 
 def where(thread: threading.Thread) -> str:
@@ -238,7 +236,7 @@ def leftover_threads() -> list[threading.Thread]:
     return stuck
 
 
-def leave(status: int, *, exit: Callable[[int], object] = os._exit) -> int:
+def leave(status: int) -> int:
     """After the drain: `status`, or exit at once with it when threads that are not daemons
     are still running (named in the log)."""
     stuck = leftover_threads()
@@ -248,8 +246,7 @@ def leave(status: int, *, exit: Callable[[int], object] = os._exit) -> int:
                 "(started by the handler?): %s; exiting without waiting for them",
                 "; ".join(f"{t.name!r} at {where(t)}" for t in stuck))
     flush_logs()
-    exit(status)
-    return status
+    os._exit(status)
 
 
 def flush_logs() -> None:
