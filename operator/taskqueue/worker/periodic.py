@@ -18,7 +18,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from taskqueue import backoff
 from taskqueue.worker import resp
@@ -37,21 +36,21 @@ def error_kind(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-@dataclass
 class ErrorLog:
     """Which failures of a periodic step are worth a log line. Pure: times are passed in.
 
     The first failure of a kind is logged, and then one of that kind per `every` seconds; the
     count of those left out goes with the next line. The end of a failure streak is logged when
-    some failure of the streak was."""
+    some failure of the streak was. (A plain class: a dataclass costs start-up time.)"""
 
-    every: float = LOG_EVERY_SECONDS
-    streak: int = 0
-    """Failures in a row so far."""
-    streak_started: float = 0.0
-    streak_logged: bool = False
-    _last: dict[str, float] = field(default_factory=dict)
-    _untold: dict[str, int] = field(default_factory=dict)
+    def __init__(self, *, every: float = LOG_EVERY_SECONDS) -> None:
+        self.every = every
+        self.streak = 0
+        """Failures in a row so far."""
+        self.streak_started = 0.0
+        self.streak_logged = False
+        self._last: dict[str, float] = {}
+        self._untold: dict[str, int] = {}
 
     def failed(self, kind: str, now: float) -> int | None:
         """Count a failure of `kind` at `now`. When it is to be logged: how many failures of

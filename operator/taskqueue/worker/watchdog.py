@@ -32,7 +32,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Literal
 
@@ -63,20 +62,21 @@ ABANDON_WAIT_SECONDS = 5.0
 Verdict = Literal["ok", "stalled", "overrun"]
 
 
-@dataclass
 class Watch:
     """Whether the worker is stuck. Pure: times (monotonic seconds) and what the watchdog saw
-    are passed in."""
+    are passed in. (A plain class: a dataclass costs start-up time.)"""
 
-    tick: float = TICK_SECONDS
-    stall_limit: float | None = None
-    """Seconds the loop may be held (task timeout + margin); None: no limit."""
-    drain_limit: float = 30.0 + DRAIN_MARGIN_SECONDS
-    """Seconds a drain may take (grace + margin)."""
-    last_tick: float | None = None
-    held_since: float | None = None
-    """When the loop was last seen turning, while it has not turned since."""
-    stopping_since: float | None = None
+    def __init__(self, *, tick: float = TICK_SECONDS, stall_limit: float | None,
+                 drain_limit: float) -> None:
+        self.tick = tick
+        self.stall_limit = stall_limit
+        """Seconds the loop may be held (task timeout + margin); None: no limit."""
+        self.drain_limit = drain_limit
+        """Seconds a drain may take (grace + margin)."""
+        self.last_tick: float | None = None
+        self.held_since: float | None = None
+        """When the loop was last seen turning, while it has not turned since."""
+        self.stopping_since: float | None = None
 
     def check(self, now: float, *, loop_held: bool, in_fetch: bool, stopping: bool) -> Verdict:
         """One tick at `now`: `loop_held` when the no-op posted at the last tick has not run,
