@@ -39,25 +39,30 @@ Fault = Callable[[redis.Redis], contextlib.AbstractContextManager[None]]
 
 
 @contextlib.contextmanager
-def refused_inside_fetch_lua(admin: redis.Redis) -> Iterator[None]:
-    """The worker's user loses ZRANGEBYSCORE, which fetch.lua runs to promote: with a due entry
-    waiting, the promoter's fetch.lua call fails with an error from inside the script."""
-    admin.execute_command("ACL", "SETUSER", USER, "-zrangebyscore")
-    admin.zadd("q:delayed", {keys.Entry("q", "", "during-the-fault").encode(): time.time() * 1000})
+def acl_refuses(admin: redis.Redis, command: str) -> Iterator[None]:
+    """The worker's user loses `command` for the duration of the block."""
+    admin.execute_command("ACL", "SETUSER", USER, f"-{command}")
     try:
         yield
     finally:
-        admin.execute_command("ACL", "SETUSER", USER, "+zrangebyscore")
+        admin.execute_command("ACL", "SETUSER", USER, f"+{command}")
+
+
+@contextlib.contextmanager
+def refused_inside_fetch_lua(admin: redis.Redis) -> Iterator[None]:
+    """The worker's user loses ZRANGEBYSCORE, which fetch.lua runs to promote: with a due entry
+    waiting, the promoter's fetch.lua call fails with an error from inside the script."""
+    with acl_refuses(admin, "zrangebyscore"):
+        admin.zadd("q:delayed",
+                   {keys.Entry("q", "", "during-the-fault").encode(): time.time() * 1000})
+        yield
 
 
 @contextlib.contextmanager
 def zrange_refused(admin: redis.Redis) -> Iterator[None]:
     """The worker's user loses ZRANGE, the promoter's look at the next due time."""
-    admin.execute_command("ACL", "SETUSER", USER, "-zrange")
-    try:
+    with acl_refuses(admin, "zrange"):
         yield
-    finally:
-        admin.execute_command("ACL", "SETUSER", USER, "+zrange")
 
 
 @contextlib.contextmanager
