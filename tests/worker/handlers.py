@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import json
 import os
+import threading
 import time
 
 import redis
@@ -226,3 +228,74 @@ async def async_raise_kind(payload: str) -> None:
     if payload == "value-error":
         raise ValueError("bad value")
     raise _RAISE[payload]()
+
+
+async def block_loop_on_first_attempt(payload: str, ctx: TaskContext) -> None:
+    """`block:<seconds>` on its first attempt blocks the event loop (time.sleep inside an
+    `async def`, the mistake), noting its start in STARTED first; everything else (and a later
+    attempt) yields once and does as `record_with_context`."""
+    if payload.startswith("block:") and ctx.attempt == 1:
+        client().rpush(STARTED, payload)
+        time.sleep(float(payload.split(":")[1]))  # noqa: ASYNC251 (the mistake under test)
+    await asyncio.sleep(0)
+    record_with_context(payload, ctx)
+
+
+def _linger() -> None:
+    time.sleep(3600)
+
+
+def start_non_daemon_thread(payload: str) -> None:
+    """Starts a thread that is not a daemon and outlives the task, then records."""
+    threading.Thread(target=_linger, name=f"lingering-{payload}", daemon=False).start()
+    record(payload)
+
+
+_pool: list[concurrent.futures.ThreadPoolExecutor] = []
+
+
+def submit_a_long_job(payload: str) -> None:
+    """Leaves a job running in an executor of its own (the interpreter waits for it at exit),
+    then records."""
+    if not _pool:
+        _pool.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="handler-pool"))
+    _pool[0].submit(_linger)
+    record(payload)
+
+
+LATENESS = "test:lateness"
+
+
+def record_lateness(payload: str, ctx: TaskContext) -> None:
+    """Records how late a scheduled task started: now - its due time (`enqueued_at`)."""
+    client().rpush(LATENESS, json.dumps({"payload": payload,
+                                         "late": time.time() - (ctx.enqueued_at or 0)}))
+
+
+async def async_sleep(payload: str) -> None:
+    """Awaits float(payload.split(':')[1]) seconds; records nothing (the worker's `completed`
+    counter tells what ran), so it never waits for Redis."""
+    await asyncio.sleep(float(payload.split(":")[1]))
+
+
+FORKED = "test:forked"
+
+
+def fork_or_record_pid(payload: str) -> None:
+    """`fork`: forks, and the child returns from the handler like the parent (the mistake); the
+    parent waits up to 10 s for the child and records in FORKED how it ended ("exit:<status>",
+    or "running:<pid>"). Anything else: `record_pid`."""
+    if payload != "fork":
+        record_pid(payload)
+        return
+    pid = os.fork()
+    if pid == 0:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            client().rpush(FORKED, f"exit:{os.waitstatus_to_exitcode(status)}")
+            return
+        time.sleep(0.05)
+    client().rpush(FORKED, f"running:{pid}")

@@ -24,11 +24,14 @@ def worker_argv(*args: str) -> list[str]:
 
 
 def spawn(redis_url: str, *args: str, log_path: Path | None = None,
-          pythonpath: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+          pythonpath: tuple[str, ...] = (), handler_url: str | None = None,
+          ) -> subprocess.Popen[bytes]:
     """`taskqueue-worker --redis-url URL ARGS...`; `pythonpath` goes first on the path (e.g. a
-    sitecustomize that fakes the clock)."""
+    sitecustomize that fakes the clock); the test handlers record over `handler_url` (default
+    the worker's URL)."""
     path = [*pythonpath, str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), test_handlers.URL_ENV: redis_url}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path),
+           test_handlers.URL_ENV: handler_url or redis_url}
     env.pop("TASKQUEUE_MANIFEST", None)
     env.pop("TASKQUEUE_WORKER_SETTINGS", None)
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
@@ -48,11 +51,12 @@ def run_once(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @contextlib.contextmanager
-def running(redis_url: str, *args: str, log_path: Path,
-            pythonpath: tuple[str, ...] = ()) -> Iterator[subprocess.Popen[bytes]]:
+def running(redis_url: str, *args: str, log_path: Path, pythonpath: tuple[str, ...] = (),
+            handler_url: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
     """A worker process for the duration of the block, stopped with SIGTERM after it (killed
     if it does not exit within 20 s)."""
-    proc = spawn(redis_url, *args, log_path=log_path, pythonpath=pythonpath)
+    proc = spawn(redis_url, *args, log_path=log_path, pythonpath=pythonpath,
+                 handler_url=handler_url)
     try:
         yield proc
     finally:

@@ -197,8 +197,9 @@ def test_a_thread_that_ends_makes_the_worker_exit_non_zero(make_worker: MakeWork
     worker = make_worker(start=False, worker_id="t1")
 
     def end_heartbeat() -> None:
-        wait_for("the heartbeat thread", lambda: worker.heartbeat.thread.is_alive(), timeout=10)
-        worker.heartbeat._stop.set()
+        wait_for("the heartbeat thread", lambda: worker.heartbeat.loop.thread.is_alive(),
+                 timeout=10)
+        worker.heartbeat.loop.stop.set()
 
     threading.Thread(target=end_heartbeat, daemon=True).start()
     started = time.monotonic()

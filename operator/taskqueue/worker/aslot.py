@@ -46,6 +46,9 @@ class Bridge:
         self._inbound: list[tuple[AsyncSlot, list[str] | None]] = []
         self._posts: list[AsyncSlot] = []
         """Slots that finished and wait for this iteration's post (touched on the loop only)."""
+        self.fetching = False
+        """The loop is in the worker's own fetch (a slow Redis holds it, not a handler: the
+        watchdog does not count it)."""
 
     def deliver(self, slot: AsyncSlot, entries: list[str] | None) -> None:
         """From the dispatcher thread; the loop is woken only by the first of a batch."""
@@ -73,7 +76,12 @@ class Bridge:
         # when these were the last coroutines running, the loop makes the fetch itself (one
         # round trip; no coroutine of ours is running to be held up) instead of waking the
         # dispatcher; its deliveries reach the slots on the next iteration
-        if self.dispatcher.finished_many(slots, acks, lead=True):
+        self.fetching = True
+        try:
+            taken = self.dispatcher.finished_many(slots, acks, lead=True)
+        finally:
+            self.fetching = False
+        if taken:
             for slot in slots:
                 slot.acks = []
             return

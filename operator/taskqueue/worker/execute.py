@@ -5,11 +5,16 @@ and False when the attempt failed and was handed to fail.lua (retry in the delay
 backoff, or the dead-letter list once `max_attempts` attempts are spent). An element that
 starts like an envelope but breaks its rules (`keys.unwrap` names the problem) is not run: it
 goes to the dead-letter list at once, byte for byte, with the problem as its error.
+
+A handler that forks without exec and returns in the child would bring the worker's code back
+to life in that child, on copies of the parent's Redis connections: a child process that comes
+back from a handler ends at once (`os._exit`), before the worker touches Redis.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -23,6 +28,30 @@ from taskqueue.worker.logs import task_extra
 from taskqueue.worker.store import REDIS_ERRORS, Store, now_ms
 
 log = logging.getLogger("taskqueue.worker.task")
+
+FORKED_CHILD_EXIT = 70
+"""Exit status of a child process that came back from a handler (EX_SOFTWARE)."""
+_forked = False
+"""True in a child process forked after this module was imported."""
+
+
+def _in_child() -> None:
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_in_child)
+
+
+def leave_forked_child(name: str) -> None:
+    """End this process at once: it is a child a handler forked and did not exec or end."""
+    log.error("%s: the handler forked and returned in the child process %d without exec or "
+              "os._exit; the child exits with status %d before it could use the worker's "
+              "Redis connections", name or threading.current_thread().name, os.getpid(),
+              FORKED_CHILD_EXIT)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(FORKED_CHILD_EXIT)
 
 
 @dataclass
@@ -57,10 +86,14 @@ class Executor:
         try:
             self.handler(task.payload, ctx)
         except BaseException as exc:
+            if _forked:
+                leave_forked_child(self.name)
             self._failed(raw_entry, entry, task, ctx, exc, held=held)
             return False
         finally:
             self._end(m, entry.queue, started)
+        if _forked:
+            leave_forked_child(self.name)
         self._succeeded(m, ctx)
         return True
 
@@ -78,12 +111,16 @@ class Executor:
         try:
             await handler.run(task.payload, ctx)
         except BaseException as exc:
+            if _forked:
+                leave_forked_child(self.name)
             if isinstance(exc, asyncio.CancelledError) and self.abandoned.is_set():
                 raise  # the grace period is over: the worker gives the task back
             await asyncio.to_thread(self._failed, raw_entry, entry, task, ctx, exc, held=held)
             return False
         finally:
             self._end(m, entry.queue, started)
+        if _forked:
+            leave_forked_child(self.name)
         self._succeeded(m, ctx)
         return True
 

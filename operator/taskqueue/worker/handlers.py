@@ -170,6 +170,7 @@ def _run_in_thread(fn: Handler, payload: str, context: TaskContext, *, timeout: 
 
 
 _loop: asyncio.AbstractEventLoop | None = None
+_loop_thread: threading.Thread | None = None
 _loop_lock = threading.Lock()
 
 
@@ -177,13 +178,21 @@ def shared_loop() -> asyncio.AbstractEventLoop:
     """The event loop (one thread) that runs every coroutine handler of the process."""
     import asyncio
 
-    global _loop
+    global _loop, _loop_thread
     with _loop_lock:
         if _loop is None:
             loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, daemon=True, name="async-handlers").start()
-            _loop = loop
+            thread = threading.Thread(target=loop.run_forever, daemon=True,
+                                      name="async-handlers")
+            thread.start()
+            _loop, _loop_thread = loop, thread
         return _loop
+
+
+def started_loop() -> tuple[asyncio.AbstractEventLoop, threading.Thread] | None:
+    """The shared loop and its thread, once `shared_loop()` started them (the watchdog's)."""
+    loop, thread = _loop, _loop_thread
+    return None if loop is None or thread is None else (loop, thread)
 
 
 class AsyncHandler:

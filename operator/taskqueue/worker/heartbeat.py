@@ -7,8 +7,9 @@ cannot make the worker look dead, and it keeps beating until the drain on SIGTER
 Deadlines are kept on Redis's clock (heartbeat.lua calls TIME), so no worker clock matters.
 A live peer still looks dead right after an outage (nobody could beat during it), so this
 worker judges peers only after beating on time for a grace period (`Judge`): after its own
-failed or late beat, peers get the same chance to beat first. The thread never ends on an error:
-every failure is logged with the thread's name and retried with backoff.
+failed or late beat, peers get the same chance to beat first. The thread is a `periodic.Periodic`:
+a Redis error is logged and retried with backoff (at most one period, so that a live worker
+beats within a period of Redis coming back), and the runner watches it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from taskqueue import backoff
 from taskqueue.worker import servicetime
 from taskqueue.worker.config import WorkerConfig
+from taskqueue.worker.periodic import Periodic
 from taskqueue.worker.store import CLOCK, REDIS_ERRORS, Store
 
 log = logging.getLogger(__name__)
@@ -63,19 +65,17 @@ def judge_for(period: float) -> Judge:
 
 
 class Heartbeat:
-    """`beat()` once; `start()` to beat every `heartbeat_seconds` until `stop()`."""
+    """`beat()` once; `loop.start()` to beat every `heartbeat_seconds` until `stop()`."""
 
     def __init__(self, *, config: WorkerConfig) -> None:
         self.config = config
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id)
         self.judge = judge_for(config.heartbeat_seconds)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="heartbeat")
-
-    @property
-    def thread(self) -> threading.Thread:
-        return self._thread
+        period = config.heartbeat_seconds
+        self.loop = Periodic(name="heartbeat", what="beat", step=self._step,
+                             stop=threading.Event(), first_wait=period,
+                             cap=min(backoff.CAP_SECONDS, period))
 
     def beat(self) -> int:
         """Refresh our deadline and, outside the grace period, recover every expired worker;
@@ -113,25 +113,10 @@ class Heartbeat:
                     dead_id, requeued, dead, extra={"worker_id": dead_id})
         return requeued
 
-    def start(self) -> None:
-        self._thread.start()
-
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self.loop.halt()
         self.store.close()
 
-    def _run(self) -> None:
-        period = self.config.heartbeat_seconds
-        schedule = backoff.Backoff(cap=min(backoff.CAP_SECONDS, period))
-        wait = period
-        while not self._stop.wait(wait):
-            try:
-                self.beat()
-            except Exception as exc:  # any Redis error, or a bug: never stop beating
-                wait = schedule.failed()
-                log.warning("heartbeat thread: beat failed (%s); retrying in %.2fs",
-                            backoff.describe(exc), wait)
-            else:
-                schedule.succeeded()
-                wait = period
+    def _step(self) -> float:
+        self.beat()
+        return self.config.heartbeat_seconds

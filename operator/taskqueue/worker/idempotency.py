@@ -26,9 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from taskqueue import keys, tally
+from taskqueue import backoff, keys, tally
+from taskqueue.worker import drain
 from taskqueue.worker.config import WorkerConfig
-from taskqueue.worker.store import CONNECTION_ERRORS, Store, now_ms
+from taskqueue.worker.periodic import Periodic
+from taskqueue.worker.store import REDIS_ERRORS, Store, expect, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +86,12 @@ class Guard:
         """The slot's metrics (duplicates and deferrals)."""
 
     def claim(self, raw_entry: str) -> Verdict | None:
-        """What to do with `raw_entry` (claim.lua, retried through connection loss); None when
+        """What to do with `raw_entry` (claim.lua, retried through Redis errors); None when
         the worker stops before Redis answered."""
         entry = keys.Entry.decode(raw_entry)
         tid, queue = entry_identity(entry), entry.queue
         s = self.config.schema
-        verdict: Verdict | None = self._retry(lambda: self.store.script(
+        verdict: Verdict | None = self._retry("claim.lua", lambda: self.store.script(
             "claim", [self.store.processing, s.done(tid), s.running(tid), s.delayed, s.stats],
             [raw_entry, self.owner, lease_ms(self.config), self.held, now_ms(), MAX_DEFER_MS]))
         if verdict == "run":
@@ -105,10 +107,10 @@ class Guard:
         return verdict
 
     def complete(self, raw_entry: str) -> bool:
-        """Mark done + drop the lease + ack (retried through connection loss)."""
+        """Mark done + drop the lease + ack (retried through Redis errors)."""
         tid = entry_identity(keys.Entry.decode(raw_entry))
         s = self.config.schema
-        acked = self._retry(lambda: self.store.script(
+        acked = self._retry("complete.lua", lambda: self.store.script(
             "complete", [self.store.processing, s.done(tid), s.running(tid), s.stats],
             [raw_entry, self.owner, self.window_ms, now_ms(), self.held]))
         self.leases.remove(s.running(tid))
@@ -120,56 +122,55 @@ class Guard:
     def release(self, raw_entry: str) -> None:
         """Drop our lease after a failed attempt."""
         key = self.config.schema.running(entry_identity(keys.Entry.decode(raw_entry)))
-        self._retry(lambda: self.store.script("lease", [key], ["0", self.owner]))
+        self._retry("lease.lua", lambda: self.store.script("lease", [key], ["0", self.owner]))
         self.leases.remove(key)
 
-    def _retry(self, call: Callable[[], Any]) -> Any:
-        """call() until it gets through; None after 20 failures once the worker stops."""
-        delay, tries = 0.05, 0
-        while True:
-            try:
-                return call()
-            except CONNECTION_ERRORS:
-                tries += 1
-                if self.stopping.is_set() and tries >= 20:
-                    return None
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+    def _retry(self, what: str, call: Callable[[], Any]) -> Any:
+        """call() until Redis takes it (any Redis error is retried with backoff); None after
+        `drain.DRAIN_ATTEMPTS` failures once the worker stops."""
+        tries = 0
+
+        def wait(seconds: float) -> bool:
+            nonlocal tries
+            tries += 1
+            if self.stopping.is_set() and tries >= drain.DRAIN_ATTEMPTS:
+                return True
+            time.sleep(seconds)
+            return False
+
+        try:
+            return backoff.retry(call, what=f"{self.owner}: {what}", log=log, wait=wait,
+                                 retry_on=REDIS_ERRORS)
+        except backoff.GaveUpError:
+            return None
 
 
 class LeaseKeeper:
-    """Refreshes this process's running leases every heartbeat, from its own thread."""
+    """Refreshes this process's running leases every heartbeat, from its own thread (a
+    `periodic.Periodic`: Redis errors are retried with backoff of at most one heartbeat, well
+    within the three a lease lives)."""
 
     def __init__(self, *, config: WorkerConfig, leases: Leases) -> None:
         self.config = config
         self.leases = leases
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id)
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="leases", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
+        period = config.heartbeat_seconds
+        self.loop = Periodic(name="leases", what="lease refresh", step=self._step,
+                             stop=threading.Event(), first_wait=period,
+                             cap=min(backoff.CAP_SECONDS, period))
 
     def stop(self) -> None:
-        self._stop.set()
-        self.thread.join(timeout=5)
+        self.loop.halt()
         self.store.close()
 
     def refresh(self) -> int:
         held = self.leases.snapshot()
         if not held:
             return 0
-        return int(self.store.script("lease", list(held),
-                                     [lease_ms(self.config), *held.values()]))
+        reply = self.store.script("lease", list(held), [lease_ms(self.config), *held.values()])
+        return expect(reply, int, what="lease.lua")
 
-    def _run(self) -> None:
-        period = self.config.heartbeat_seconds
-        wait = period
-        while not self._stop.wait(wait):
-            try:
-                self.refresh()
-                wait = period
-            except CONNECTION_ERRORS as exc:
-                log.warning("lease refresh failed (%s); retrying", exc)
-                wait = min(period, 0.5)
+    def _step(self) -> float:
+        self.refresh()
+        return self.config.heartbeat_seconds

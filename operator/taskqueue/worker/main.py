@@ -6,6 +6,9 @@ again and again (about a tenth of the start when the command imported redis-py, 
 models, ~65,000 tracked objects; a pod's worker now loads none of them, a worker validating a
 manifest loads pydantic later, in `config.from_spec`). Once imported they are frozen out of the
 collector's reach (`gc.freeze`) and the collector is on again for what tasks allocate.
+
+After the drain, threads a handler left running that are not daemons would keep the interpreter
+from ending: `watchdog.leave` names them and exits without waiting.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         gc.freeze()
         gc.enable()
-    return command.main(argv)
+    status = command.main(argv)
+    from taskqueue.worker import watchdog
+
+    return watchdog.leave(status)
 
 
 if __name__ == "__main__":

@@ -6,23 +6,25 @@ This thread reads the earliest due time (`ZRANGE <prefix>:delayed 0 0 WITHSCORES
 until then (at most `POLL_SECONDS`, so an entry scheduled a moment ahead is still seen), and
 runs fetch.lua with COUNT 0 (promote only). The promotion writes the queue key, so the
 tracking push wakes idle slots at once. Every worker runs one; the script is atomic, so only
-one of them moves a given entry.
+one of them moves a given entry. The thread is a `periodic.Periodic`: any Redis error (an error
+from inside fetch.lua included) is logged and retried with backoff, at most `RETRY_CAP_SECONDS`
+apart, and the runner watches it.
 """
 
 from __future__ import annotations
 
-import logging
-import random
 import threading
 
 from taskqueue.worker.config import WorkerConfig
-from taskqueue.worker.store import CONNECTION_ERRORS, Store, now_ms
-
-log = logging.getLogger(__name__)
+from taskqueue.worker.periodic import Periodic
+from taskqueue.worker.store import Store, now_ms
 
 POLL_SECONDS = 0.25
 """Longest sleep between two reads of the earliest due time (bounds the lateness of an entry
 scheduled less than this far ahead)."""
+RETRY_CAP_SECONDS = 1.0
+"""Longest wait between two tries while Redis fails: a scheduled task is at most about this
+late once Redis serves again (a try is one ZRANGE)."""
 
 
 def sleep_for(next_due_ms: float | None, now: int, *, poll: float = POLL_SECONDS) -> float:
@@ -33,39 +35,22 @@ def sleep_for(next_due_ms: float | None, now: int, *, poll: float = POLL_SECONDS
 
 
 class Promoter:
-    """The promotion thread of one worker process."""
+    """The promotion thread of one worker process; it ends when the worker stops."""
 
     def __init__(self, *, config: WorkerConfig, stopping: threading.Event) -> None:
         self.config = config
-        self.stopping = stopping
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id)
         self.promotions = 0
-        self.thread = threading.Thread(target=self.run, name="promoter", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def run(self) -> None:
-        delay = 0.05
-        while not self.stopping.is_set():
-            try:
-                wait = self.step()
-                delay = 0.05
-            except CONNECTION_ERRORS as exc:
-                log.warning("promoter: Redis unavailable (%s)", exc)
-                wait = delay * random.uniform(0.5, 1.0)
-                delay = min(delay * 2, 5.0)
-            if wait > 0:
-                self.stopping.wait(wait)
-        self.store.close()
+        self.loop = Periodic(name="promoter", what="promotion", step=self.step, stop=stopping,
+                             cap=RETRY_CAP_SECONDS, close=self.store.close)
 
     def step(self) -> float:
         """Promote what is due; the seconds to sleep before the next check."""
-        head = self.store.call("ZRANGE", self.config.schema.delayed, 0, 0, "WITHSCORES")
+        due = self.store.next_due_ms()
         now = now_ms()
-        if head and float(head[1]) <= now:
+        if due is not None and due <= now:
             self.store.fetch(acks=(), count=0, hold=False)
             self.promotions += 1
             return 0.0
-        return sleep_for(float(head[1]) if head else None, now)
+        return sleep_for(due, now)

@@ -37,6 +37,7 @@ from taskqueue.worker.resperrors import (
     RedisError,
     ReplyError,
     TryAgainError,
+    UnexpectedReplyError,
     reply_error,
 )
 
@@ -46,7 +47,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ClusterDownError", "Connection", "ConnectionLostError", "MovedError", "NoPermissionError",
     "NoScriptError", "ProtocolError", "ReadOnlyError", "RedisError", "ReplyError", "TLSOptions",
-    "Target", "TryAgainError", "bulk", "pack", "reply_error", "tls_context",
+    "Target", "TryAgainError", "UnexpectedReplyError", "bulk", "pack", "reply_error",
+    "tls_context",
 ]
 
 

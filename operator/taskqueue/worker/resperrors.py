@@ -3,7 +3,8 @@
 An error reply raises `ReplyError`, or the subclass its code names (NOSCRIPT, NOPERM, READONLY,
 MOVED/ASK, CLUSTERDOWN, TRYAGAIN). A connection that breaks, is refused, or cannot serve yet
 (LOADING, a refused password, too many clients) raises `ConnectionLostError`, an OSError like
-the `TimeoutError` of a late reply: after either the connection is unusable.
+the `TimeoutError` of a late reply: after either the connection is unusable. A reply the caller
+cannot read (`UnexpectedReplyError`) is raised by the caller that parses it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ class ClusterDownError(ReplyError):
 
 class TryAgainError(ReplyError):
     """TRYAGAIN: a slot migration is under way."""
+
+
+class UnexpectedReplyError(RedisError):
+    """A reply of another shape than the command or script gives (a proxy in the way, a key
+    another program wrote): the call failed, the connection is still usable."""
 
 
 class ConnectionLostError(ConnectionError):

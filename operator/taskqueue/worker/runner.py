@@ -1,10 +1,14 @@
 """One worker process: registration, the consume slots, the dispatcher that fetches and acks
-for them, the wake-up listener, the heartbeat, and the drain on stop. Usable in-process (tests,
-benchmarks): `start()`, `stop()`, `join()`.
+for them, the wake-up listener, the heartbeat, the promoter, the lease keeper, and the drain on
+stop. Usable in-process (tests, benchmarks): `start()`, `stop()`, `join()`; `run_until_signal()`
+is the process (with the watchdog, which may end it: `watchdog.py`).
 
 Drain: stop taking tasks, let the tasks in hand finish within the grace period, give back the
 prefetched ones and whatever could not finish (attempts unchanged), then leave the workers set
 (only when nothing is held any more; otherwise the heartbeat expires and recovery requeues).
+
+Every long-lived thread is watched (`threads`): one that ends while the worker is not stopping is
+a bug, and the process drains and exits with `EXIT_THREAD_DIED`.
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ from taskqueue.worker.slot import Slot
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import REDIS_ERRORS, Store
 from taskqueue.worker.wakeup import Wakeup
+from taskqueue.worker.watchdog import Watchdog
 
 if TYPE_CHECKING:  # aslot (asyncio) is imported for coroutine handlers only (start-up time)
-    from taskqueue.worker.aslot import AsyncSlot
+    from taskqueue.worker.aslot import AsyncSlot, Bridge
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +46,8 @@ EXIT_THREAD_DIED = 3
 """Exit status of a worker one of whose long-lived threads ended (a bug): restart it. Tasks a
 dead slot held stay in the processing list; the heartbeat then expires and recovery requeues."""
 ABANDON_WAIT_SECONDS = 1.0
-"""After the grace period, how long a cancelled coroutine gets to unwind before its task is
-given back."""
+"""After the grace period, how long the cancelled coroutines get to unwind (all together)
+before their tasks are given back."""
 
 
 class Worker:
@@ -65,11 +70,12 @@ class Worker:
         self.async_slots: list[AsyncSlot] = []
         """Slots of a coroutine handler: asyncio tasks on one loop instead of threads (in
         the dispatcher modes, without an idempotency window: its scripts are per-slot calls)."""
+        self.bridge: Bridge | None = None
         if (isinstance(handler, AsyncHandler) and self.dispatcher is not None
                 and leases is None):
             from taskqueue.worker.aslot import AsyncSlot, Bridge
 
-            bridge = Bridge(dispatcher=self.dispatcher)
+            bridge = self.bridge = Bridge(dispatcher=self.dispatcher)
             self.async_slots = [AsyncSlot(config=config, handler=handler, state=self.state,
                                           bridge=bridge, index=i)
                                 for i in range(config.concurrency)]
@@ -81,16 +87,23 @@ class Worker:
                                inline=inline, inbox=inbox)
                           for i in range(config.concurrency)]
         self.stopped = threading.Event()
+        self.watchdog = Watchdog(handler=config.handler, task_timeout=config.task_timeout,
+                                 grace=config.grace_seconds, stopping=self.state.stopping,
+                                 abandon=self.abandon, in_fetch=self._loop_in_fetch)
+        """Started by `run_until_signal` only: it may end the process."""
+
+    def _loop_in_fetch(self) -> bool:
+        return self.bridge is not None and self.bridge.fetching
 
     def start(self) -> None:
         """Register (requeueing what an earlier process with our id left), then consume."""
         self._register()
         if self.wakeup is not None:
             self.wakeup.start()
-        self.heartbeat.start()
-        self.promoter.start()
+        self.heartbeat.loop.start()
+        self.promoter.loop.start()
         if self.lease_keeper is not None:
-            self.lease_keeper.start()
+            self.lease_keeper.loop.start()
         for slot in self.slots:
             if slot.inline and self.dispatcher is not None:
                 self.dispatcher.finished(slot, [])  # ready: its work runs on the dispatcher
@@ -148,8 +161,9 @@ class Worker:
         abandoned = [aslot for aslot in self.async_slots if not aslot.ended.is_set()]
         for aslot in abandoned:
             aslot.abandon()
+        unwound = time.monotonic() + ABANDON_WAIT_SECONDS
         for aslot in abandoned:
-            aslot.ended.wait(ABANDON_WAIT_SECONDS)
+            aslot.ended.wait(max(0.0, unwound - time.monotonic()))
         stuck += abandoned
         if stuck:
             self._give_back_stuck(stuck)
@@ -186,9 +200,35 @@ class Worker:
         finally:
             store.close()
 
+    def abandon(self, reason: str) -> None:
+        """For a process about to exit because a handler stalled it: take nothing more, and
+        requeue everything this worker holds as a recovery would (attempts + 1, `reason` in a
+        dead-letter record), with no fetch in flight meanwhile."""
+        self.stop()
+        self.heartbeat.loop.stop.set()  # no beat after the requeue: peers find nothing to do
+        store = Store(url=self.config.redis_url, schema=self.config.schema,
+                      worker_id=self.config.worker_id)
+        try:
+            with self.state.fetch_gate.exclusive():
+                requeued, dead = store.recover(worker_id=self.config.worker_id,
+                                               max_attempts=self.config.max_attempts,
+                                               reason=reason)
+            log.warning("requeued %d task(s) with attempts + 1, dead-lettered %d", requeued,
+                        dead)
+        except REDIS_ERRORS as exc:
+            log.error("could not requeue this worker's tasks (%s); recovery will once its "
+                      "heartbeat expires", backoff.describe(exc))
+        finally:
+            store.close()
+
     def threads(self) -> list[threading.Thread]:
-        """The long-lived threads; each must live until the worker stops."""
-        threads = [slot.thread for slot in self.slots] + [self.heartbeat.thread]
+        """The long-lived threads; each must live until the worker stops (the watchdog's
+        counts once `run_until_signal` started it)."""
+        threads = [slot.thread for slot in self.slots]
+        loops = [self.heartbeat.loop, self.promoter.loop, self.watchdog.loop]
+        if self.lease_keeper is not None:
+            loops.append(self.lease_keeper.loop)
+        threads += [loop.thread for loop in loops]
         if self.wakeup is not None:
             threads.append(self.wakeup.thread)
         if self.dispatcher is not None:
@@ -203,8 +243,10 @@ class Worker:
         return dead + [aslot.name for aslot in self.async_slots if aslot.crashed]
 
     def run_until_signal(self) -> int:
-        """start(), then drain on SIGTERM/SIGINT. Exit status 0 after a drain; EXIT_THREAD_DIED
-        when a long-lived thread ended on its own (the pod restarts instead of idling on)."""
+        """start() with the watchdog, then drain on SIGTERM/SIGINT. Exit status 0 after a
+        drain; EXIT_THREAD_DIED when a long-lived thread ended on its own (the pod restarts
+        instead of idling on). The watchdog ends the process itself when a handler holds the
+        event loop past the task timeout or the drain overruns the grace period."""
         got = threading.Event()
 
         def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -215,6 +257,7 @@ class Worker:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         self.start()
+        self.watchdog.loop.start()
         status = 0
         while not got.wait(1.0):
             dead = self.dead_threads()
@@ -226,5 +269,6 @@ class Worker:
                 self.stop()
                 break
         self.join()
+        self.watchdog.loop.stop.set()
         log.info("worker %s stopped", self.config.worker_id)
         return status

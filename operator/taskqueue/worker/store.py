@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, TypeVar
 
 from taskqueue import keys, scriptcalls
 from taskqueue.worker import resp
 from taskqueue.worker.resp import bulk, pack
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 WAIT_TIMEOUT_MS = 2000
 """How long durable mode waits for replicas before going on (and logging it)."""
@@ -36,6 +37,15 @@ no script ran, or the connection broke and the caller's own recovery applies."""
 REDIS_ERRORS: tuple[type[BaseException], ...] = (resp.RedisError, *CONNECTION_ERRORS)
 """Every error a Redis call can raise: connection loss and error replies (OOM, BUSY, WRONGTYPE,
 READONLY, MISCONF, NOSCRIPT...). Long-lived worker threads retry all of them with backoff."""
+
+
+def expect(reply: Any, read: Callable[[Any], T], *, what: str) -> T:
+    """`read(reply)`, or an `UnexpectedReplyError` naming `what` when the reply has another
+    shape than `read` takes."""
+    try:
+        return read(reply)
+    except (TypeError, ValueError, LookupError) as exc:
+        raise resp.UnexpectedReplyError(f"{what} replied {reply!r:.200}") from exc
 
 
 def connect(url: str, *, key: str, protocol: int = 2) -> resp.Connection:
@@ -187,9 +197,15 @@ class Store:
         """Refresh our deadline to Redis's now + `window` seconds and add the `served` stats
         increments (heartbeat.lua; `servicetime.Totals.take`); returns Redis's now (unix ms)
         and the ids of the workers whose deadline has passed."""
-        now, expired = self.script("heartbeat", [self.schema.workers, self.schema.stats],
-                                   [self.worker_id, int(1000 * window), *served])
-        return int(now), list(expired)
+        reply = self.script("heartbeat", [self.schema.workers, self.schema.stats],
+                            [self.worker_id, int(1000 * window), *served])
+        return expect(reply, lambda r: (int(r[0]), [str(w) for w in r[1]]),
+                      what="heartbeat.lua")
+
+    def next_due_ms(self) -> float | None:
+        """The due time (unix ms) of the earliest entry of the delayed zset; None when empty."""
+        head = self.call("ZRANGE", self.schema.delayed, 0, 0, "WITHSCORES")
+        return expect(head, lambda h: float(h[1]) if h else None, what="ZRANGE of the delayed set")
 
     def recover(self, *, worker_id: str, max_attempts: int, reason: str) -> tuple[int, int]:
         """Requeue the tasks of a dead worker (recover.lua; the operator's twin:
