@@ -221,3 +221,15 @@ async def async_raise_kind(payload: str) -> None:
     if payload == "value-error":
         raise ValueError("bad value")
     raise _RAISE[payload]()
+
+
+async def record_async_bytes(payload: str) -> None:
+    """`record` as a coroutine (the payload's exact bytes)."""
+    await asyncio.sleep(0)
+    record(payload)
+
+
+def record_then_fail(payload: str) -> None:
+    """Records the payload's exact bytes, then fails."""
+    record(payload)
+    raise RuntimeError("fails after recording")
