@@ -49,12 +49,14 @@ class Target:
         except KeyError:
             return None
 
-    def connect(self) -> redis.Redis:
-        """A client for this target; nothing is sent yet. Replies are decoded as UTF-8 with
-        `surrogateescape`: bytes that are not UTF-8 survive a read and a write unchanged."""
+    def connect(self, **options: Any) -> redis.Redis:
+        """A client for this target (`options`: more redis-py keyword arguments); nothing is
+        sent yet. Replies are decoded as UTF-8 with `surrogateescape`: bytes that are not UTF-8
+        survive a read and a write unchanged."""
         return connection.sync_client(
             connection.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
-            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=30)
+            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=30,
+            **options)
 
     def connect_async(self) -> aioredis.Redis:
         """An asyncio client for this target (replies decoded); nothing is sent yet."""
