@@ -3,7 +3,7 @@
 A payload is `bytes` (sent byte for byte) or `str` (sent as UTF-8; a str that came from bytes
 decoded with `surrogateescape` gives those bytes back, which is how the worker hands a payload
 that is not UTF-8 to a handler). The envelope carries the payload's bytes as they are inside its
-JSON string, so the handler gets exactly the bytes given (docs/worker.md, "Payloads").
+JSON string, so the handler gets exactly the bytes given (docs/worker.md, "Python API").
 
 Lists get LPUSH (the worker takes the oldest from the right end); zset queues get ZADD with the
 priority as score (lowest first, default 0). Envelope ids sort by creation time, so tasks with
@@ -25,7 +25,7 @@ Every number is checked before anything is sent (`ValueError` naming the option 
 A push is sent once: `connect()` / `connect_async()` make clients that never re-send a command
 after a timeout or a dropped connection (a re-sent LPUSH whose first copy was only late pushes
 the task twice); such an error means the push may or may not have happened. Pass `task_id=` and
-`unique_for=` to make a push safe to repeat (docs/worker.md, "Pushes are sent once").
+`unique_for=` to make a push safe to repeat (docs/worker.md, "Python API").
 """
 
 from __future__ import annotations
