@@ -39,6 +39,7 @@ from taskqueue import client as producer
 from taskqueue import keys, models
 from taskqueue.cli import numbers
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
+from taskqueue.cli.records import is_utf8
 from taskqueue.cli.target import Target
 
 PIPELINE_BATCH = 1000
@@ -177,7 +178,7 @@ def where(items: Sequence[Item]) -> str:
 def queue_type(client: redis.Redis, target: Target, key: str,
                priority: float | None) -> models.QueueType:
     """The declared type, else the key's type in Redis, else zset with --priority or list."""
-    if not models.is_valid_key(key) or not _is_text(key):
+    if not models.is_valid_key(key) or not is_utf8(key):
         raise CliError(f"{key!r} is not a valid queue key (1-512 characters of UTF-8 text, no "
                        "spaces)", EXIT_USAGE)
     if target.schema is not None and target.schema.queues and target.queue_type(key) is None:
@@ -196,14 +197,6 @@ def queue_type(client: redis.Redis, target: Target, key: str,
     if kind == "list" and priority is not None:
         raise CliError(f"--priority applies to zset queues; {key!r} is a list", EXIT_USAGE)
     return kind
-
-
-def _is_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def plain_pushes(key: str, kind: models.QueueType, items: Iterable[str], *,
@@ -343,7 +336,7 @@ def _plan(args: argparse.Namespace, kind: models.QueueType, prefix: str,
 def _check(args: argparse.Namespace, items: list[Item], options: bool) -> None:
     if args.task_id is not None and len(items) != 1:
         raise CliError(f"--id names one task; {len(items)} payloads given", EXIT_USAGE)
-    if args.task_id is not None and not _is_text(args.task_id):
+    if args.task_id is not None and not is_utf8(args.task_id):
         raise CliError(f"--id {args.task_id!r} is not UTF-8 text; use a text id", EXIT_USAGE)
     if args.raw and (options or args.task_id is not None):
         raise CliError("--raw pushes no envelope, so no id: drop it to use --in/--at/"
