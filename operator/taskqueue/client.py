@@ -408,7 +408,7 @@ def enqueue_many_sync(client: redis.Redis, key: str, payloads: Sequence[Payload]
     elements = [wire(e) for _, e in pairs]
     if wait_replicas:
         if priority is None:
-            _push_durably(client, key, "LPUSH", list(elements), wait_replicas, wait_timeout_ms)
+            _push_durably(client, key, "LPUSH", elements, wait_replicas, wait_timeout_ms)
         else:
             _push_durably(client, key, "ZADD", [a for e in elements for a in (priority, e)],
                           wait_replicas, wait_timeout_ms)
