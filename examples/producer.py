@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import sys
 
-import redis
-from taskqueue.client import enqueue_many_sync, enqueue_sync
+from taskqueue.client import connect, enqueue_many_sync, enqueue_sync
 
 
 def main(url: str = "redis://localhost:6379/0") -> None:
-    client = redis.Redis.from_url(url)
+    client = connect(url)  # each push sent once: no automatic re-send after a timeout
     vip = enqueue_sync(client, "emails:vip", json.dumps({"to": "ceo@example.com"}))
     normal = enqueue_many_sync(
         client, "emails:normal", [json.dumps({"to": f"user{i}@example.com"}) for i in range(100)]

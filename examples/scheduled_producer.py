@@ -23,12 +23,11 @@ import json
 import sys
 from datetime import UTC, datetime, timedelta
 
-import redis
-from taskqueue.client import enqueue_sync
+from taskqueue.client import connect, enqueue_sync
 
 
 def main(url: str = "redis://localhost:6379/0") -> None:
-    client = redis.Redis.from_url(url)
+    client = connect(url)  # each push sent once: no automatic re-send after a timeout
     charge = enqueue_sync(client, "payments", json.dumps({"order": 41}), task_id="order-41")
     later = enqueue_sync(client, "payments", json.dumps({"order": 42}), task_id="order-42",
                          delay=timedelta(seconds=30))

@@ -1,5 +1,10 @@
 """Producer client: `enqueue()` pushes a payload in an envelope the worker unwraps.
 
+A payload is `bytes` (sent byte for byte) or `str` (sent as UTF-8; a str that came from bytes
+decoded with `surrogateescape` gives those bytes back, which is how the worker hands a payload
+that is not UTF-8 to a handler). The envelope carries the payload's bytes as they are inside its
+JSON string, so the handler gets exactly the bytes given (docs/worker.md, "Python API").
+
 Lists get LPUSH (the worker takes the oldest from the right end); zset queues get ZADD with the
 priority as score (lowest first, default 0). Envelope ids sort by creation time, so tasks with
 equal scores come out FIFO. Raw `LPUSH key payload` from any language works as well.
@@ -15,21 +20,133 @@ Options (docs/worker.md, "Scheduled tasks" and "Unique tasks"):
 - `unique_for=` seconds: a second enqueue of the same id within that window is a no-op that
   returns the id (one atomic script, `enqueue.lua`). The id is `task_id`, else the payload's
   `keys.content_id` (same payload, same task).
+
+Every number is checked before anything is sent (`ValueError` naming the option and its range).
+A push is sent once: `connect()` / `connect_async()` make clients that never re-send a command
+after a timeout or a dropped connection (a re-sent LPUSH whose first copy was only late pushes
+the task twice); such an error means the push may or may not have happened. Pass `task_id=` and
+`unique_for=` to make a push safe to repeat (docs/worker.md, "Python API").
 """
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
 import redis.asyncio as aioredis
+import redis.asyncio.retry
+import redis.retry
+from redis.backoff import NoBackoff
 
 from taskqueue import connection, keys
 
 WAIT_TIMEOUT_MS = 2000
+
+Payload = str | bytes
+"""A task's payload: bytes, sent as they are, or text (`payload_text`)."""
+
+MAX_AHEAD_SECONDS = 10 * 365 * 86400
+"""How far ahead a task may be scheduled (`delay=`, `at=`), and the longest `unique_for=`."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The values a numeric option accepts: a finite number from `low` (excluded when
+    `above`) to `high`, a whole number when `whole`; `says` is the range as errors give it."""
+
+    low: float
+    high: float
+    says: str
+    whole: bool = False
+    above: bool = False
+
+    def accepts(self, number: float) -> bool:
+        try:
+            value = float(number)
+        except OverflowError:  # an int too large for a float
+            return False
+        return (math.isfinite(value) and self.low <= value <= self.high
+                and not (self.above and value == self.low)
+                and (not self.whole or value == int(value)))
+
+    def check(self, name: str, value: object) -> float:
+        """`value` as a number; ValueError naming `name` and the range when it is not one of
+        the accepted values. Pure."""
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):
+            number = math.nan
+        if isinstance(value, bool) or not self.accepts(number):
+            raise ValueError(f"{name}={value!r}: give {self.says}")
+        return number
+
+
+DELAY = Bounds(0, MAX_AHEAD_SECONDS, f"seconds from 0 to {MAX_AHEAD_SECONDS} (10 years)")
+UNIQUE_FOR = Bounds(0.001, MAX_AHEAD_SECONDS,
+                    f"seconds from 0.001 to {MAX_AHEAD_SECONDS} (10 years)")
+PRIORITY = Bounds(-math.inf, math.inf, "a finite number (the lowest score runs first)")
+WAIT_REPLICAS = Bounds(0, math.inf, "a whole number of replicas >= 0", whole=True)
+WAIT_TIMEOUT = Bounds(1, 3_600_000, "whole milliseconds from 1 to 3600000 (WAIT 0 would "
+                      "block for ever)", whole=True)
+
+
+def at_bounds(now: float) -> Bounds:
+    """What `at=` accepts at `now`: from the epoch to MAX_AHEAD_SECONDS ahead."""
+    return Bounds(0, now + MAX_AHEAD_SECONDS,
+                  f"unix seconds (or a datetime) from 0 to {now + MAX_AHEAD_SECONDS:.0f} "
+                  "(10 years from now)")
+
+
+def payload_text(payload: Payload) -> str:
+    """`payload` as the text an element carries: bytes decoded as UTF-8 with `surrogateescape`
+    (a byte that is not UTF-8 becomes an escape that `wire` turns back into it); a str as it
+    is, when it has bytes (ValueError for a lone surrogate that stands for no byte). Pure."""
+    if isinstance(payload, bytes | bytearray | memoryview):
+        return bytes(payload).decode("utf-8", "surrogateescape")
+    if not isinstance(payload, str):
+        raise TypeError(f"a payload is str or bytes, not {type(payload).__name__}")
+    try:
+        wire(payload)
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"payload: {payload[exc.start]!r} at index {exc.start} is a lone surrogate that "
+            "stands for no byte; pass the payload as bytes") from None
+    return payload
+
+
+def wire(text: str) -> bytes:
+    """The bytes of `text` as sent to Redis: UTF-8, surrogate escapes back to their bytes
+    (redis-py's hiredis packer would refuse them). Pure."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _task_id(task_id: str | None) -> str | None:
+    if task_id is not None and not isinstance(task_id, str):
+        raise TypeError(f"task_id is a str, not {type(task_id).__name__}")
+    if task_id:
+        try:
+            task_id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"task_id={task_id!r} is not UTF-8 text; use a text id") from None
+    return task_id
+
+
+def sent_once(options: dict[str, Any], *, asyncio: bool = False) -> dict[str, Any]:
+    """redis-py options for a client that sends each command once: no automatic retry after
+    a timeout or a lost connection (the command may have run: a second LPUSH would push the
+    task twice). The caller sees the error; the next command reconnects. A `retry` in
+    `options` is kept."""
+    out = dict(options)
+    if "retry" not in out:
+        retry_class: Any = redis.asyncio.retry.Retry if asyncio else redis.retry.Retry
+        out["retry"] = retry_class(NoBackoff(), 0)
+        out.setdefault("retry_on_error", [])
+    return out
 
 
 class NotReplicated(redis.RedisError):
@@ -38,13 +155,15 @@ class NotReplicated(redis.RedisError):
 
 
 def connect(url: str, **options: Any) -> redis.Redis:
-    """A producer client for any DSN the project accepts (see `taskqueue.connection`)."""
-    return connection.sync_client(connection.RedisSettings.from_dsn(url), **options)
+    """A producer client for any DSN the project accepts (see `taskqueue.connection`) that
+    sends each push once (`sent_once`)."""
+    return connection.sync_client(connection.RedisSettings.from_dsn(url), **sent_once(options))
 
 
 def connect_async(url: str, **options: Any) -> aioredis.Redis:
-    """An asyncio producer client for any DSN the project accepts."""
-    return connection.async_client(connection.RedisSettings.from_dsn(url), **options)
+    """An asyncio producer client for any DSN the project accepts, sending each push once."""
+    return connection.async_client(connection.RedisSettings.from_dsn(url),
+                                   **sent_once(options, asyncio=True))
 
 
 def _owner(client: Any, key: str) -> Any:
@@ -118,9 +237,9 @@ async def _push_durably_async(client: Any, push: Push, *, replicas: int,
             keys_, args = push.script_call()
             await node.register_script(keys.lua("enqueue"))(keys=keys_, args=args, client=pipe)
         elif push.how == "zadd":
-            pipe.zadd(push.target, {push.element: push.score})
+            pipe.zadd(push.target, {push.data: push.score})
         else:
-            pipe.lpush(push.target, push.element)
+            pipe.lpush(push.target, push.data)
         pipe.execute_command("WAIT", replicas, timeout_ms)
         replies = await pipe.execute()
     finally:
@@ -132,27 +251,25 @@ When = float | datetime
 """A point in time: unix seconds or an aware datetime (a naive one is taken as UTC)."""
 
 
-def envelope(payload: str, *, task_id: str | None = None) -> tuple[str, str]:
+def envelope(payload: Payload, *, task_id: str | None = None) -> tuple[str, str]:
     """(task id, element) for `payload`."""
-    tid = task_id or keys.new_task_id()
-    return tid, keys.wrap(payload, task_id=tid, enqueued_at=time.time())
+    tid = _task_id(task_id) or keys.new_task_id()
+    return tid, keys.wrap(payload_text(payload), task_id=tid, enqueued_at=time.time())
 
 
 def due_ms(*, delay: float | timedelta | None, at: When | None, now: float) -> int | None:
     """The due time in unix ms of a task scheduled by `delay` or `at`; None when neither is set
-    or the time is not in the future (the task is pushed at once). Pure."""
+    or the time is not in the future (the task is pushed at once). ValueError for a number out
+    of `DELAY` / `at_bounds`. Pure."""
     if delay is not None and at is not None:
         raise ValueError("give delay= or at=, not both")
     if delay is not None:
-        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
-        if seconds < 0:
-            raise ValueError(f"delay={seconds:g} is negative; give seconds >= 0")
-        when = now + seconds
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
+        when = now + DELAY.check("delay", seconds)
     elif at is not None:
         if isinstance(at, datetime):
-            when = (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
-        else:
-            when = float(at)
+            at = (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
+        when = at_bounds(now).check("at", at)
     else:
         return None
     return int(when * 1000) if when > now else None
@@ -170,6 +287,8 @@ class Push:
     """"lpush" | "zadd"."""
     score: float | int
     element: str
+    """The element or delayed entry as text (`payload_text`: bytes that are not UTF-8 as
+    surrogate escapes); `wire` gives the bytes sent."""
     unique_ms: int
     unique_key: str
 
@@ -177,28 +296,37 @@ class Push:
     def script(self) -> bool:
         return self.unique_ms > 0 or self.target != self.queue_key
 
-    def script_call(self) -> tuple[list[str], list[str | int | float]]:
+    @property
+    def data(self) -> bytes:
+        """The element's bytes, as pushed."""
+        return wire(self.element)
+
+    def script_call(self) -> tuple[list[str], list[str | bytes | int | float]]:
         return ([self.target, self.unique_key],
-                [self.how, self.score, self.element, self.unique_ms, self.task_id])
+                [self.how, self.score, self.data, self.unique_ms, self.task_id])
 
 
-def plan(key: str, payload: str, *, priority: float | None = None, task_id: str | None = None,
-         delay: float | timedelta | None = None, at: When | None = None,
-         unique_for: float | None = None, key_prefix: str | None = None,
-         now: float | None = None) -> Push:
-    """The push of one task with these options. Pure apart from the clock/id when not given."""
+def plan(key: str, payload: Payload, *, priority: float | None = None,
+         task_id: str | None = None, delay: float | timedelta | None = None,
+         at: When | None = None, unique_for: float | None = None,
+         key_prefix: str | None = None, now: float | None = None) -> Push:
+    """The push of one task with these options; ValueError for an option out of its range
+    (nothing is sent then). Pure apart from the clock/id when not given."""
     now = time.time() if now is None else now
-    if unique_for is not None and unique_for <= 0:
-        raise ValueError(f"unique_for={unique_for:g} must be > 0 seconds")
-    tid = task_id or (keys.content_id(payload) if unique_for else keys.new_task_id())
+    text = payload_text(payload)
+    if priority is not None:
+        priority = PRIORITY.check("priority", priority)
+    if unique_for is not None:
+        unique_for = UNIQUE_FOR.check("unique_for", unique_for)
+    tid = _task_id(task_id) or (keys.content_id(text) if unique_for else keys.new_task_id())
     due = due_ms(delay=delay, at=at, now=now)
     # a scheduled task is queued from its due time: its wait (and its age in the queue) starts
     # then, not when it was scheduled
-    element = keys.wrap(payload, task_id=tid,
+    element = keys.wrap(text, task_id=tid,
                         enqueued_at=now if due is None else max(now, due / 1000))
     prefix = key_prefix or key
     schema = keys.KeySchema(prefix=prefix, queues=(), dead_letter="")
-    unique_ms = int(unique_for * 1000) if unique_for else 0
+    unique_ms = max(1, int(unique_for * 1000)) if unique_for else 0
     if due is not None:
         score = "" if priority is None else repr(float(priority))
         entry = keys.Entry(queue=key, score=score, element=element).encode()
@@ -217,13 +345,13 @@ def push_sync(client: redis.Redis | redis.client.Pipeline, push: Push) -> bool |
         result = client.register_script(keys.lua("enqueue"))(keys=keys_, args=args, client=client)
         return None if isinstance(client, redis.client.Pipeline) else bool(result)
     if push.how == "zadd":
-        client.zadd(push.target, {push.element: push.score})
+        client.zadd(push.target, {push.data: push.score})
     else:
-        client.lpush(push.target, push.element)
+        client.lpush(push.target, push.data)
     return True
 
 
-def enqueue_sync(client: redis.Redis, key: str, payload: str, *,
+def enqueue_sync(client: redis.Redis, key: str, payload: Payload, *,
                  priority: float | None = None, task_id: str | None = None,
                  delay: float | timedelta | None = None, at: When | None = None,
                  unique_for: float | None = None, key_prefix: str | None = None,
@@ -232,6 +360,7 @@ def enqueue_sync(client: redis.Redis, key: str, payload: str, *,
     when `unique_for` found it already enqueued). See the module doc for the options."""
     push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
                 unique_for=unique_for, key_prefix=key_prefix)
+    wait_replicas, wait_timeout_ms = durability(wait_replicas, wait_timeout_ms)
     if wait_replicas:
         push_durably(client, [push], replicas=wait_replicas, timeout_ms=wait_timeout_ms)
     else:
@@ -239,7 +368,7 @@ def enqueue_sync(client: redis.Redis, key: str, payload: str, *,
     return push.task_id
 
 
-async def enqueue(client: aioredis.Redis, key: str, payload: str, *,
+async def enqueue(client: aioredis.Redis, key: str, payload: Payload, *,
                   priority: float | None = None, task_id: str | None = None,
                   delay: float | timedelta | None = None, at: When | None = None,
                   unique_for: float | None = None, key_prefix: str | None = None,
@@ -248,6 +377,7 @@ async def enqueue(client: aioredis.Redis, key: str, payload: str, *,
     when `unique_for` found it already enqueued). See the module doc for the options."""
     push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
                 unique_for=unique_for, key_prefix=key_prefix)
+    wait_replicas, wait_timeout_ms = durability(wait_replicas, wait_timeout_ms)
     if wait_replicas:
         await _push_durably_async(client, push, replicas=wait_replicas,
                                   timeout_ms=wait_timeout_ms)
@@ -255,31 +385,42 @@ async def enqueue(client: aioredis.Redis, key: str, payload: str, *,
         keys_, args = push.script_call()
         await client.register_script(keys.lua("enqueue"))(keys=keys_, args=args)
     elif push.how == "zadd":
-        await client.zadd(push.target, {push.element: push.score})
+        await client.zadd(push.target, {push.data: push.score})
     else:
-        await client.lpush(push.target, push.element)
+        await client.lpush(push.target, push.data)
     return push.task_id
 
 
-def enqueue_many_sync(client: redis.Redis, key: str, payloads: list[str], *,
+def enqueue_many_sync(client: redis.Redis, key: str, payloads: Sequence[Payload], *,
                       priority: float | None = None, wait_replicas: int = 0,
                       wait_timeout_ms: int = WAIT_TIMEOUT_MS) -> list[str]:
-    """Push many tasks in one command (LPUSH or ZADD), in order. Returns their ids.
+    """Push many tasks in one command (LPUSH or ZADD), in order. Returns their ids. Every
+    payload and option is checked before anything is sent.
 
     `wait_replicas` (durable mode) returns only once that many replicas have the push, and
     raises NotReplicated when they do not confirm it in time."""
+    if priority is not None:
+        priority = PRIORITY.check("priority", priority)
+    wait_replicas, wait_timeout_ms = durability(wait_replicas, wait_timeout_ms)
     pairs = [envelope(p) for p in payloads]
     if not pairs:
         return []
+    elements = [wire(e) for _, e in pairs]
     if wait_replicas:
         if priority is None:
-            _push_durably(client, key, "LPUSH", [e for _, e in pairs], wait_replicas,
-                          wait_timeout_ms)
+            _push_durably(client, key, "LPUSH", elements, wait_replicas, wait_timeout_ms)
         else:
-            _push_durably(client, key, "ZADD", [a for _, e in pairs for a in (priority, e)],
+            _push_durably(client, key, "ZADD", [a for e in elements for a in (priority, e)],
                           wait_replicas, wait_timeout_ms)
     elif priority is None:
-        client.lpush(key, *[e for _, e in pairs])
+        client.lpush(key, *elements)
     else:
-        client.zadd(key, {e: priority for _, e in pairs})
+        client.zadd(key, dict.fromkeys(elements, priority))
     return [t for t, _ in pairs]
+
+
+def durability(wait_replicas: int, wait_timeout_ms: int) -> tuple[int, int]:
+    """(`wait_replicas`, `wait_timeout_ms`) checked against WAIT_REPLICAS and WAIT_TIMEOUT
+    (ValueError naming the option and its range). Pure."""
+    replicas = int(WAIT_REPLICAS.check("wait_replicas", wait_replicas))
+    return replicas, int(WAIT_TIMEOUT.check("wait_timeout_ms", wait_timeout_ms))

@@ -74,9 +74,15 @@ def test_a_queue_without_tasks_has_no_waits_and_long_names_align(
 @pytest.mark.parametrize("args, code, message", [
     pytest.param(["--trace", "/nonexistent.csv"], 3, "cannot read", id="missing-trace"),
     pytest.param(["--compare", "hpa"], 2, "--compare: unknown 'hpa'", id="bad-compare"),
-    pytest.param(["--rate", "0"], 2, "--rate, --service and --duration must be > 0",
+    pytest.param(["--rate", "0"], 2, "--rate 0.0 is out of range; give tasks per second > 0",
                  id="bad-rate"),
-    pytest.param(["--history", "-1"], 2, "--startup and --history >= 0", id="bad-history"),
+    pytest.param(["--rate", "nan"], 2, "--rate nan is out of range", id="nan-rate"),
+    pytest.param(["--duration", "inf"], 2, "--duration inf is out of range; give seconds > 0 "
+                 "and <= 2592000 (30 days)", id="endless-duration"),
+    pytest.param(["--tick", "nan"], 2, "--tick nan is out of range", id="nan-tick"),
+    pytest.param(["--history", "-1"], 2, "--history -1 is out of range; give a whole number "
+                 ">= 0", id="bad-history"),
+    pytest.param(["--grace=-inf"], 2, "--grace -inf is out of range", id="bad-grace"),
 ])
 def test_errors_name_the_option(tq: Path, capsys: pytest.CaptureFixture[str], args: list[str],
                                 code: int, message: str) -> None:

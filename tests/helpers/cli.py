@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,3 +21,9 @@ class Result:
 
 
 Run = Callable[..., Result]
+
+
+def console_script() -> list[str]:
+    """The installed `taskqueue` console script (argv), else the module it runs."""
+    found = shutil.which("taskqueue")
+    return [found] if found else [sys.executable, "-m", "taskqueue.cli.console"]

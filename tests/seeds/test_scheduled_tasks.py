@@ -165,7 +165,7 @@ def test_due_ms(delay: float | timedelta | None, at: float | datetime | None,
     ("kwargs", "message"),
     [
         pytest.param({"delay": 1, "at": 5.0}, "not both", id="both"),
-        pytest.param({"delay": -1}, "negative", id="negative"),
+        pytest.param({"delay": -1}, r"delay=-1: give seconds from 0 to", id="negative"),
     ],
 )
 def test_due_ms_rejects(kwargs: dict[str, float], message: str) -> None:

@@ -299,3 +299,15 @@ def fork_or_record_pid(payload: str) -> None:
             return
         time.sleep(0.05)
     client().rpush(FORKED, f"running:{pid}")
+
+
+async def record_async_bytes(payload: str) -> None:
+    """`record` as a coroutine (the payload's exact bytes)."""
+    await asyncio.sleep(0)
+    record(payload)
+
+
+def record_then_fail(payload: str) -> None:
+    """Records the payload's exact bytes, then fails."""
+    record(payload)
+    raise RuntimeError("fails after recording")

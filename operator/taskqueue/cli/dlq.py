@@ -23,10 +23,11 @@ from typing import Any
 import redis
 
 from taskqueue import keys, models
-from taskqueue.cli import drain, ui
+from taskqueue.cli import drain, numbers, ui
 from taskqueue.cli.errors import EXIT_FAILURE, EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.records import DeadLetter, printable, to_bytes
 from taskqueue.cli.target import Target
+from taskqueue.client import PRIORITY
 
 BATCH = 500
 SHOWN_KEPT = 20
@@ -64,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     rq.add_argument("--to", metavar="KEY", default=None,
                     help="push to KEY instead of each record's own queue (default: only the "
                          "TaskQueue's queues are destinations)")
-    rq.add_argument("--priority", type=float, default=0.0,
+    rq.add_argument("--priority", type=numbers.number(PRIORITY), default=0.0,
                     help="score for records whose queue is a zset (default 0)")
     rq.set_defaults(run=run_requeue)
     pg = dsub.add_parser("purge", parents=parents, help="delete every dead letter")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import redis
 
@@ -15,6 +16,7 @@ from taskqueue.cli.errors import (
     EXIT_INTERRUPTED,
     EXIT_TARGET,
     EXIT_UNREACHABLE,
+    EXIT_USAGE,
     EXIT_WRONGTYPE,
     CliError,
 )
@@ -26,10 +28,18 @@ EPILOG = """exit codes: 0 ok, 1 failed, 2 usage, 3 bad manifest / unknown TaskQu
 4 Redis unreachable, 5 wrong key type, 6 not confirmed (add --yes), 130 interrupted"""
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a usage error on one line (`taskqueue enqueue: argument --in: ...`), exit 2;
+    the subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (`{self.prog} -h` shows the usage)\n")
+
+
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     target.add_arguments(common)
-    root = argparse.ArgumentParser(
+    root = Parser(
         prog="taskqueue", description="Inspect and operate the Redis queues of a TaskQueue.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -42,6 +52,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _redis_error(exc: redis.RedisError, resolved: target.Target) -> CliError:
+    if isinstance(exc, enqueue.PartialPush):  # the cause as below, then what was pushed
+        cause = _redis_error(exc.cause, resolved)
+        return CliError(exc.message(cause.message), cause.code)
     where, why = redact.url(resolved.redis_url), redact.scrub(str(exc))
     if isinstance(exc, redis.AuthenticationError):
         return CliError(f"Redis at {where} refused the credentials: {why}",

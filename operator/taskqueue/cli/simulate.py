@@ -14,12 +14,22 @@ from typing import Any
 
 from taskqueue import manifest
 from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
+from taskqueue.cli.numbers import require
+from taskqueue.client import Bounds
 from taskqueue.models import TaskQueue
 from taskqueue.simulate import report, trace
 from taskqueue.simulate.run import Result, Scaler, Settings, simulate
 from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
 
 COMPARE = {"keda": KEDA_DEFAULTS, "keda-tuned": KEDA_TUNED}
+
+RATE = Bounds(0, 1e6, "tasks per second > 0 and <= 1000000", above=True)
+SERVICE = Bounds(0, 86400, "seconds > 0 and <= 86400", above=True)
+DURATION = Bounds(0, 30 * 86400, "seconds > 0 and <= 2592000 (30 days)", above=True)
+TICK = Bounds(0, 60, "seconds > 0 and <= 60", above=True)
+STARTUP = Bounds(0, 3600, "seconds from 0 to 3600")
+GRACE = Bounds(0, 86400, "seconds from 0 to 86400")
+HISTORY = Bounds(0, float("inf"), "a whole number >= 0", whole=True)
 
 
 def add_parser(sub: Any) -> None:
@@ -70,8 +80,9 @@ def scalers(tq: TaskQueue, compare: str) -> list[Scaler]:
 def load_trace(args: argparse.Namespace, tq: TaskQueue) -> list[trace.Arrival]:
     if args.trace:
         return trace.read_csv(Path(args.trace))
-    if args.rate <= 0 or args.service <= 0 or args.duration <= 0:
-        raise CliError("--rate, --service and --duration must be > 0", EXIT_USAGE)
+    require("--rate", args.rate, RATE)
+    require("--service", args.service, SERVICE)
+    require("--duration", args.duration, DURATION)
     keys = [q.key for q in tq.spec.queues]
     arrivals = trace.generate(args.generator, trace.Load(
         rate=args.rate, service=args.service, duration=args.duration, seed=args.seed,
@@ -95,8 +106,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), EXIT_TARGET) from None
     except OSError as exc:
         raise CliError(f"cannot read: {exc}", EXIT_TARGET) from None
-    if args.tick <= 0 or args.startup < 0 or args.history < 0:
-        raise CliError("--tick must be > 0, --startup and --history >= 0", EXIT_USAGE)
+    require("--tick", args.tick, TICK)
+    require("--startup", args.startup, STARTUP)
+    require("--history", args.history, HISTORY)
+    if args.grace is not None:
+        require("--grace", args.grace, GRACE)
     settings = Settings(tick=args.tick, startup=args.startup, grace=args.grace,
                         dispatch=args.dispatch, seed=args.seed, history=args.history)
     results: list[Result] = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import time
 from collections import deque
@@ -26,13 +27,19 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from taskqueue import keys, queueops, rates, redact
-from taskqueue.cli import ui
+from taskqueue.cli import numbers, ui
 from taskqueue.cli.errors import EXIT_USAGE, CliError
 from taskqueue.cli.target import Target
+from taskqueue.client import Bounds
 from taskqueue.observation import QueueObservation
 
 WINDOW_SECONDS = 60.0
 CLEAR = "\x1b[H\x1b[2J"
+INTERVAL = Bounds(0, 3600, "seconds from 0 to 3600 (> 0 with --watch)")
+ITERATIONS = Bounds(1, math.inf, "a whole number >= 1", whole=True)
+SAMPLE_TIMEOUT = 30.0
+"""Seconds one sample may wait for Redis (the client has no socket timeout of its own:
+`Target.connect_async`)."""
 
 
 @dataclass(frozen=True)
@@ -156,9 +163,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="one JSON document (per refresh)")
     p.add_argument("-w", "--watch", action="store_true", help="refresh until Ctrl-C")
-    p.add_argument("--interval", type=float, default=None,
+    p.add_argument("--interval", type=numbers.number(INTERVAL), default=None,
                    help="seconds between samples (default 1; 2 with --watch)")
-    p.add_argument("--iterations", type=int, default=None,
+    p.add_argument("--iterations", type=numbers.whole(ITERATIONS), default=None,
                    help="with --watch: stop after this many refreshes (for scripts and tests)")
     p.set_defaults(run=run)
 
@@ -183,15 +190,24 @@ def _client(target: Target) -> aioredis.Redis:
     return target.connect_async()
 
 
+async def _observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObservation:
+    """One sample, within SAMPLE_TIMEOUT (a Ctrl-C cancels it at once)."""
+    try:
+        async with asyncio.timeout(SAMPLE_TIMEOUT):
+            return await queueops.observe(client, schema)
+    except TimeoutError:
+        raise RedisTimeoutError(f"no reply within {SAMPLE_TIMEOUT:g}s") from None
+
+
 async def _once(target: Target, schema: keys.KeySchema, args: argparse.Namespace,
                 interval: float) -> int:
     client = _client(target)
     try:
-        obs = await queueops.observe(client, schema)
+        obs = await _observe(client, schema)
         samples = [Sample(obs.at, obs.completed_total)]
         if interval > 0:
             await asyncio.sleep(interval)
-            obs = await queueops.observe(client, schema)
+            obs = await _observe(client, schema)
             samples.append(Sample(obs.at, obs.completed_total))
     finally:
         await client.aclose()
@@ -217,7 +233,7 @@ async def _watch(target: Target, schema: keys.KeySchema, args: argparse.Namespac
                 await asyncio.sleep(interval)
             done += 1
             try:
-                obs = await queueops.observe(client, schema)
+                obs = await _observe(client, schema)
             except BLIP_ERRORS as exc:
                 if last is None:
                     raise  # never read: a wrong URL is reported, not watched

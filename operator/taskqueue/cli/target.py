@@ -49,18 +49,24 @@ class Target:
         except KeyError:
             return None
 
-    def connect(self) -> redis.Redis:
-        """A client for this target; nothing is sent yet. Replies are decoded as UTF-8 with
-        `surrogateescape`: bytes that are not UTF-8 survive a read and a write unchanged."""
+    def connect(self, **options: Any) -> redis.Redis:
+        """A client for this target (`options`: more redis-py keyword arguments); nothing is
+        sent yet. Replies are decoded as UTF-8 with `surrogateescape`: bytes that are not UTF-8
+        survive a read and a write unchanged."""
         return connection.sync_client(
             connection.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
-            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=30)
+            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=30,
+            **options)
 
     def connect_async(self) -> aioredis.Redis:
-        """An asyncio client for this target (replies decoded); nothing is sent yet."""
+        """An asyncio client for this target (replies decoded); nothing is sent yet. It has no
+        socket timeout (redis-py's default is 5 s): with one, redis-py sends each command
+        through `asyncio.wait_for`, which on Python 3.11 drops a cancellation (the Ctrl-C of
+        `asyncio.run`) that arrives just as the send completes. Callers bound their calls
+        with `asyncio.timeout` instead."""
         return connection.async_client(
             connection.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
-            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=30)
+            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=None)
 
 
 class _QueueAction(argparse.Action):
