@@ -198,7 +198,7 @@ def test_operator_runs_with_the_chart_service_account(
     log_path = tmp_path / "operator.log"
     with log_path.open("w") as log:
         operator = subprocess.Popen(
-            [sys.executable, "-m", "taskqueue.operator_main", "--kubeconfig", str(kubeconfig),
+            [sys.executable, "-m", "taskqueue.controller.main", "--kubeconfig", str(kubeconfig),
              f"--namespace={namespace}", f"--leader-election-namespace={namespace}",
              f"--metrics-port={metrics_port}", f"--health-port={health_port}",
              "--log-format=text"],

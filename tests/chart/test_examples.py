@@ -11,7 +11,8 @@ import pytest
 import redis
 import yaml
 
-from taskqueue import keys, manifest
+from taskqueue.api import manifest
+from taskqueue.wire import keys
 from taskqueue.worker import command as worker_command
 from tests.helpers.chart import REPO
 

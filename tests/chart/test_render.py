@@ -10,7 +10,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from taskqueue import manifest, workload
+from taskqueue.api import manifest
+from taskqueue.controller import workload
 from tests.helpers.chart import (
     CHART,
     CI_VALUES,
@@ -113,7 +114,7 @@ def test_probes_and_ports_follow_the_operator_contract(render: Render) -> None:
 
 
 def test_metrics_and_health_addresses_reach_the_operator(render: Render) -> None:
-    from taskqueue.operator_main import parse_args
+    from taskqueue.controller.main import parse_args
 
     default = parse_args(_container(render())["args"])
     assert (default.metrics_address, default.health_address) == ("0.0.0.0", "0.0.0.0")
@@ -124,7 +125,7 @@ def test_metrics_and_health_addresses_reach_the_operator(render: Render) -> None
 def test_worker_policy_renders_the_admission_policy_and_the_operator_flags(
     render: Render,
 ) -> None:
-    from taskqueue.operator_main import parse_args
+    from taskqueue.controller.main import parse_args
 
     plain = render()
     assert not [o for o in plain if o["kind"].startswith("ValidatingAdmissionPolicy")]
@@ -164,7 +165,7 @@ def test_args_in_cluster_and_multi_namespace_modes(render: Render) -> None:
 @scenarios
 def test_rendered_args_parse_with_the_operator_cli(render: Render, values: tuple[Path]) -> None:
     """The chart's flags are the ones `taskqueue-operator` accepts (docs/contracts.md)."""
-    from taskqueue.operator_main import parse_args
+    from taskqueue.controller.main import parse_args
 
     args = parse_args(_container(render(values))["args"])
     assert (args.health_port, args.metrics_port) == (8080, 9090)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 
-from taskqueue import keys
+from taskqueue.wire import keys
 from tests.helpers.cli import Run
 
 

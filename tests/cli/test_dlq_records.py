@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from taskqueue import keys
+from taskqueue.wire import keys
 from tests.helpers.cli import Run
 
 BINARY = b"\xff\xfe raw \x80 bytes \xc3\x28 end"

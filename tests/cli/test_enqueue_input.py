@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from taskqueue import keys
 from taskqueue.cli.enqueue import Item, report
+from taskqueue.wire import keys
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers.cli import Run, console_script
 from tests.helpers.wait import wait_for

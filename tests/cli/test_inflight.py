@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from taskqueue import keys
+from taskqueue.wire import keys
 from tests.helpers.cli import Run
 
 

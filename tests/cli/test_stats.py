@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from taskqueue import keys
 from taskqueue.cli import stats
+from taskqueue.wire import keys
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers.cli import Run
 
@@ -178,7 +178,7 @@ def test_watch_rides_out_a_redis_restart(tmp_path: Path) -> None:
         assert proc.stdout is not None
         first = proc.stdout.readline()  # it has read Redis once (startup is slow under load)
         # killed, then back, empty: down longer than the clients' own retry of a lost connection
-        # (taskqueue.connection.RETRIES, which rides out a failover's few seconds unseen)
+        # (taskqueue.redisio.clients.RETRIES, which rides out a failover's few seconds unseen)
         server.restart(down_seconds=8)
         out, err = proc.communicate(timeout=60)
         out = first + out

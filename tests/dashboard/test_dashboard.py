@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client.metrics import MetricWrapperBase
 
-from taskqueue import metrics
+from taskqueue.telemetry import metrics
 
 DASHBOARD = (Path(__file__).resolve().parents[2] / "charts" / "taskqueue-operator" /
              "dashboards" / "taskqueue.json")
@@ -82,7 +82,8 @@ def test_every_expr_names_only_exported_series(expr: str) -> None:
     exported = {s for series in _families().values() for s in series}
     names = set(METRIC_NAME.findall(expr))
     assert names, f"no taskqueue metric in {expr!r}"
-    assert names <= exported, f"{sorted(names - exported)} are not exported by taskqueue.metrics"
+    assert names <= exported, (
+        f"{sorted(names - exported)} are not exported by taskqueue.telemetry.metrics")
     assert expr.count("(") == expr.count(")") and expr.count("{") == expr.count("}")
 
 

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import redis
 
-from taskqueue import keys, manifest
+from taskqueue.api import manifest
+from taskqueue.wire import keys
 from taskqueue_devcluster import ControlPlane
 from tests.fixtures.cluster import ProcessKubeletFactory
 from tests.helpers.kube import OperatorThread, apply, events, get, replicas, taskqueue

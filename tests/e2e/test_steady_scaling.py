@@ -12,7 +12,8 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from taskqueue import keys, manifest
+from taskqueue.api import manifest
+from taskqueue.wire import keys
 from taskqueue_devcluster import ControlPlane
 from tests.e2e.test_autoscaling import running_pods
 from tests.fixtures.cluster import ProcessKubeletFactory

@@ -9,7 +9,8 @@ from typing import Any
 
 import redis
 
-from taskqueue import manifest, models, workload
+from taskqueue.api import manifest, models
+from taskqueue.controller import workload
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers
 from taskqueue.worker.dispatch import Dispatcher

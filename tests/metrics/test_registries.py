@@ -1,5 +1,5 @@
 """Each process serves only its own metrics: the worker's /metrics has no operator metric and
-the operator's has no `taskqueue_worker_*` (two registries, `taskqueue.metrics`)."""
+the operator's has no `taskqueue_worker_*` (two registries, `taskqueue.telemetry.metrics`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from taskqueue import metrics
+from taskqueue.telemetry import metrics
 from taskqueue_devcluster import ControlPlane
 from tests.fixtures.redis_server import free_port
 from tests.helpers.wait import wait_for

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from taskqueue import manifest
+from taskqueue.api import manifest
 from taskqueue_devcluster import ControlPlane
 from tests.helpers.kube import apply, taskqueue
 

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import redis
 
-from taskqueue import keys, manifest
-from taskqueue.kube import KubeClient
-from taskqueue.leader import LeaderElector
+from taskqueue.api import manifest
+from taskqueue.controller.kube import KubeClient
+from taskqueue.controller.leader import LeaderElector
+from taskqueue.wire import keys
 from taskqueue_devcluster import ControlPlane
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers.kube import (

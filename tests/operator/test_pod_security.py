@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from taskqueue import manifest, workload
+from taskqueue.api import manifest
+from taskqueue.controller import workload
 from taskqueue_devcluster import ControlPlane
 from tests.helpers.kube import get, taskqueue
 from tests.helpers.wait import wait_for

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import redis
 
-from taskqueue import keys, manifest
+from taskqueue.api import manifest
+from taskqueue.wire import keys
 from taskqueue_devcluster import ControlPlane
 from tests.helpers.kube import apply, get, replicas, taskqueue
 from tests.helpers.wait import wait_for

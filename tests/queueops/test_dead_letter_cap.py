@@ -12,8 +12,13 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from taskqueue import act, keys, kube, manifest, metrics, policy, queueops
-from taskqueue.observation import QueueObservation
+from taskqueue.api import manifest
+from taskqueue.controller import act, kube
+from taskqueue.redisio import queueops
+from taskqueue.scaling import policy
+from taskqueue.scaling.observation import QueueObservation
+from taskqueue.telemetry import metrics
+from taskqueue.wire import keys, scripts
 from taskqueue.worker.store import Store
 
 CAP = 5
@@ -122,5 +127,5 @@ def test_a_cap_out_of_range_is_refused(value: object) -> None:
 
 
 def test_the_lua_helper_names_the_stats_field_keys_owns() -> None:
-    assert f"'{keys.DEAD_TRIMMED_FIELD}'" in keys.lua("fail")
+    assert f"'{keys.DEAD_TRIMMED_FIELD}'" in scripts.lua("fail")
 

@@ -11,7 +11,8 @@ from importlib import resources
 import pytest
 import redis.asyncio as aioredis
 
-from taskqueue import keys, queueops
+from taskqueue.redisio import queueops
+from taskqueue.wire import keys
 
 RECORD = keys.dead_letter_record(
     entry=keys.Entry("q", "", "t"), task=keys.Task(payload="t \u00e9 \"quoted\"", id="i1"),
@@ -40,7 +41,7 @@ RECOGNISED = [
 
 
 def is_record_in_lua_source() -> str:
-    lib = resources.files("taskqueue").joinpath("lua/lib/entry.lua").read_text("utf-8")
+    lib = resources.files("taskqueue.wire").joinpath("lua/lib/entry.lua").read_text("utf-8")
     return lib + "\nif is_dead_record(ARGV[1]) then return 1 end\nreturn 0\n"
 
 

@@ -10,7 +10,9 @@ from importlib import resources
 import pytest
 import redis.asyncio as aioredis
 
-from taskqueue import keys, manifest, queueops
+from taskqueue.api import manifest
+from taskqueue.redisio import queueops
+from taskqueue.wire import keys, scripts
 
 
 def _spec(**spec: object) -> keys.KeySchema:
@@ -164,21 +166,21 @@ async def test_scripts_are_not_bound_to_a_client(redis_url: str) -> None:
         await second.lpush("q", "b")
         assert (await queueops.observe(second, schema)).backlog == {"q": 2}
         assert queueops.script("observe") is queueops.script("observe")
-        assert queueops.script("observe").sha == await second.script_load(keys.lua("observe"))
+        assert queueops.script("observe").sha == await second.script_load(scripts.lua("observe"))
     finally:
         await second.aclose()
 
 
 @pytest.mark.parametrize("name", ["fetch", "release", "recover", "fail"])
 def test_scripts_get_the_shared_entry_library_inlined(name: str) -> None:
-    source = keys.lua(name)
+    source = scripts.lua(name)
     assert "local function push_dead(dead, stats, max_length, record)" in source
     assert not any(line.startswith("-- include:") for line in source.splitlines())
 
 
 @pytest.mark.parametrize("name", ["fail", "fetch", "heartbeat", "observe", "recover", "release"])
 def test_no_script_has_its_own_parser_of_the_wire_formats(name: str) -> None:
-    own = (resources.files("taskqueue") / "lua" / f"{name}.lua").read_text("utf-8")
+    own = (resources.files("taskqueue.wire") / "lua" / f"{name}.lua").read_text("utf-8")
     assert "__taskqueue__" not in own, "the envelope belongs to lua/lib/entry.lua"
     assert "'\\n', 1, true" not in own, "entries are split by lua/lib/entry.lua"
     assert "cjson.encode({" not in own, "dead-letter records are built by lua/lib/entry.lua"

@@ -10,7 +10,9 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from taskqueue import keys, manifest, queueops
+from taskqueue.api import manifest
+from taskqueue.redisio import queueops
+from taskqueue.wire import keys
 from taskqueue.worker.store import Store
 
 

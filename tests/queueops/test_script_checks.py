@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 import redis
 
-from taskqueue import keys
+from taskqueue.wire import keys
 from taskqueue.worker.resp import ReplyError
 from taskqueue.worker.store import Store
 

@@ -22,7 +22,8 @@ import pytest
 import redis
 
 from taskqueue import client as producer
-from taskqueue import keys, queueops
+from taskqueue.redisio import queueops
+from taskqueue.wire import keys, scripts
 from tests.seeds import handlers as h
 from tests.worker.procs import spawn
 
@@ -60,7 +61,7 @@ def recover_a_live_worker(r: redis.Redis) -> int:
     live = str(held[0]).removeprefix(SCHEMA.processing_prefix)
     keys_, args = queueops.recover_call(SCHEMA, worker_id=live, max_attempts=50,
                                         reason="test: declared dead while alive")
-    r.eval(keys.lua("recover"), len(keys_), *keys_, *args)
+    r.eval(scripts.lua("recover"), len(keys_), *keys_, *args)
     return 1
 
 

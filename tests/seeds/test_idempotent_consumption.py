@@ -9,7 +9,8 @@ import pytest
 import redis
 
 from taskqueue import client as producer
-from taskqueue import keys, queueops
+from taskqueue.redisio import queueops
+from taskqueue.wire import keys, scripts
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker
 from tests.seeds import handlers as h
@@ -82,7 +83,7 @@ def test_seed_004_4_3_worker_recovered_while_finishing_runs_once(
     wait_for("mail-3 running", lambda: redis_sync.hexists(h.RUNNING, "mail-3"))
     keys_, args = queueops.recover_call(SCHEMA, worker_id="w1", max_attempts=5,
                                         reason="test: declared dead while alive")
-    assert redis_sync.eval(keys.lua("recover"), len(keys_), *keys_, *args) == [1, 0]
+    assert redis_sync.eval(scripts.lua("recover"), len(keys_), *keys_, *args) == [1, 0]
     make_worker(worker_id="w2", worker=IDEMPOTENT)
     wait_for("1 duplicate skipped", lambda: stat(redis_sync, "duplicates") == 1, timeout=15)
     assert effects(redis_sync) == {"mail-3": 1}
@@ -147,7 +148,7 @@ def test_worker_flag_and_manifest_set_the_window(redis_url: str) -> None:
 
 
 def test_window_below_one_second_is_refused() -> None:
-    from taskqueue import manifest
+    from taskqueue.api import manifest
     with pytest.raises(manifest.ManifestError, match="windowSeconds"):
         manifest.parse({"kind": "TaskQueue", "spec": {
             "redis": {"url": "redis://x"}, "queues": [{"key": "q"}],

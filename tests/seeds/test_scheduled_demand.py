@@ -12,10 +12,12 @@ import redis
 import redis.asyncio as aioredis
 
 from taskqueue import client as producer
-from taskqueue import keys, queueops, status
-from taskqueue.models import ScalingSpec
-from taskqueue.observation import QueueObservation
-from taskqueue.policy import PolicyState, decide, due_horizon
+from taskqueue.api.models import ScalingSpec
+from taskqueue.controller import status
+from taskqueue.redisio import queueops
+from taskqueue.scaling.observation import QueueObservation
+from taskqueue.scaling.policy import PolicyState, decide, due_horizon
+from taskqueue.wire import keys
 from tests.helpers.cli import Run
 
 NOW = 1_000_000.0

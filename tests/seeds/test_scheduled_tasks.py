@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from taskqueue import client as producer
-from taskqueue import keys
 from taskqueue.cli.enqueue import duration, point_in_time
+from taskqueue.wire import keys
 from taskqueue.worker.promoter import sleep_for
 from tests.helpers.cli import Run
 from tests.helpers.wait import wait_for

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from taskqueue import client as producer
-from taskqueue import keys
+from taskqueue.wire import keys
 from tests.helpers.cli import Run
 
 SCHEMA = keys.KeySchema(prefix="q", queues=(keys.QueueRef("q"),), dead_letter="q:dead")

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 import redis
 
-from taskqueue import client, connection, manifest
+from taskqueue import client
+from taskqueue.api import manifest
+from taskqueue.redisio import clients
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers
 from taskqueue.worker.runner import Worker
@@ -87,7 +89,7 @@ def run(url: str, record_url: str, *, tasks: int = 3000, workers: int = 3,
     os.environ[RECORD_ENV] = record_url
     recorder = redis.Redis.from_url(record_url, decode_responses=True)
     recorder.delete(EXECUTED)
-    producer = connection.sync_client(connection.RedisSettings.from_dsn(url),
+    producer = clients.sync_client(clients.RedisSettings.from_dsn(url),
                                       socket_timeout=5, socket_connect_timeout=2)
     started = time.monotonic()
     running = _workers(url, workers, durable)

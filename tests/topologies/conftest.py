@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from taskqueue import manifest
+from taskqueue.api import manifest
 from taskqueue.worker import config as cfg
 from taskqueue.worker.runner import Worker
 from tests.helpers.worker import in_process, stop_all

@@ -7,10 +7,11 @@ import time
 
 import redis
 
-from taskqueue import client, connection
+from taskqueue import client
+from taskqueue.redisio import clients
 
 
-def push_while_failing_over(r: connection.SyncClient, prefix: str, n: int, *,
+def push_while_failing_over(r: clients.SyncClient, prefix: str, n: int, *,
                             timeout: float = 30) -> None:
     """Enqueue `prefix0..prefix{n-1}` to `{emails}:vip`, retrying while the master is being
     replaced (the client asks Sentinel again on each try)."""

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import os
 
-from taskqueue import connection
+from taskqueue.redisio import clients
 
 URL_ENV = "TASKQUEUE_TOPOLOGY_TEST_URL"
 DONE = "{topology-test}:done"
-_clients: dict[str, connection.SyncClient] = {}
+_clients: dict[str, clients.SyncClient] = {}
 
 
-def client() -> connection.SyncClient:
+def client() -> clients.SyncClient:
     url = os.environ[URL_ENV]
     if url not in _clients:
-        _clients[url] = connection.sync_client(
-            connection.RedisSettings.from_dsn(url), decode_responses=True)
+        _clients[url] = clients.sync_client(
+            clients.RedisSettings.from_dsn(url), decode_responses=True)
     return _clients[url]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from taskqueue import redact
+from taskqueue.api import redact
 from taskqueue.worker.runner import Worker
 
 StartWorker = Callable[..., Worker]

@@ -1,6 +1,6 @@
 """Least-privilege ACL users on a real redis-server: the worker, the operator and the CLI each
-work with exactly their rule (`taskqueue.acl`), and without any one command of it fail with an
-error that names the command."""
+work with exactly their rule (`taskqueue.redisio.acl`), and without any one command of it fail with
+an error that names the command."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ from typing import Any, cast
 import pytest
 import redis
 
-from taskqueue import acl, client, keys, manifest, models
-from taskqueue.poller import Poller
+from taskqueue import client
+from taskqueue.api import manifest, models
+from taskqueue.controller.poller import Poller
+from taskqueue.redisio import acl
+from taskqueue.wire import keys
 from taskqueue.worker import resp
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers.cli import Run
@@ -94,7 +97,7 @@ def _operator_round(url: str) -> tuple[Any, str | None]:
             await client_.ping()  # the pool's health check
             obs, error = await observe_taskqueue(poller, tq)
             if error is None:
-                from taskqueue import queueops
+                from taskqueue.redisio import queueops
                 await queueops.recover_worker(client_, SCHEMA, worker_id="dead", max_attempts=3,
                                               reason="test")
                 await queueops.quiesce(client_, SCHEMA, add=["leaving"], remove=["back"])
@@ -241,4 +244,4 @@ def test_the_worker_process_stops_with_one_line_naming_the_permission(
     path.write_text(json.dumps(doc))
     assert worker_command.main(["-f", str(path), "--redis-url", url, "--worker-id", "w1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "'evalsha'" in err[0] and "taskqueue.acl worker" in err[0]
+    assert len(err) == 1 and "'evalsha'" in err[0] and "taskqueue.redisio.acl worker" in err[0]

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from taskqueue import acl, client, connection, keys, manifest, queueops
-from taskqueue.connections import RedisPools
+from taskqueue import client
+from taskqueue.api import manifest
+from taskqueue.controller.redisurls import RedisPools
+from taskqueue.redisio import acl, clients, queueops
+from taskqueue.wire import keys
 from tests.fixtures.redis_cluster import RedisCluster, wait_until
 from tests.helpers.cli import Run
 from tests.topologies import handlers
@@ -21,11 +24,11 @@ SCHEMA = keys.KeySchema.from_spec(manifest.parse(taskqueue("redis://x", redis={
     "url": "redis://x", "mode": "cluster"})).spec)
 
 
-def sync(url: str) -> connection.SyncClient:
-    return connection.sync_client(connection.RedisSettings.from_dsn(url), decode_responses=True)
+def sync(url: str) -> clients.SyncClient:
+    return clients.sync_client(clients.RedisSettings.from_dsn(url), decode_responses=True)
 
 
-def evalsha_calls(node_client: connection.SyncClient) -> int:
+def evalsha_calls(node_client: clients.SyncClient) -> int:
     stats = node_client.info("commandstats").get("cmdstat_evalsha", {})
     return int(stats.get("calls", 0)) if isinstance(stats, dict) else 0
 
@@ -83,7 +86,7 @@ async def test_recovery_requeues_on_a_cluster(cluster_url: str) -> None:
     element = keys.wrap("p", task_id="t1")
     r.lpush(SCHEMA.processing("dead"), keys.Entry("{emails}:normal", "", element).encode())
     r.zadd(SCHEMA.workers, {"dead": 1})
-    aclient = connection.async_client(connection.RedisSettings.from_dsn(cluster_url),
+    aclient = clients.async_client(clients.RedisSettings.from_dsn(cluster_url),
                                       decode_responses=True)
     try:
         assert await queueops.recover_worker(aclient, SCHEMA, worker_id="dead", max_attempts=3,
@@ -154,7 +157,7 @@ def test_a_worker_follows_a_master_failover(own_cluster: RedisCluster,
         try:
             client.enqueue_many_sync(r, "{emails}:vip", [f"b{i}" for i in range(20)])
             break
-        except (connection.redis.ConnectionError, connection.redis.ResponseError):
+        except (clients.redis.ConnectionError, clients.redis.ResponseError):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
@@ -165,7 +168,7 @@ def test_a_worker_follows_a_master_failover(own_cluster: RedisCluster,
 def test_each_component_works_with_its_cluster_acl_rule(
         redis_cluster: RedisCluster, cluster_url: str, start_worker: StartWorker, cli: Run,
         tmp_path: Path) -> None:
-    """The rules of taskqueue.acl with --cluster, created on every node."""
+    """The rules of taskqueue.redisio.acl with --cluster, created on every node."""
     urls = {}
     for component in ("worker", "operator", "cli"):
         name, password = f"tq-{component}", f"pw-{component}"

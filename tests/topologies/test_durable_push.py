@@ -16,7 +16,7 @@ import redis
 import redis.asyncio as aioredis
 
 from taskqueue import client as producer
-from taskqueue import keys
+from taskqueue.wire import keys
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers.cli import Run
 from tests.helpers.wait import wait_for

@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 import redis
 
-from taskqueue import connection, keys, manifest, models, queueops, workload
-from taskqueue.connections import RedisPools
-from taskqueue.poller import Poller
+from taskqueue.api import manifest, models
+from taskqueue.controller import workload
+from taskqueue.controller.poller import Poller
+from taskqueue.controller.redisurls import RedisPools
+from taskqueue.redisio import clients, queueops
+from taskqueue.wire import keys
 from tests.fixtures.redis_cluster import SentinelGroup, running, wait_until
 from tests.helpers.cli import Run
 from tests.helpers.poll import observe_taskqueue
@@ -25,8 +28,8 @@ from tests.topologies.manifests import StartWorker, taskqueue
 SCHEMA = keys.KeySchema.from_spec(manifest.parse(taskqueue("redis://x")).spec)
 
 
-def sync(url: str) -> connection.SyncClient:
-    return connection.sync_client(connection.RedisSettings.from_dsn(url), decode_responses=True,
+def sync(url: str) -> clients.SyncClient:
+    return clients.sync_client(clients.RedisSettings.from_dsn(url), decode_responses=True,
                                   socket_timeout=2, socket_connect_timeout=2)
 
 

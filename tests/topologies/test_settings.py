@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from taskqueue import connection, hashtag, models
-from taskqueue.connection import RedisSettings, SettingsError
+from taskqueue.api import models
+from taskqueue.redisio import clients
+from taskqueue.redisio.clients import RedisSettings, SettingsError
+from taskqueue.wire import hashtag
 
 
 @pytest.mark.parametrize(
@@ -63,7 +65,7 @@ def test_sentinel_credentials_stay_apart_from_the_masters() -> None:
         pytest.param("unix:///tmp/r.sock", "cluster", "unix:// sockets", id="unix-cluster"),
     ],
 )
-def test_bad_dsns_say_what_to_write(dsn: str, mode: connection.Mode | None,
+def test_bad_dsns_say_what_to_write(dsn: str, mode: clients.Mode | None,
                                     message: str) -> None:
     with pytest.raises(SettingsError, match=re.escape(message)):
         RedisSettings.from_dsn(dsn, mode=mode)
@@ -90,7 +92,7 @@ def test_secrets_come_from_mounted_files(tmp_path: Path) -> None:
     ],
 )
 def test_spec_mode_turns_a_url_into_a_cluster_dsn(url: str, mode: str, expected: str) -> None:
-    assert connection.dsn_for(url, mode) == expected
+    assert clients.dsn_for(url, mode) == expected
 
 
 @pytest.mark.parametrize(
@@ -104,7 +106,7 @@ def test_spec_mode_turns_a_url_into_a_cluster_dsn(url: str, mode: str, expected:
 )
 def test_spec_sentinel_turns_a_url_into_a_sentinel_dsn(url: str, expected: str) -> None:
     spec = models.SentinelSpec(masterName="mm", addresses=["s1:26379", "s2"])
-    dsn = connection.dsn_for(url, "standalone", sentinel=spec)
+    dsn = clients.dsn_for(url, "standalone", sentinel=spec)
     assert dsn == expected
     settings = RedisSettings.from_dsn(dsn)
     assert (settings.mode, settings.master_name) == ("sentinel", "mm")

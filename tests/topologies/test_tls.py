@@ -17,10 +17,14 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from taskqueue import client, connection, keys, manifest, models, queueops, tlsfiles, workload
-from taskqueue.kube import NotFoundError
-from taskqueue.poller import Poller
-from taskqueue.record import SpecError
+from taskqueue import client
+from taskqueue.api import manifest, models
+from taskqueue.controller import tlsfiles, workload
+from taskqueue.controller.kube import NotFoundError
+from taskqueue.controller.poller import Poller
+from taskqueue.controller.record import SpecError
+from taskqueue.redisio import clients, queueops
+from taskqueue.wire import keys
 from tests.fixtures.redis_cluster import wait_until
 from tests.fixtures.redis_tls import TlsRedis
 from tests.helpers.cli import Run
@@ -51,7 +55,7 @@ def test_worker_and_cli_over_tls_with_the_secrets_files(
         monkeypatch: pytest.MonkeyPatch) -> None:
     secret = _secret_dir(tls_redis, tmp_path)
     monkeypatch.setenv("TASKQUEUE_REDIS_TLS_DIR", str(secret))
-    r = connection.sync_client(connection.RedisSettings.from_dsn(tls_redis.url()),
+    r = clients.sync_client(clients.RedisSettings.from_dsn(tls_redis.url()),
                                decode_responses=True)
     r.flushall()
     start_worker(_plain(tls_redis), redis={"url": _plain(tls_redis), "tls": TLS},
@@ -78,7 +82,7 @@ def test_a_server_the_ca_did_not_sign_or_a_missing_client_cert_is_refused(
     url = {"other-ca": tls_redis.url(ca=tls_redis.files.other_ca),
            "no-ca": _plain(tls_redis),
            "no-client-cert": tls_redis.url(client_cert=False)}[which]
-    r = connection.sync_client(connection.RedisSettings.from_dsn(url), socket_timeout=2,
+    r = clients.sync_client(clients.RedisSettings.from_dsn(url), socket_timeout=2,
                                retry=Retry(NoBackoff(), 0))
     with pytest.raises((redis.ConnectionError, ssl.SSLError)) as err:
         r.ping()
@@ -105,7 +109,7 @@ def test_the_operator_reads_the_tls_secret_and_observes_over_tls(tls_redis: TlsR
     tq = models.TaskQueue.model_validate(
         taskqueue(_plain(tls_redis), redis={"url": _plain(tls_redis), "tls": TLS}))
     poller = Poller(kube=kube)
-    r = connection.sync_client(connection.RedisSettings.from_dsn(tls_redis.url()))
+    r = clients.sync_client(clients.RedisSettings.from_dsn(tls_redis.url()))
     r.flushall()
     client.enqueue_sync(r, "{emails}:vip", "x")
 
@@ -157,7 +161,7 @@ def test_bad_tls_specs_say_what_to_fix(redis_spec: dict[str, Any], message: str)
 
 def test_observe_works_over_tls(tls_redis: TlsRedis) -> None:
     async def run() -> int:
-        c = connection.async_client(connection.RedisSettings.from_dsn(tls_redis.url()),
+        c = clients.async_client(clients.RedisSettings.from_dsn(tls_redis.url()),
                                     decode_responses=True)
         try:
             await c.flushall()

@@ -16,7 +16,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from taskqueue import client, connection, keys, manifest, queueops
+from taskqueue import client
+from taskqueue.api import manifest
+from taskqueue.redisio import clients, queueops
+from taskqueue.wire import keys
 from tests.fixtures.redis_cluster import RedisCluster, wait_until
 from tests.helpers.cli import Run
 from tests.topologies import handlers
@@ -63,7 +66,7 @@ def test_workers_and_the_cli_run_every_task_once_over_a_tls_cluster(
     for i in range(2):
         start_worker(_spec_url(tls_cluster), worker_id=f"w{i}", redis=spec_redis,
                      record_url=tls_cluster_url, worker={"prefetch": 4})
-    r = connection.sync_client(connection.RedisSettings.from_dsn(tls_cluster_url),
+    r = clients.sync_client(clients.RedisSettings.from_dsn(tls_cluster_url),
                                decode_responses=True)
     ids = client.enqueue_many_sync(r, "{emails}:normal", [f"n{i}" for i in range(50)])
     path = tmp_path / "tq.json"
@@ -82,7 +85,7 @@ def test_the_operators_observe_is_one_call_over_a_tls_cluster(tls_cluster_url: s
         "url": "redis://x", "mode": "cluster"})).spec)
 
     async def run() -> dict[str, int]:
-        c = connection.async_client(connection.RedisSettings.from_dsn(tls_cluster_url),
+        c = clients.async_client(clients.RedisSettings.from_dsn(tls_cluster_url),
                                     decode_responses=True)
         try:
             await c.lpush("{emails}:vip", "a", "b")
@@ -98,6 +101,6 @@ def test_a_tls_cluster_refuses_a_client_that_trusts_another_ca(tls_cluster: Redi
     url = (f"{_spec_url(tls_cluster)}?ssl_ca_certs={tls_cluster.tls.other_ca}"
            f"&ssl_certfile={tls_cluster.tls.client_cert}&ssl_keyfile={tls_cluster.tls.client_key}")
     with pytest.raises((redis.ConnectionError, ssl.SSLError)) as err:
-        connection.sync_client(connection.RedisSettings.from_dsn(url), socket_timeout=2,
+        clients.sync_client(clients.RedisSettings.from_dsn(url), socket_timeout=2,
                                retry=Retry(NoBackoff(), 0)).ping()
     assert "certificate verify failed" in str(err.value)

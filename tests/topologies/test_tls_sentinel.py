@@ -13,7 +13,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError
 
-from taskqueue import connection
+from taskqueue.redisio import clients
 from tests.fixtures.redis_cluster import SentinelGroup, wait_until
 from tests.topologies import handlers
 from tests.topologies.failover import push_while_failing_over
@@ -38,7 +38,7 @@ def test_a_worker_over_tls_sentinel_follows_a_failover(
         "masterName": group.master_name,
         "addresses": [f"127.0.0.1:{s.port}" for s in group.sentinels]}}
     start_worker(group.url, worker_id="w1", redis=by_spec)
-    r = connection.sync_client(connection.RedisSettings.from_dsn(group.url),
+    r = clients.sync_client(clients.RedisSettings.from_dsn(group.url),
                                decode_responses=True, socket_timeout=2, socket_connect_timeout=2)
     push_while_failing_over(r, "a", 20)
     wait_until(lambda: r.llen(handlers.DONE) >= 20, timeout=20, what="tasks not run over TLS")
@@ -55,9 +55,9 @@ def test_tls_sentinels_refuse_a_client_that_trusts_another_ca(
     group = tls_sentinel_group
     assert group.tls is not None
     url = group.url.replace(f"ssl_ca_certs={group.tls.ca}", f"ssl_ca_certs={group.tls.other_ca}")
-    r = connection.sync_client(connection.RedisSettings.from_dsn(url), socket_timeout=2,
+    r = clients.sync_client(clients.RedisSettings.from_dsn(url), socket_timeout=2,
                                retry=Retry(NoBackoff(), 0))
     # every sentinel fails the handshake (certificate verify failed), so none names a master
     with pytest.raises(MasterNotFoundError, match="No master found for 'mymaster'"):
         r.ping()
-    assert connection.sync_client(connection.RedisSettings.from_dsn(group.url)).ping()
+    assert clients.sync_client(clients.RedisSettings.from_dsn(group.url)).ping()

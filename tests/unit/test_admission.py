@@ -1,4 +1,5 @@
-"""`taskqueue.admission.WorkerRules`: what a TaskQueue may run and scale (pure, table-driven)."""
+"""`taskqueue.controller.admission.WorkerRules`: what a TaskQueue may run and scale (pure,
+table-driven)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from taskqueue import admission, manifest, models, workload
-from taskqueue.operator_main import parse_args
+from taskqueue.api import manifest, models
+from taskqueue.controller import admission, workload
+from taskqueue.controller.main import parse_args
 
 
 def taskqueue(**spec: Any) -> models.TaskQueue:

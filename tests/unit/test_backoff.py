@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from taskqueue import backoff
+from taskqueue.worker import backoff
 
 
 @pytest.mark.parametrize(

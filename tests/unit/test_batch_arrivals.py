@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from taskqueue.models import ScalingSpec, TaskQueue
-from taskqueue.observation import QueueObservation
-from taskqueue.policy import PolicyState, decide
-from taskqueue.rates import Rates, update
+from taskqueue.api.models import ScalingSpec, TaskQueue
+from taskqueue.scaling.observation import QueueObservation
+from taskqueue.scaling.policy import PolicyState, decide
+from taskqueue.scaling.rates import Rates, update
+from taskqueue.scaling.waitmodel import QueueLoad, batch_slots, size_for_wait
 from taskqueue.simulate.run import simulate
 from taskqueue.simulate.scalers import OperatorScaler
 from taskqueue.simulate.trace import Arrival
-from taskqueue.waitmodel import QueueLoad, batch_slots, size_for_wait
 
 POLL = 2.0
 

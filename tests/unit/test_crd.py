@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from taskqueue import crdgen, models
+from taskqueue.api import crdgen, models
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / crdgen.OUTPUT
@@ -47,7 +47,7 @@ def schema() -> dict[str, Any]:
 
 def test_crd_file_matches_the_models() -> None:
     assert CRD_FILE.read_text("utf-8") == crdgen.render(), (
-        "crds/ is stale: run `python -m taskqueue.crdgen`"
+        "crds/ is stale: run `python -m taskqueue.api.crdgen`"
     )
 
 

@@ -1,5 +1,5 @@
 """The Deployment cache (fed by the Deployment watch) and `Deployments.ensure` (with the worker
-rules of `taskqueue.admission`); the status-write throttle and the restart state."""
+rules of `taskqueue.controller.admission`); the status-write throttle and the restart state."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from taskqueue import admission, kube, manifest, models, workload
-from taskqueue import status as statuses
-from taskqueue.deployments import DEPLOYMENT_REFRESH_SECONDS, Deployments
-from taskqueue.kube import DeploymentState
-from taskqueue.record import SpecError
+from taskqueue.api import manifest, models
+from taskqueue.controller import admission, kube, workload
+from taskqueue.controller import status as statuses
+from taskqueue.controller.deployments import DEPLOYMENT_REFRESH_SECONDS, Deployments
+from taskqueue.controller.kube import DeploymentState
+from taskqueue.controller.record import SpecError
 
 
 def taskqueue(**spec: Any) -> models.TaskQueue:

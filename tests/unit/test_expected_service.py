@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from taskqueue import manifest
-from taskqueue.models import ScalingSpec
-from taskqueue.observation import QueueObservation
-from taskqueue.policy import PolicyState, decide
-from taskqueue.rates import Rates
+from taskqueue.api import manifest
+from taskqueue.api.models import ScalingSpec
+from taskqueue.scaling.observation import QueueObservation
+from taskqueue.scaling.policy import PolicyState, decide
+from taskqueue.scaling.rates import Rates
+from taskqueue.scaling.waitpolicy import service_times
 from taskqueue.simulate import trace
 from taskqueue.simulate.run import Settings, simulate
 from taskqueue.simulate.scalers import OperatorScaler
 from taskqueue.simulate.trace import Arrival
-from taskqueue.waitpolicy import service_times
 
 NOW = 1_000_000.0
 QUEUES = ("high", "low")

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from taskqueue import keys, keyspace, manifest, workersettings
+from taskqueue.api import manifest, workersettings
+from taskqueue.wire import keys, keyspace
 from taskqueue.worker import config as cfg
 
 

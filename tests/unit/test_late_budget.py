@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from taskqueue import manifest, waitpolicy
-from taskqueue.keys import WAIT_EDGES_SECONDS
-from taskqueue.models import ScalingSpec
-from taskqueue.observation import QueueObservation
-from taskqueue.policy import PolicyState, decide
-from taskqueue.rates import Rates
+from taskqueue.api import manifest
+from taskqueue.api.models import ScalingSpec
+from taskqueue.scaling import waitpolicy
+from taskqueue.scaling.observation import QueueObservation
+from taskqueue.scaling.policy import PolicyState, decide
+from taskqueue.scaling.rates import Rates
 from taskqueue.simulate import trace
 from taskqueue.simulate.run import simulate
 from taskqueue.simulate.scalers import OperatorScaler
+from taskqueue.wire.keys import WAIT_EDGES_SECONDS
 
 NOW = 1_000_000.0
 

@@ -1,4 +1,4 @@
-"""One log schema for both processes (`taskqueue.logfmt`)."""
+"""One log schema for both processes (`taskqueue.telemetry.logfmt`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from taskqueue import logfmt, operator_main
+from taskqueue.controller import main as operator_main
+from taskqueue.telemetry import logfmt
 from taskqueue.worker import logs
 
 T0 = 1_767_225_600.25  # 2026-01-01T00:00:00.250Z

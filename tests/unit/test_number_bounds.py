@@ -18,8 +18,8 @@ import pytest
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from taskqueue import crdgen, limits, manifest, models
-from taskqueue.statusschema import SpecModel
+from taskqueue.api import crdgen, limits, manifest, models
+from taskqueue.api.statusschema import SpecModel
 
 
 @dataclass(frozen=True)

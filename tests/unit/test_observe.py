@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from taskqueue import observe
-from taskqueue.models import ScalingSpec
+from taskqueue.api.models import ScalingSpec
+from taskqueue.controller import observe
 
 
 @pytest.mark.parametrize("poll, expected", [

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from taskqueue.models import ScalingSpec
-from taskqueue.observation import QueueObservation, WorkerObservation
-from taskqueue.policy import Decision, PolicyState, decide
-from taskqueue.rates import Rates
-from taskqueue.waitpolicy import burst_horizon
+from taskqueue.api.models import ScalingSpec
+from taskqueue.scaling.observation import QueueObservation, WorkerObservation
+from taskqueue.scaling.policy import Decision, PolicyState, decide
+from taskqueue.scaling.rates import Rates
+from taskqueue.scaling.waitpolicy import burst_horizon
 
 NOW = 1_000_000.0
 
@@ -123,7 +123,7 @@ def test_busy_workers_do_not_hold_the_fleet(
     held: tuple[int, ...], current: int, expected: int
 ) -> None:
     # the operator quiesces the pods it removes and deletes them once drained
-    # (taskqueue.quiesce), so the policy asks for what the demand needs
+    # (taskqueue.scaling.quiesce), so the policy asks for what the demand needs
     decision = run(scaling(targetBacklogPerReplica=100), obs(0, *held), current, last_active=NOW)
     assert decision.replicas == expected
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from taskqueue.kube import PodState
-from taskqueue.quiesce import (
+from taskqueue.controller.kube import PodState
+from taskqueue.scaling.quiesce import (
     RUNNING_READY,
     VICTIM_DELETION_COST,
     PodView,

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from taskqueue.keys import WAIT_EDGES_SECONDS
-from taskqueue.observation import QueueObservation, WorkerObservation
-from taskqueue.rates import Rates, update
+from taskqueue.scaling.observation import QueueObservation, WorkerObservation
+from taskqueue.scaling.rates import Rates, update
+from taskqueue.wire.keys import WAIT_EDGES_SECONDS
 
 
 def obs(at: float, backlog: dict[str, int], *, taken: dict[str, int] | None = None,

@@ -1,4 +1,4 @@
-"""The one redactor (`taskqueue.redact`): table-driven, pure."""
+"""The one redactor (`taskqueue.api.redact`): table-driven, pure."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import re
 
 import pytest
 
-from taskqueue import crdgen, dsn, redact
+from taskqueue.api import crdgen, redact
 
 # a base64 password: '/' and '+' and '=' unencoded, as `openssl rand -base64` prints them
+from taskqueue.redisio import dsn
+
 B64 = "Zm9v/YmFy+cXV4=="
 
 

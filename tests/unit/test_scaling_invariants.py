@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 
-from taskqueue import keys
-from taskqueue.models import TaskQueue
-from taskqueue.observation import QueueObservation, WorkerObservation
-from taskqueue.policy import PolicyState, decide
+from taskqueue.api.models import TaskQueue
+from taskqueue.scaling.observation import QueueObservation, WorkerObservation
+from taskqueue.scaling.policy import PolicyState, decide
 from taskqueue.simulate.run import Result, Settings, simulate
 from taskqueue.simulate.scalers import OperatorScaler
 from taskqueue.simulate.trace import Arrival
+from taskqueue.wire import keys
 
 SEEDS = int(os.environ.get("TASKQUEUE_INVARIANT_SEEDS", "40"))
 MAX_TASKS = 20_000

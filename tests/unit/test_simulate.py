@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from taskqueue.models import TaskQueue
+from taskqueue.api.models import TaskQueue
 from taskqueue.simulate import trace
 from taskqueue.simulate.run import Result, Settings, history, percentile, simulate
 from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler

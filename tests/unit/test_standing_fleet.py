@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from taskqueue.models import ScalingSpec
-from taskqueue.observation import QueueObservation, WorkerObservation
-from taskqueue.policy import PolicyState, decide
-from taskqueue.rates import Rates
-from taskqueue.waitmodel import NO_STANDING, QueueLoad, Standing, size_for_wait
-from taskqueue.waitpolicy import standing_slots
+from taskqueue.api.models import ScalingSpec
+from taskqueue.scaling.observation import QueueObservation, WorkerObservation
+from taskqueue.scaling.policy import PolicyState, decide
+from taskqueue.scaling.rates import Rates
+from taskqueue.scaling.waitmodel import NO_STANDING, QueueLoad, Standing, size_for_wait
+from taskqueue.scaling.waitpolicy import standing_slots
 
 NOW = 1_000_000.0
 POLL, STARTUP, HORIZON = 2.0, 5.0, 5.0

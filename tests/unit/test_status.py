@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from taskqueue import policy
-from taskqueue import status as st
-from taskqueue.keys import WAIT_EDGES_SECONDS
-from taskqueue.observation import QueueObservation, WorkerObservation
-from taskqueue.rates import Rates
+from taskqueue.controller import status as st
+from taskqueue.scaling import policy
+from taskqueue.scaling.observation import QueueObservation, WorkerObservation
+from taskqueue.scaling.rates import Rates
+from taskqueue.wire.keys import WAIT_EDGES_SECONDS
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 OBS = QueueObservation(at=T0, backlog={"hi": 3, "lo": 1}, delayed=2, dead_letter=1,

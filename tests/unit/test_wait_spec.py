@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from taskqueue import manifest
+from taskqueue.api import manifest
 
 
 def tq(waits: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from taskqueue.waitmodel import (
+from taskqueue.scaling.waitmodel import (
     MAX_SLOTS,
     QueueLoad,
     batch_slots,

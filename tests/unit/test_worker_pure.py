@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from taskqueue import keys
+from taskqueue.wire import keys
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.dispatch import share
 from taskqueue.worker.fetching import fetch_mode

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from taskqueue import manifest, models, workload
+from taskqueue.api import manifest, models
+from taskqueue.controller import workload
 
 
 def taskqueue(**spec: Any) -> models.TaskQueue:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 import redis
 
-from taskqueue import queueops
+from taskqueue.redisio import queueops
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker, wait_done
 from tests.worker.procs import spawn

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from taskqueue import keys, models, workersettings, workload
+from taskqueue.api import models, workersettings
+from taskqueue.controller import workload
+from taskqueue.wire import keys
 from taskqueue.worker import command
 from taskqueue.worker.config import WorkerConfig
 from tests.helpers.worker import pod_env

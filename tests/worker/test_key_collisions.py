@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from taskqueue import keys
+from taskqueue.wire import keys
 from tests.helpers.wait import wait_for
 from tests.worker import handlers as test_handlers
 from tests.worker.procs import ROOT, run_once, running

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from taskqueue import keys
+from taskqueue.wire import keys
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker, wait_done
 

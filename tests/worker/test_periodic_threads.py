@@ -23,7 +23,9 @@ from typing import Any
 import pytest
 import redis
 
-from taskqueue import acl, client, keys
+from taskqueue import client
+from taskqueue.redisio import acl
+from taskqueue.wire import keys
 from taskqueue.worker import promoter
 from taskqueue.worker.runner import EXIT_THREAD_DIED, Worker
 from tests.fixtures.redis_server import RedisServer

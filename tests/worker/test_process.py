@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from taskqueue import client, keys
+from taskqueue import client
+from taskqueue.wire import keys
 from taskqueue.worker.runner import EXIT_THREAD_DIED
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers.wait import wait_for

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 import redis
 
-from taskqueue import client, keys
+from taskqueue import client
 from taskqueue.cli.main import main as cli_main
+from taskqueue.wire import keys
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker
 from tests.worker import handlers

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from taskqueue import dsn
+from taskqueue.redisio import dsn
 from taskqueue.worker import resp
 from taskqueue.worker.resp import pack
 from tests.fixtures.redis_server import RedisServer, free_port

@@ -8,7 +8,9 @@ import time
 import pytest
 import redis
 
-from taskqueue import backoff, client, keys
+from taskqueue import client
+from taskqueue.wire import keys
+from taskqueue.worker import backoff
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker, make_config, wait_done
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from taskqueue.worker import config, heartbeat, keycheck
+from taskqueue.worker import config, heartbeat, wrongtype
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_judge(events: list[tuple[str, float]], verdicts: list[bool | None]) -> 
     ],
 )
 def test_misfits(actual: dict[str, str], found: dict[str, str]) -> None:
-    assert keycheck.misfits(actual, {"q": "list", "d": "zset"}) == found
+    assert wrongtype.misfits(actual, {"q": "list", "d": "zset"}) == found
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,9 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from taskqueue import keys, queueops
-from taskqueue.observation import QueueObservation
+from taskqueue.redisio import queueops
+from taskqueue.scaling.observation import QueueObservation
+from taskqueue.wire import keys
 from taskqueue.worker import servicetime
 from taskqueue.worker.heartbeat import Heartbeat
 from taskqueue.worker.store import REDIS_ERRORS

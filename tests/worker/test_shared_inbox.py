@@ -16,7 +16,7 @@ from typing import Any, cast
 import pytest
 import redis
 
-from taskqueue import keys
+from taskqueue.wire import keys
 from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.slot import Slot
 from taskqueue.worker.state import WorkerState

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from taskqueue import keys
+from taskqueue.wire import keys
 from taskqueue.worker.watchdog import EXIT_STALLED
 from tests.helpers.wait import wait_for
 from tests.worker import handlers as test_handlers

@@ -1,5 +1,5 @@
 """The worker's per-task metrics: what each slot tallies is what /metrics shows, summed over the
-slots, whatever the concurrency and handler kind (`taskqueue.metrics.WORKER_TASKS`).
+slots, whatever the concurrency and handler kind (`taskqueue.telemetry.metrics.WORKER_TASKS`).
 
 Counters are process-wide, so each test uses a queue of its own and reads only its label.
 """
@@ -15,7 +15,8 @@ import redis
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from taskqueue import client, metrics, tally
+from taskqueue import client
+from taskqueue.telemetry import metrics, tally
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker, wait_done
 

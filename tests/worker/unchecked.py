@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from taskqueue import keys
+from taskqueue.wire import keys
 from taskqueue.worker.config import WorkerConfig
 from tests.helpers.worker import in_process
 
