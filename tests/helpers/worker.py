@@ -17,8 +17,8 @@ from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.runner import Worker
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.wakeup import Wakeup
+from tests.helpers import handlers as test_handlers
 from tests.helpers.wait import wait_for
-from tests.worker import handlers as test_handlers
 
 MakeWorker = Callable[..., Worker]
 

@@ -1,7 +1,7 @@
 """Generate the TaskQueue CustomResourceDefinition from the pydantic models.
 
 ``python -m taskqueue.api.crdgen`` writes ``crds/taskqueue.dev_taskqueues.yaml``; ``--check`` exits
-1 when the file differs from what the models generate (tests/unit/test_crd.py does the same).
+1 when the file differs from what the models generate (tests/unit/api/test_crd.py does the same).
 
 The pydantic JSON schema is turned into a structural OpenAPI v3 schema: ``$ref`` inlined,
 ``anyOf [X, null]`` collapsed to X (optional fields are omitted rather than null; the API server
