@@ -10,6 +10,8 @@ from tests.fixtures.redis_cluster import RedisCluster, SentinelGroup
 from tests.fixtures.redis_server import RedisServer
 from tests.redis.topologies import chaos
 
+pytestmark = pytest.mark.slow  # chaos under load (~40 s): scripts/test runs it, --fast does not
+
 
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("durable", [False, True], ids=["default", "durable"])
