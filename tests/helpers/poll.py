@@ -1,4 +1,4 @@
-"""What one operator poll reads of a TaskQueue, outside kopf: the DSN (`connections.RedisUrls`)
+"""What one operator poll reads of a TaskQueue, outside kopf: the DSN (`redisurls.RedisUrls`)
 and the observation through the operator's own pools (`taskqueue.controller.observe`)."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The parts, each in its own module: `observe` (one round trip to Redis), `policy`
 decision), `scalein` (quiesce before removal: the count that is safe to set now), `act` (scale,
 Events, status writes, metrics), `status` (the pure status), and the
 state they share: `deployments` (the Deployment cache and the one `ensure` of the workload),
-`connections` (Redis pools, Secret cache), `record` (what is kept per TaskQueue), `reaper`.
+`redisurls` (Redis pools, Secret cache), `record` (what is kept per TaskQueue), `reaper`.
 No kopf here: the handlers call these, and so do the benchmarks and tests.
 """
 

@@ -30,7 +30,7 @@ SCRIPTS: dict[Component, tuple[str, ...]] = {
 DIRECT: dict[Component, tuple[str, ...]] = {
     # SCRIPT LOAD: after NOSCRIPT (restart/failover); LRANGE/LLEN/ZREM: held entries and leaving
     # the workers set; BRPOP/BZPOPMIN: AtMostOnce; CLIENT TRACKING: the idle wake-up; TYPE: the
-    # startup key check (worker/keycheck.py: wrong-type queue keys are skipped, named in the log);
+    # startup key check (worker/wrongtype.py: wrong-type queue keys are skipped, named in the log);
     # ZRANGE: the promoter's look at the next due delayed task (worker/promoter.py)
     "worker": ("evalsha", "script|load", "lrange", "llen", "zrem", "brpop", "bzpopmin",
                "client|tracking", "type", "zrange"),
