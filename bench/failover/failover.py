@@ -20,7 +20,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
 from tests.fixtures.redis_cluster import RedisCluster, SentinelGroup  # noqa: E402
 from tests.fixtures.redis_server import RedisServer  # noqa: E402
-from tests.topologies import chaos  # noqa: E402
+from tests.redis.topologies import chaos  # noqa: E402
 
 
 def main() -> None:

@@ -37,7 +37,7 @@ sys.path[:0] = [str(ROOT / "operator"), str(ROOT), str(HERE)]
 import redis  # noqa: E402
 import tasks  # noqa: E402
 from tests.fixtures.redis_server import RedisServer  # noqa: E402
-from tests.seeds.fairness import max_lag, shares  # noqa: E402
+from tests.redis.seeds.fairness import max_lag, shares  # noqa: E402
 
 from taskqueue import client as producer  # noqa: E402
 

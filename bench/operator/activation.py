@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "devcluster"))
 from tests.fixtures.redis_server import RedisServer, free_port  # noqa: E402
 from tests.helpers.kube import OperatorThread, apply, taskqueue  # noqa: E402
 
-from taskqueue.kube import KubeClient  # noqa: E402
+from taskqueue.controller.kube import KubeClient  # noqa: E402
 from taskqueue_devcluster import ControlPlane  # noqa: E402
 
 

@@ -1,9 +1,9 @@
 """Operator poll load: N TaskQueues polled every P seconds against a real redis-server.
 
-Drives `taskqueue.poller.Poller` exactly as the kopf daemon does (one asyncio loop per TaskQueue,
-start-to-start interval), with an in-memory Kubernetes stand-in that counts the API calls a poll
-makes (the API server's own cost is not measured here). Reports the process CPU (cores), Redis
-commands per poll (from INFO commandstats) and Kubernetes calls per poll.
+Drives `taskqueue.controller.poller.Poller` exactly as the kopf daemon does (one asyncio loop per
+TaskQueue, start-to-start interval), with an in-memory Kubernetes stand-in that counts the API calls
+a poll makes (the API server's own cost is not measured here). Reports the process CPU (cores),
+Redis commands per poll (from INFO commandstats) and Kubernetes calls per poll.
 
     python bench/operator/poll_load.py --taskqueues 500 --interval 5 --seconds 60 [--cluster]
 
@@ -30,10 +30,11 @@ from typing import Any
 
 import redis
 
-from taskqueue import connection, manifest
-from taskqueue.connections import RedisPools
-from taskqueue.kube import DeploymentState, ObjectRef, PodState
-from taskqueue.poller import Poller
+from taskqueue.api import manifest
+from taskqueue.controller.kube import DeploymentState, ObjectRef, PodState
+from taskqueue.controller.poller import Poller
+from taskqueue.controller.redisurls import RedisPools
+from taskqueue.redisio import clients
 
 
 class CountingKube:
@@ -109,7 +110,7 @@ def start_redis(tmp: str) -> tuple[subprocess.Popen[bytes], str]:
 def command_calls(url: str) -> tuple[int, int]:
     """(EVALSHA + EVAL calls = round trips of observe, all commands incl. those inside Lua),
     summed over every node of a cluster DSN."""
-    settings = connection.RedisSettings.from_dsn(url)
+    settings = clients.RedisSettings.from_dsn(url)
     scripts = total = 0
     for host, port in settings.hosts if settings.mode == "cluster" else settings.hosts[:1]:
         stats = redis.Redis(host=host, port=port).info("commandstats")
@@ -134,7 +135,7 @@ async def daemon(poller: Poller, body: dict[str, Any], interval: float, until: f
 
 
 async def run(args: argparse.Namespace, url: str) -> None:
-    r = connection.sync_client(connection.RedisSettings.from_dsn(url))
+    r = clients.sync_client(clients.RedisSettings.from_dsn(url))
     bodies = []
     for i in range(args.taskqueues):
         name = f"{{tq{i}}}" if args.cluster else f"tq{i}"

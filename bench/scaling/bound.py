@@ -24,7 +24,7 @@ sys.path[:0] = [str(HERE.parents[1] / "operator"), str(HERE)]
 
 import run as bench  # noqa: E402
 
-from taskqueue import waitmodel  # noqa: E402
+from taskqueue.scaling import waitmodel  # noqa: E402
 from taskqueue.simulate import trace  # noqa: E402
 
 BIN = 60.0

@@ -35,7 +35,8 @@ sys.path[:0] = [str(ROOT / "operator"), str(ROOT)]
 import redis  # noqa: E402
 from tests.fixtures.redis_server import RedisServer  # noqa: E402
 
-from taskqueue import keys, queueops  # noqa: E402
+from taskqueue.redisio import queueops  # noqa: E402
+from taskqueue.wire import keys, scripts  # noqa: E402
 
 QUIESCE_LINE = ("local taking = count > 0 and redis.call('SISMEMBER', KEYS[6], KEYS[1]) == 0")
 NO_QUIESCE_LINE = "local taking = count > 0"
@@ -49,7 +50,7 @@ SCHEMA = keys.KeySchema(prefix="tq:bench", queues=(keys.QueueRef(key="tasks"),),
 
 def variants() -> dict[str, str]:
     """The script sources to compare; stops with a clear message when fetch.lua changed."""
-    source = keys.lua("fetch")
+    source = scripts.lua("fetch")
     for line in (QUIESCE_LINE, TAKEN_LINE, CHECK_LINE):
         if line not in source:
             raise SystemExit(f"fetch.lua no longer contains {line!r}; update "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "operator"))
 
-from taskqueue.models import TaskQueue
+from taskqueue.api.models import TaskQueue
 from taskqueue.simulate import trace
 from taskqueue.simulate.run import simulate
 from taskqueue.simulate.scalers import OperatorScaler

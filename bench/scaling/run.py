@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from taskqueue import manifest
-from taskqueue.models import TaskQueue
+from taskqueue.api import manifest
+from taskqueue.api.models import TaskQueue
 from taskqueue.simulate import report, trace
 from taskqueue.simulate.run import Result, Scaler, Settings, simulate
 from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler

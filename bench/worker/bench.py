@@ -62,7 +62,7 @@ def push(r: redis.Redis, key: str, n: int) -> None:
 # -- children --------------------------------------------------------------------------------
 def child_ours(url: str, n: int, delivery: str, prefetch: int, concurrency: int,
                handler: str = "bench_tasks:noop") -> None:
-    from taskqueue import keys
+    from taskqueue.wire import keys
     from taskqueue.worker import handlers
     from taskqueue.worker.config import WorkerConfig
     from taskqueue.worker.runner import Worker
@@ -259,7 +259,7 @@ def bench_latency(url: str, r: redis.Redis, *, delivery: str, queues: list[tuple
 
 
 def child_latency(url: str, delivery: str, queues: str) -> None:
-    from taskqueue import keys
+    from taskqueue.wire import keys
     from taskqueue.worker import handlers
     from taskqueue.worker.config import WorkerConfig
     from taskqueue.worker.runner import Worker

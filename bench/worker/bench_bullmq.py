@@ -143,7 +143,7 @@ def pod_env(url: str) -> dict[str, str]:
     """The literal env the operator gives a worker pod of a TaskQueue consuming QUEUE."""
     from tests.helpers.worker import pod_env as env_of
 
-    from taskqueue import models
+    from taskqueue.api import models
 
     tq = models.TaskQueue.model_validate({
         "apiVersion": models.API_VERSION, "kind": models.KIND,

@@ -43,7 +43,8 @@ import redis.asyncio.retry
 import redis.retry
 from redis.backoff import NoBackoff
 
-from taskqueue import connection, keys
+from taskqueue.redisio import clients
+from taskqueue.wire import keys, scripts
 
 WAIT_TIMEOUT_MS = 2000
 
@@ -155,14 +156,14 @@ class NotReplicated(redis.RedisError):
 
 
 def connect(url: str, **options: Any) -> redis.Redis:
-    """A producer client for any DSN the project accepts (see `taskqueue.connection`) that
+    """A producer client for any DSN the project accepts (see `taskqueue.redisio.clients`) that
     sends each push once (`sent_once`)."""
-    return connection.sync_client(connection.RedisSettings.from_dsn(url), **sent_once(options))
+    return clients.sync_client(clients.RedisSettings.from_dsn(url), **sent_once(options))
 
 
 def connect_async(url: str, **options: Any) -> aioredis.Redis:
     """An asyncio producer client for any DSN the project accepts, sending each push once."""
-    return connection.async_client(connection.RedisSettings.from_dsn(url),
+    return clients.async_client(clients.RedisSettings.from_dsn(url),
                                    **sent_once(options, asyncio=True))
 
 
@@ -211,7 +212,7 @@ def push_durably(client: Any, pushes: list[Push], *, replicas: int,
 
 def _push_durably(client: Any, key: str, push: str, args: list[Any], replicas: int,
                   timeout_ms: int) -> None:
-    """`push` (LPUSH/ZADD of many elements) then WAIT on the same connection."""
+    """`push` (LPUSH/ZADD of many elements) then WAIT on the same clients."""
     node = _owner(client, key)
     pipe = node.pipeline(transaction=False)
     pipe.execute_command(push, key, *args)
@@ -235,7 +236,7 @@ async def _push_durably_async(client: Any, push: Push, *, replicas: int,
         pipe = node.pipeline(transaction=False)
         if push.script:
             keys_, args = push.script_call()
-            await node.register_script(keys.lua("enqueue"))(keys=keys_, args=args, client=pipe)
+            await node.register_script(scripts.lua("enqueue"))(keys=keys_, args=args, client=pipe)
         elif push.how == "zadd":
             pipe.zadd(push.target, {push.data: push.score})
         else:
@@ -342,7 +343,8 @@ def push_sync(client: redis.Redis | redis.client.Pipeline, push: Push) -> bool |
     `client` is a pipeline: the reply comes with its execute())."""
     if push.script:
         keys_, args = push.script_call()
-        result = client.register_script(keys.lua("enqueue"))(keys=keys_, args=args, client=client)
+        enqueue = client.register_script(scripts.lua("enqueue"))
+        result = enqueue(keys=keys_, args=args, client=client)
         return None if isinstance(client, redis.client.Pipeline) else bool(result)
     if push.how == "zadd":
         client.zadd(push.target, {push.data: push.score})
@@ -383,7 +385,7 @@ async def enqueue(client: aioredis.Redis, key: str, payload: Payload, *,
                                   timeout_ms=wait_timeout_ms)
     elif push.script:
         keys_, args = push.script_call()
-        await client.register_script(keys.lua("enqueue"))(keys=keys_, args=args)
+        await client.register_script(scripts.lua("enqueue"))(keys=keys_, args=args)
     elif push.how == "zadd":
         await client.zadd(push.target, {push.data: push.score})
     else:

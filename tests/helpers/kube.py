@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from taskqueue import operator_main
+from taskqueue.controller import main as operator_main
 from taskqueue_devcluster import ControlPlane
 from tests.helpers.wait import wait_for
 

@@ -1,12 +1,12 @@
-"""What one operator poll reads of a TaskQueue, outside kopf: the DSN (`connections.RedisUrls`)
-and the observation through the operator's own pools (`taskqueue.observe`)."""
+"""What one operator poll reads of a TaskQueue, outside kopf: the DSN (`redisurls.RedisUrls`)
+and the observation through the operator's own pools (`taskqueue.controller.observe`)."""
 
 from __future__ import annotations
 
-from taskqueue import models
-from taskqueue.observation import QueueObservation
-from taskqueue.observe import observe
-from taskqueue.poller import Poller
+from taskqueue.api import models
+from taskqueue.controller.observe import observe
+from taskqueue.controller.poller import Poller
+from taskqueue.scaling.observation import QueueObservation
 
 
 async def observe_taskqueue(poller: Poller,

@@ -9,15 +9,16 @@ from typing import Any
 
 import redis
 
-from taskqueue import manifest, models, workload
+from taskqueue.api import manifest, models
+from taskqueue.controller import workload
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers
 from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.runner import Worker
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.wakeup import Wakeup
+from tests.helpers import handlers as test_handlers
 from tests.helpers.wait import wait_for
-from tests.worker import handlers as test_handlers
 
 MakeWorker = Callable[..., Worker]
 

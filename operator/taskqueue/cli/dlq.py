@@ -22,12 +22,13 @@ from typing import Any
 
 import redis
 
-from taskqueue import keys, models
+from taskqueue.api import models
 from taskqueue.cli import drain, numbers, ui
 from taskqueue.cli.errors import EXIT_FAILURE, EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.records import DeadLetter, printable, to_bytes
 from taskqueue.cli.target import Target
 from taskqueue.client import PRIORITY
+from taskqueue.wire import keys
 
 BATCH = 500
 SHOWN_KEPT = 20

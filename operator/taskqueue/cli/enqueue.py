@@ -1,6 +1,6 @@
 """`taskqueue enqueue KEY PAYLOAD...`: push tasks as the worker expects them.
 
-Each payload is wrapped in the task envelope (`taskqueue.keys.wrap`, as `taskqueue.client`
+Each payload is wrapped in the task envelope (`taskqueue.wire.keys.wrap`, as `taskqueue.client`
 does: id, attempts 0, enqueue time) unless `--raw`, and LPUSHed to a list queue or ZADDed to a
 zset queue with `--priority` as its score (lowest first). `-` reads payloads from stdin, one per
 line. A payload is the bytes given: an argument as the shell passed it, a line of stdin without
@@ -36,11 +36,12 @@ from typing import BinaryIO
 import redis
 
 from taskqueue import client as producer
-from taskqueue import keys, models
+from taskqueue.api import models
 from taskqueue.cli import numbers
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.records import is_utf8
 from taskqueue.cli.target import Target
+from taskqueue.wire import keys
 
 PIPELINE_BATCH = 1000
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import redis
 
-from taskqueue import keys
 from taskqueue.cli import ui
 from taskqueue.cli.records import json_safe, payload_fields, printable, to_bytes
 from taskqueue.cli.target import Target
+from taskqueue.wire import keys
 
 _GLOB_SPECIAL = "\\*?[]"
 

@@ -9,8 +9,9 @@ from typing import NoReturn
 
 import redis
 
-from taskqueue import redact
-from taskqueue.cli import dlq, drain, enqueue, inflight, keycheck, simulate, stats, target
+from taskqueue.api import redact
+from taskqueue.api.manifest import ManifestError
+from taskqueue.cli import culprit, dlq, drain, enqueue, inflight, simulate, stats, target
 from taskqueue.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -20,7 +21,6 @@ from taskqueue.cli.errors import (
     EXIT_WRONGTYPE,
     CliError,
 )
-from taskqueue.manifest import ManifestError
 
 Command = Callable[[target.Target, argparse.Namespace], int]
 
@@ -66,7 +66,7 @@ def _redis_error(exc: redis.RedisError, resolved: target.Target) -> CliError:
             "this user has no permissions to run the 'multi' command")
     if isinstance(exc, redis.exceptions.NoPermissionError):
         return CliError(f"the Redis user lacks a permission: {redact.scrub(str(exc))} (the "
-                        "CLI's ACL rule: `python -m taskqueue.acl cli`, docs/install.md)",
+                        "CLI's ACL rule: `python -m taskqueue.redisio.acl cli`, docs/install.md)",
                         EXIT_FAILURE)
     if isinstance(exc, redis.ResponseError) and "WRONGTYPE" in str(exc):
         return _wrong_type(resolved) or CliError(
@@ -81,7 +81,7 @@ def _wrong_type(resolved: target.Target) -> CliError | None:
     if resolved.schema is None:
         return None
     try:
-        return keycheck.culprit(resolved.connect(), resolved.schema)
+        return culprit.culprit(resolved.connect(), resolved.schema)
     except redis.RedisError:
         return None
 

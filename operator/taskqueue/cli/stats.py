@@ -26,12 +26,15 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from taskqueue import keys, queueops, rates, redact
+from taskqueue.api import redact
 from taskqueue.cli import numbers, ui
 from taskqueue.cli.errors import EXIT_USAGE, CliError
 from taskqueue.cli.target import Target
 from taskqueue.client import Bounds
-from taskqueue.observation import QueueObservation
+from taskqueue.redisio import queueops
+from taskqueue.scaling import rates
+from taskqueue.scaling.observation import QueueObservation
+from taskqueue.wire import keys
 
 WINDOW_SECONDS = 60.0
 CLEAR = "\x1b[H\x1b[2J"

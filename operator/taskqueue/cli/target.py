@@ -17,8 +17,10 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from taskqueue import connection, keys, keyspace, manifest, models, redact
+from taskqueue.api import manifest, models, redact
 from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
+from taskqueue.redisio import clients
+from taskqueue.wire import keys, keyspace
 
 DEFAULT_URL = "redis://localhost:6379/0"
 
@@ -53,8 +55,8 @@ class Target:
         """A client for this target (`options`: more redis-py keyword arguments); nothing is
         sent yet. Replies are decoded as UTF-8 with `surrogateescape`: bytes that are not UTF-8
         survive a read and a write unchanged."""
-        return connection.sync_client(
-            connection.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
+        return clients.sync_client(
+            clients.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
             encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=30,
             **options)
 
@@ -64,8 +66,8 @@ class Target:
         through `asyncio.wait_for`, which on Python 3.11 drops a cancellation (the Ctrl-C of
         `asyncio.run`) that arrives just as the send completes. Callers bound their calls
         with `asyncio.timeout` instead."""
-        return connection.async_client(
-            connection.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
+        return clients.async_client(
+            clients.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
             encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=None)
 
 
@@ -130,8 +132,8 @@ def _check_url(url: str, source: str) -> None:
 def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
     ns = tq.metadata.namespace
     name = f"{ns}/{tq.metadata.name}" if ns else tq.metadata.name
-    url = connection.dsn_for(url, tq.spec.redis.mode, sentinel=tq.spec.redis.sentinel)
-    url = connection.with_sentinel_password(
+    url = clients.dsn_for(url, tq.spec.redis.mode, sentinel=tq.spec.redis.sentinel)
+    url = clients.with_sentinel_password(
         url, os.environ.get("TASKQUEUE_REDIS_SENTINEL_PASSWORD"))
     tls_dir = os.environ.get("TASKQUEUE_REDIS_TLS_DIR")
     if tq.spec.redis.tls is not None and tls_dir is None and "ssl_ca_certs" not in url:
@@ -140,9 +142,9 @@ def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
             "keys as files in a folder and set TASKQUEUE_REDIS_TLS_DIR to it, or pass "
             "--redis-url 'rediss://...?ssl_ca_certs=/path/ca.crt'", EXIT_USAGE)
     if tls_dir is not None:
-        url = connection.with_tls_dir(url, tq.spec.redis.tls, tls_dir)
+        url = clients.with_tls_dir(url, tq.spec.redis.tls, tls_dir)
     schema = keys.KeySchema.from_spec(tq.spec)
-    problem = schema.cluster_problem() if connection.is_cluster_dsn(url) else None
+    problem = schema.cluster_problem() if clients.is_cluster_dsn(url) else None
     if problem:
         raise CliError(problem, EXIT_USAGE)
     return Target(redis_url=url, schema=schema, name=name)

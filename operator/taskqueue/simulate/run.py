@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from taskqueue.models import TaskQueue
+from taskqueue.api.models import TaskQueue
 from taskqueue.simulate.trace import Arrival
 from taskqueue.simulate.world import Dispatch, World
 

@@ -1,10 +1,10 @@
 """The scalers the simulator compares: this operator, and KEDA's Redis list scaler + the HPA.
 
-`OperatorScaler` polls as `taskqueue.poller` does: every pollIntervalSeconds it observes, carries
-the `PolicyState` over with the Deployment's replica count, calls `policy.decide` with the same
-arguments, and acts through `taskqueue.quiesce` (quiesce victims, remove only drained ones). With
-`quiesce=False` it acts as the operator did before: deletion costs from the snapshot, then scale.
-Kubernetes writes land `api_delay` seconds after the poll.
+`OperatorScaler` polls as `taskqueue.controller.poller` does: every pollIntervalSeconds it observes,
+carries the `PolicyState` over with the Deployment's replica count, calls `policy.decide` with the
+same arguments, and acts through `taskqueue.scaling.quiesce` (quiesce victims, remove only drained
+ones). With `quiesce=False` it acts as the operator did before: deletion costs from the snapshot,
+then scale. Kubernetes writes land `api_delay` seconds after the poll.
 
 `KedaScaler` models KEDA 2.x with the HPA (AverageValue target): KEDA polls the list lengths
 every `pollingInterval`, activates 0 -> 1 and deactivates to 0 after `cooldownPeriod` without
@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from taskqueue import policy, quiesce
-from taskqueue.models import TaskQueue
+from taskqueue.api.models import TaskQueue
+from taskqueue.scaling import policy, quiesce
 from taskqueue.simulate.world import World
 
 

@@ -21,10 +21,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from taskqueue.keys import WAIT_EDGES_SECONDS, edges_below
-from taskqueue.observation import QueueObservation, WorkerObservation
-from taskqueue.quiesce import RUNNING_READY, PodView, replicaset_rank
+from taskqueue.scaling.observation import QueueObservation, WorkerObservation
+from taskqueue.scaling.quiesce import RUNNING_READY, PodView, replicaset_rank
 from taskqueue.simulate.trace import Arrival
+from taskqueue.wire.keys import WAIT_EDGES_SECONDS, edges_below
 
 Dispatch = Literal["pack", "spread"]
 

@@ -8,8 +8,9 @@ tracking pushes), `heartbeat` (registration and recovery of dead workers), `disp
 fetch/ack thread: one fetch.lua call per wake-up for all slots), `fetching` (the fetch strategy
 and its Redis error policy), `slot` (one consume thread), `aslot` (a consume slot of a coroutine
 handler, on the event loop), `runner` (the threads of one worker process, drain on SIGTERM),
-`deferred` (start-up: redis.asyncio loaded only when used), `logs` (log format), `main` (the
-`taskqueue-worker` command), `builtin` (demo handlers).
+`lastcalls` (a slot's Redis calls while the worker stops), `wrongtype` (queue keys of the wrong
+type are skipped), `backoff` (retry delays), `deferred` (start-up: redis.asyncio loaded only when
+used), `logs` (log format), `main` (the `taskqueue-worker` command), `builtin` (demo handlers).
 """
 
 from taskqueue.worker import deferred

@@ -22,7 +22,7 @@ import asyncio
 import logging
 import threading
 
-from taskqueue.worker import drain, handlers
+from taskqueue.worker import handlers, lastcalls
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.execute import Executor
@@ -177,7 +177,7 @@ class AsyncSlot:
 
     # -- in a worker thread -----------------------------------------------------------------
     def _give_back(self, entries: list[str]) -> None:
-        drain.give_back(self.store, self.state, entries, name=self.name)
+        lastcalls.give_back(self.store, self.state, entries, name=self.name)
 
     def _flush_acks(self) -> None:
-        self.acks = drain.flush_acks(self.store, self.state, self.acks, name=self.name)
+        self.acks = lastcalls.flush_acks(self.store, self.state, self.acks, name=self.name)

@@ -2,7 +2,7 @@
 the worker until SIGTERM (`taskqueue.worker.main` imports this module and calls `main`).
 
 Settings come from `-f taskqueue.yaml`, else the settings the operator compiled for worker pods
-(`$TASKQUEUE_WORKER_SETTINGS`, read without pydantic: `taskqueue.workersettings`), else the
+(`$TASKQUEUE_WORKER_SETTINGS`, read without pydantic: `taskqueue.api.workersettings`), else the
 `TASKQUEUE_MANIFEST` env (JSON), else from flags alone (`--queue` at least); flags override the
 manifest (a flag that changes the spec makes the worker validate the manifest again).
 Logs: `--log-json` / `$TASKQUEUE_LOG_JSON=1` and `--log-level` /
@@ -21,13 +21,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from taskqueue import limits, workersettings
+from taskqueue.api import limits, workersettings
 from taskqueue.worker import config as cfg
 from taskqueue.worker import handlers, logs, resp
 from taskqueue.worker.runner import Worker
 
 if TYPE_CHECKING:  # pydantic and the models load only when a manifest must be validated
-    from taskqueue.models import TaskQueue, TaskQueueSpec
+    from taskqueue.api.models import TaskQueue, TaskQueueSpec
 
 log = logging.getLogger("taskqueue.worker")
 
@@ -110,7 +110,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 def load_file(path: str) -> TaskQueue:
     """The manifest at `path` (-f); a ManifestError naming the file when it cannot be read."""
-    from taskqueue import manifest
+    from taskqueue.api import manifest
 
     try:
         return manifest.load(path)
@@ -124,7 +124,7 @@ def load_file(path: str) -> TaskQueue:
 
 def spec_from(args: argparse.Namespace) -> TaskQueueSpec:
     """The spec: manifest file, else $TASKQUEUE_MANIFEST, else flags only; flags override."""
-    from taskqueue import manifest
+    from taskqueue.api import manifest
 
     if args.file:
         data = load_file(args.file).model_dump(exclude_none=True)
@@ -195,7 +195,7 @@ def build_from(args: argparse.Namespace) -> tuple[cfg.WorkerConfig, handlers.Han
 def print_settings(args: argparse.Namespace) -> None:
     """`--print-settings`: the validated spec (manifest and flags) as the operator compiles it
     for worker pods, for workers started some other way (systemd, a VM)."""
-    from taskqueue import models
+    from taskqueue.api import models
 
     print(workersettings.dumps(spec_from(args), tls_dir=models.REDIS_TLS_DIR))
 
@@ -212,7 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"taskqueue-worker: {exc}", file=sys.stderr)
         return 2
     if config.metrics_port:
-        from taskqueue import metrics  # prometheus_client: only for a worker that serves them
+        from taskqueue.telemetry import (
+            metrics,  # prometheus_client: only for a worker that serves them
+        )
 
         metrics.serve(metrics.WORKER, port=config.metrics_port, addr=address)
     worker = Worker(config, handler=handler)
@@ -223,6 +225,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return worker.run_until_signal()
     except resp.NoPermissionError as exc:  # refused at registration: say which command, and stop
         print(f"taskqueue-worker: the Redis user lacks a permission: {exc} (the worker's ACL "
-              "rule: `python -m taskqueue.acl worker KEY_PATTERN`, docs/install.md)",
+              "rule: `python -m taskqueue.redisio.acl worker KEY_PATTERN`, docs/install.md)",
               file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""Worker settings: what a TaskQueue spec declares (`taskqueue.workersettings`) plus the
+"""Worker settings: what a TaskQueue spec declares (`taskqueue.api.workersettings`) plus the
 environment and command-line overrides.
 
 Imports neither pydantic nor redis-py: a worker pod reads the declared settings the operator
@@ -14,12 +14,14 @@ import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from taskqueue import dsn, keys, redact, workersettings
+from taskqueue.api import redact, workersettings
+from taskqueue.api.workersettings import Declared
+from taskqueue.redisio import dsn
+from taskqueue.wire import keys
 from taskqueue.worker import resp
-from taskqueue.workersettings import Declared
 
 if TYPE_CHECKING:
-    from taskqueue.models import Delivery, TaskQueueSpec
+    from taskqueue.api.models import Delivery, TaskQueueSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +90,9 @@ def _settings_problem(url: str) -> str | None:
 def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
               worker_id: str | None = None) -> WorkerConfig:
     """The settings a validated TaskQueue spec declares (`from_declared`)."""
-    from taskqueue import models  # pydantic: only when a manifest, not the operator, is the source
+    from taskqueue.api import (
+        models,  # pydantic: only when a manifest, not the operator, is the source
+    )
 
     declared = workersettings.read(workersettings.declare(spec, tls_dir=models.REDIS_TLS_DIR))
     return from_declared(declared, redis_url=redis_url, worker_id=worker_id)

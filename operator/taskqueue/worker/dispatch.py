@@ -43,7 +43,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from taskqueue.worker import drain
+from taskqueue.worker import lastcalls
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.fetching import Fetching
 from taskqueue.worker.state import WorkerState
@@ -272,7 +272,7 @@ class Dispatcher:
             acks, self._acks = self._acks, []
             self._ready.extend(self._posted)
             self._posted = []
-        drain.flush_acks(self.store, self.state, acks, name="dispatch")
+        lastcalls.flush_acks(self.store, self.state, acks, name="dispatch")
         for slot in self._ready:
             slot.deliver(None)
         self._ready = []

@@ -20,8 +20,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from taskqueue import backoff, keys, tally
-from taskqueue.worker import servicetime
+from taskqueue.telemetry import tally
+from taskqueue.wire import keys
+from taskqueue.worker import backoff, servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import AsyncHandler, Handler, TaskContext
 from taskqueue.worker.logs import task_extra

@@ -12,8 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Literal, TypeVar
 
-from taskqueue import backoff
-from taskqueue.worker import keycheck
+from taskqueue.worker import backoff, wrongtype
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import CONNECTION_ERRORS, REDIS_ERRORS, Store
@@ -56,7 +55,7 @@ class Fetching:
             self._failed(exc)
             return None
         except REDIS_ERRORS as exc:  # OOM, BUSY, READONLY, MISCONF, WRONGTYPE...
-            if keycheck.is_wrong_type(exc):
+            if wrongtype.is_wrong_type(exc):
                 self.check_keys()
             self._failed(exc)
             return None
@@ -79,14 +78,14 @@ class Fetching:
         """Follow the shared list of skipped queue keys; re-check them now and then."""
         skips = self.state.skips
         if skips.skipped and skips.recheck_due():  # no lock on the per-task path
-            keycheck.check(self.store, skips)
+            wrongtype.check(self.store, skips)
         if self._skips_version != skips.version:
             self._skips_version = skips.version
             self.store.use_queues(skip=skips.skipped)
 
     def check_keys(self) -> None:
         try:
-            keycheck.check(self.store, self.state.skips)
+            wrongtype.check(self.store, self.state.skips)
         except REDIS_ERRORS as exc:
             log.warning("%s: cannot look up key types (%s)", self.name, backoff.describe(exc))
 

@@ -19,8 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from taskqueue import backoff
-from taskqueue.worker import servicetime
+from taskqueue.worker import backoff, servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.periodic import Periodic
 from taskqueue.worker.store import CLOCK, REDIS_ERRORS, Store

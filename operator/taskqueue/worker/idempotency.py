@@ -26,8 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from taskqueue import backoff, keys, tally
-from taskqueue.worker import drain
+from taskqueue.telemetry import tally
+from taskqueue.wire import keys
+from taskqueue.worker import backoff, lastcalls
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.periodic import Periodic
 from taskqueue.worker.store import REDIS_ERRORS, Store, expect, now_ms
@@ -127,13 +128,13 @@ class Guard:
 
     def _retry(self, what: str, call: Callable[[], Any]) -> Any:
         """call() until Redis takes it (any Redis error is retried with backoff); None after
-        `drain.DRAIN_ATTEMPTS` failures once the worker stops."""
+        `lastcalls.DRAIN_ATTEMPTS` failures once the worker stops."""
         tries = 0
 
         def wait(seconds: float) -> bool:
             nonlocal tries
             tries += 1
-            if self.stopping.is_set() and tries >= drain.DRAIN_ATTEMPTS:
+            if self.stopping.is_set() and tries >= lastcalls.DRAIN_ATTEMPTS:
                 return True
             time.sleep(seconds)
             return False

@@ -1,5 +1,5 @@
 """Log format of the worker: plain text or one JSON object per line (`--log-json`), in the
-schema shared with the operator (`taskqueue.logfmt`).
+schema shared with the operator (`taskqueue.telemetry.logfmt`).
 
 Lines about a task carry `task_id`, `queue` and `attempt` (as JSON fields, and in the text).
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from taskqueue import logfmt
-from taskqueue.logfmt import JsonFormatter
+from taskqueue.telemetry import logfmt
+from taskqueue.telemetry.logfmt import JsonFormatter
 
 __all__ = ["JsonFormatter", "setup", "task_extra"]
 

@@ -5,7 +5,7 @@ watchdog): one loop and one error policy, so that no Redis error can end one of 
 returns the seconds to wait before the next call. A Redis error (`store.REDIS_ERRORS`:
 connection loss, a timeout, an error reply from a command or from inside a script, a reply of
 another shape) does not end the thread: it waits with jittered exponential backoff
-(`taskqueue.backoff.Backoff`, started over by the next success) and calls `step` again. The
+(`taskqueue.worker.backoff.Backoff`, started over by the next success) and calls `step` again. The
 log says each kind of error once when it starts and then at most once a minute, with how often
 it repeated meanwhile (`ErrorLog`, pure), and says when the step works again. Anything else is a
 bug: it is logged with its traceback and the thread ends; the runner watches every long-lived
@@ -19,8 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from taskqueue import backoff
-from taskqueue.worker import resp
+from taskqueue.worker import backoff, resp
 from taskqueue.worker.store import REDIS_ERRORS
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ whole packed commands (`pack`, `bulk`); replies come from hiredis's C parser, st
 UTF-8 with `surrogateescape`, so payloads that are not UTF-8 travel back unchanged. The
 connection reaches what a `dsn.RedisSettings` names: one server over TCP (TLS with the URL's
 `ssl_*` files) or a unix socket; for Cluster and Sentinel, the master that serves the TaskQueue's
-key, looked up again at every (re)connect through redis-py (`taskqueue.connection`, imported by
+key, looked up again at every (re)connect through redis-py (`taskqueue.redisio.clients`, imported by
 those topologies only), which is how a worker follows a failover. redis-py costs a worker more
 start-up time than everything else it imports together; the worker needs none of its client.
 
@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import hiredis
 
-from taskqueue import dsn, redact
+from taskqueue.api import redact
+from taskqueue.redisio import dsn
 from taskqueue.worker.resperrors import (
     ClusterDownError,
     ConnectionLostError,
@@ -153,10 +154,10 @@ class Target:
         s = self.settings
         if s.mode == "standalone":
             return None if s.scheme == "unix" else s.hosts[0]
-        from taskqueue import connection  # redis-py: Cluster and Sentinel discovery only
+        from taskqueue.redisio import clients  # redis-py: Cluster and Sentinel discovery only
 
         try:
-            return connection.master_address(
+            return clients.master_address(
                 s, key, socket_timeout=self.connect_timeout,
                 socket_connect_timeout=self.connect_timeout)
         except Exception as exc:  # redis-py's errors, or OSError: no master found (yet)

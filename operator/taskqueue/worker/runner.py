@@ -22,8 +22,7 @@ import time
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from taskqueue import backoff
-from taskqueue.worker import keycheck, resp
+from taskqueue.worker import backoff, resp, wrongtype
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.fetching import fetch_mode
@@ -127,7 +126,7 @@ class Worker:
                 log.warning("requeued %d task(s) left by an earlier run of %s", requeued,
                             self.config.worker_id)
             self.heartbeat.beat()
-            keycheck.check(self.heartbeat.store, self.state.skips)
+            wrongtype.check(self.heartbeat.store, self.state.skips)
 
         with contextlib.suppress(backoff.GaveUpError):  # stopped before Redis could be reached
             # an ACL refusal is not transient: the worker does not start, naming the command

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 
-from taskqueue import keys
+from taskqueue.wire import keys
 
 
 class SlotTotals:

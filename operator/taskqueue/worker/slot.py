@@ -28,7 +28,7 @@ import queue
 import threading
 import time
 
-from taskqueue.worker import drain
+from taskqueue.worker import lastcalls
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.execute import Executor
@@ -183,8 +183,8 @@ class Slot:
     def give_back(self, entries: list[str]) -> None:
         """Release entries this slot will not run (drain), attempts unchanged."""
         if self.held and entries:
-            drain.give_back(self.store, self.state, entries, name=self.thread.name)
+            lastcalls.give_back(self.store, self.state, entries, name=self.thread.name)
 
     def _flush_acks(self) -> None:
         """Ack on our own connection what the dispatcher can no longer take (it closed)."""
-        self.acks = drain.flush_acks(self.store, self.state, self.acks, name=self.thread.name)
+        self.acks = lastcalls.flush_acks(self.store, self.state, self.acks, name=self.thread.name)

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from taskqueue.worker.keycheck import QueueSkips
+from taskqueue.worker.wrongtype import QueueSkips
 
 
 class SharedExclusiveLock:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
-from taskqueue import keys, scriptcalls
+from taskqueue.wire import keys, scripts
 from taskqueue.worker import resp
 from taskqueue.worker.resp import bulk, pack
 
@@ -99,10 +99,10 @@ class Store:
         declared to fetch.lua, so due entries of theirs are judged, not taken for strangers)."""
         schema = self.schema
         self.queue_keys = tuple(k for k in schema.queue_keys if k not in skip)
-        queue_args = scriptcalls.fetch_queue_args(schema, skip=skip)
-        fetch_keys = scriptcalls.fetch_keys(schema, self.worker_id)
+        queue_args = scripts.fetch_queue_args(schema, skip=skip)
+        fetch_keys = scripts.fetch_keys(schema, self.worker_id)
         # EVALSHA <sha> <numkeys> <keys...> max | now count hold nacks acks... | queue args...
-        head: list[str | int] = ["EVALSHA", scriptcalls.script("fetch").sha, len(fetch_keys),
+        head: list[str | int] = ["EVALSHA", scripts.script("fetch").sha, len(fetch_keys),
                                  *fetch_keys, schema.dead_letter_max_length]
         self._fetch_head = b"".join(bulk(a) for a in head)
         self._fetch_tail = b"".join(bulk(a) for a in queue_args)
@@ -140,13 +140,13 @@ class Store:
         return self.send(pack(args), timeout=timeout)
 
     def script(self, name: str, keys_: Sequence[str], args: Sequence[Any]) -> Any:
-        packed = pack(["EVALSHA", scriptcalls.script(name).sha, len(keys_), *keys_, *args])
+        packed = pack(["EVALSHA", scripts.script(name).sha, len(keys_), *keys_, *args])
         return self._evalsha(name, packed)
 
     def _evalsha(self, name: str, packed: bytes) -> Any:
         """`packed` (an EVALSHA of script `name`); on NOSCRIPT the script is loaded and sent
         again. An ACL refusal inside the script raises a NoPermissionError naming the command."""
-        return scriptcalls.script(name).on_noscript(
+        return scripts.script(name).on_noscript(
             lambda: self.send(packed), lambda source: self.call("SCRIPT", "LOAD", source),
             noscript=resp.NoScriptError, reply_error=resp.ReplyError,
             refused=resp.NoPermissionError)
@@ -185,7 +185,7 @@ class Store:
         """Give back held entries unrun (attempts unchanged); see release.lua."""
         if not entries:
             return 0
-        keys_, args = scriptcalls.release_call(self.schema, self.worker_id, entries)
+        keys_, args = scripts.release_call(self.schema, self.worker_id, entries)
         return int(self.script("release", keys_, args))
 
     def held_entries(self) -> list[str]:
@@ -210,7 +210,7 @@ class Store:
     def recover(self, *, worker_id: str, max_attempts: int, reason: str) -> tuple[int, int]:
         """Requeue the tasks of a dead worker (recover.lua; the operator's twin:
         queueops.recover_worker)."""
-        keys_, args = scriptcalls.recover_call(
+        keys_, args = scripts.recover_call(
             self.schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason
         )
         requeued, dead = self.script("recover", keys_, args)

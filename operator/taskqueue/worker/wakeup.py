@@ -32,8 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from taskqueue import backoff
-from taskqueue.worker import resp
+from taskqueue.worker import backoff, resp
 from taskqueue.worker.resp import pack
 from taskqueue.worker.store import connect
 

@@ -1,0 +1,93 @@
+"""Loading a TaskQueue manifest (YAML or JSON) with errors that name the field and the fix: one
+line per problem (a YAML syntax error as `file:line:column: ...`), never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from taskqueue.api.models import KIND, TaskQueue
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be used; the message names the field and what to do."""
+
+
+def describe(error: ValidationError, *, root: str = "") -> str:
+    """One line per problem: `spec.queues[0].key: String should match pattern ...`."""
+    lines = []
+    for item in error.errors():
+        path = root
+        for part in item["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        msg = item["msg"].removeprefix("Value error, ")
+        # a message that names its fields itself (`spec.retry.deadLetterKey 'r' is ...`)
+        lines.append(msg if path and msg.startswith(f"{path}.") else
+                     f"{path or '(manifest)'}: {msg}")
+    return "\n".join(lines)
+
+
+def parse(data: Any) -> TaskQueue:
+    """A TaskQueue from already-decoded data (a dict from YAML, JSON or the API)."""
+    if not isinstance(data, dict):
+        raise ManifestError("manifest: expected a mapping with apiVersion, kind, metadata, spec")
+    if data.get("kind", KIND) != KIND:
+        raise ManifestError(f"kind: {data.get('kind')!r} is not {KIND}; pass a TaskQueue manifest")
+    try:
+        return TaskQueue.model_validate(
+            {k: v for k, v in data.items() if k in ("apiVersion", "kind", "metadata", "spec")}
+        )
+    except ValidationError as exc:
+        raise ManifestError(describe(exc)) from None
+
+
+def load(path: str | Path) -> TaskQueue:
+    """The first TaskQueue document in the file at `path`."""
+    import yaml  # only for -f: a worker pod gets its spec as JSON ($TASKQUEUE_MANIFEST)
+
+    try:
+        text = Path(path).read_text("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
+                            ) from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise ManifestError(yaml_problem(path, exc, text)) from None
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == KIND:
+            return parse(doc)
+    raise ManifestError(f"{path}: no document with kind: {KIND}")
+
+
+def yaml_problem(path: str | Path, error: Exception, text: str) -> str:
+    """One line for a YAML error in `text` (the file at `path`): `tq.yaml:4:4: not valid YAML:
+    expected ',' or ']', but got ':' (while parsing a flow sequence that starts at line 3,
+    column 11)`."""
+    import yaml
+
+    if isinstance(error, yaml.reader.ReaderError):  # a character YAML does not allow
+        at = error.position
+        where = f"{path}:{text.count(chr(10), 0, at) + 1}:{at - text.rfind(chr(10), 0, at)}"
+        return (f"{where}: not valid YAML: character #x{error.character:04x} is not allowed "
+                f"({error.reason})")
+    mark = getattr(error, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(error, "problem", None) or " ".join(str(error).split())
+    context, start = getattr(error, "context", None), getattr(error, "context_mark", None)
+    if context and start is not None:
+        problem += f" ({context} that starts at line {start.line + 1}, column {start.column + 1})"
+    elif context:
+        problem += f" ({context})"
+    return f"{where}: not valid YAML: {problem}"
+
+
+def loads_json(text: str) -> TaskQueue:
+    """A TaskQueue from JSON text (how the operator hands the spec to worker pods)."""
+    try:
+        return parse(json.loads(text))
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"manifest JSON: {exc}") from None

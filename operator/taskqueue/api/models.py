@@ -1,0 +1,283 @@
+"""The TaskQueue API (`taskqueue.dev/v1alpha1`): pydantic models, the single source of the schema.
+
+The worker reads `TaskQueueSpec` from a manifest, the operator reads it from the cluster, and the
+CRD in `crds/` is generated from these models (`taskqueue.api.crdgen`). Field names are the
+manifest's camelCase names, so a manifest round-trips without aliases. Pure data: no I/O, no kopf,
+no redis. The status schema is in `taskqueue.api.statusschema`, `ScalingSpec` in
+`taskqueue.api.scalingspec` (re-exported here).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from taskqueue.api import limits, redisspec
+from taskqueue.api.scalingspec import ScalingSpec as ScalingSpec
+from taskqueue.api.statusschema import SpecModel as _Model
+from taskqueue.api.statusschema import TaskQueueStatus
+from taskqueue.wire import keyspace
+from taskqueue.wire.hashtag import cluster_key_problem
+
+GROUP = "taskqueue.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "TaskQueue"
+PLURAL = "taskqueues"
+SINGULAR = "taskqueue"
+SHORT_NAMES = ("tq",)
+
+#: A Redis key usable as a queue: printable, no whitespace (the processing-entry header uses "\n").
+KEY_PATTERN = r"^[^\s]{1,512}$"
+_KEY_RE = re.compile(KEY_PATTERN)
+
+Delivery = Literal["AtLeastOnce", "AtMostOnce"]
+QueueType = Literal["list", "zset"]
+
+KubeObject = dict[str, Any]
+"""A Kubernetes sub-object passed through verbatim (env var, resources, toleration...)."""
+
+# spec.redis (taskqueue.api.redisspec), re-exported: the API is one module for its users
+PASSWORD_IN_URL = redisspec.PASSWORD_IN_URL
+REDIS_TLS_DIR = redisspec.REDIS_TLS_DIR
+RedisMode = redisspec.RedisMode
+RedisSpec = redisspec.RedisSpec
+RedisTLSSpec = redisspec.RedisTLSSpec
+SecretKeyRef = redisspec.SecretKeyRef
+SentinelSpec = redisspec.SentinelSpec
+
+
+
+class QueueSpec(_Model):
+    """One queue in priority order (the first in spec.queues is served first)."""
+
+    key: str = Field(pattern=KEY_PATTERN, description="Redis key of the queue (producers LPUSH).")
+    starvationLimit: int | None = Field(
+        default=None,
+        ge=1,
+        le=limits.MAX_COUNT,
+        description=(
+            "After this many consecutive tasks from this queue while a later queue has tasks, "
+            "take one from the next non-empty later queue. Counted fleet-wide in Redis."
+        ),
+    )
+    type: QueueType = Field(
+        default="list", description="list (LPUSH/FIFO) or zset (lowest score first)."
+    )
+
+
+class RetrySpec(_Model):
+    """Retries with exponential backoff, then the dead-letter list."""
+
+    maxAttempts: int = Field(default=3, ge=1, le=1000, description="Attempts before dead-letter.")
+    backoffSeconds: float = Field(
+        default=1.0, ge=0, le=limits.MAX_DURATION_SECONDS,
+        description="First retry delay; doubles per attempt, with jitter.",
+    )
+    maxBackoffSeconds: float = Field(
+        default=300.0, ge=0, le=limits.MAX_DURATION_SECONDS, description="Cap on one retry delay."
+    )
+    deadLetterKey: str | None = Field(
+        default=None,
+        pattern=KEY_PATTERN,
+        description="List that receives failed tasks; default '<first queue key>:dead'.",
+    )
+    deadLetterMaxLength: int = Field(
+        default=10_000,  # Sidekiq's dead_max_jobs; about 2 MB of small records
+        ge=1,
+        le=10_000_000,
+        description="Newest records the dead-letter list keeps; each push beyond it drops the "
+        "oldest, counted in the stats hash (dead_trimmed).",
+    )
+
+
+class IdempotencySpec(_Model):
+    """Idempotent consumption: a task id that completed within the window is not run again."""
+
+    windowSeconds: float = Field(
+        default=86400.0,
+        ge=1,
+        le=limits.MAX_WINDOW_SECONDS,
+        description="How long a completed task id is remembered (a redelivery or a second "
+        "enqueue of the id within it is acked without running).",
+    )
+
+
+class WorkerSpec(_Model):
+    """The worker pods: what runs each task and how the pods look."""
+
+    image: str | None = Field(
+        default=None, description="Worker image (built FROM the taskqueue worker image)."
+    )
+    handler: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        description="Python handler as 'package.module:function', called with the payload.",
+    )
+    command: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Command run per task with the payload on stdin; non-zero exit fails it.",
+    )
+    concurrency: int = Field(default=1, ge=1, le=1024, description="Tasks at a time per worker.")
+    prefetch: int = Field(
+        default=1,
+        ge=1,
+        le=1000,
+        description="Tasks fetched per round trip when backlogged (all held in-flight).",
+    )
+    taskTimeoutSeconds: float | None = Field(
+        default=None, gt=0, le=limits.MAX_DURATION_SECONDS,
+        description="A task running longer fails (and is retried).",
+    )
+    heartbeatSeconds: float = Field(
+        default=5.0, ge=0.1, le=300, description="Heartbeat period; dead after 3 missed beats."
+    )
+    metricsPort: int | None = Field(
+        default=None, ge=1, le=65535, description="Serve Prometheus metrics on this port."
+    )
+    metricsAddress: str | None = Field(
+        default=None, pattern=r"^[0-9A-Fa-f.:]{2,45}$",
+        description="IP address the metrics listen on (default 0.0.0.0; 127.0.0.1 keeps them "
+                    "to the pod, e.g. for a scraping sidecar).",
+    )
+    env: list[KubeObject] = Field(default_factory=list, description="Extra container env vars.")
+    envFrom: list[KubeObject] = Field(default_factory=list, description="Container envFrom.")
+    resources: KubeObject | None = Field(default=None, description="Container resources.")
+    nodeSelector: dict[str, str] | None = Field(default=None, description="Pod nodeSelector.")
+    tolerations: list[KubeObject] = Field(default_factory=list, description="Pod tolerations.")
+    serviceAccountName: str | None = Field(default=None, description="Pod service account.")
+    securityContext: KubeObject | None = Field(
+        default=None,
+        description="Container securityContext, merged key by key over the restricted default "
+                    "(runAsNonRoot, allowPrivilegeEscalation false, capabilities drop ALL, "
+                    "seccompProfile RuntimeDefault, readOnlyRootFilesystem).",
+    )
+    podSecurityContext: KubeObject | None = Field(
+        default=None,
+        description="Pod securityContext, merged key by key over the default "
+                    "(runAsNonRoot, seccompProfile RuntimeDefault).",
+    )
+    terminationGracePeriodSeconds: int = Field(
+        default=30, ge=0, le=limits.MAX_DURATION_SECONDS,
+        description="Time a worker has to finish tasks in hand on SIGTERM.",
+    )
+    idempotency: IdempotencySpec | None = Field(
+        default=None,
+        description="Skip redeliveries of task ids completed within windowSeconds and never "
+        "run one id twice at once (unset: off).",
+    )
+
+    @model_validator(mode="after")
+    def _handler_or_command(self) -> WorkerSpec:
+        if self.handler is not None and self.command is not None:
+            raise ValueError(
+                "set handler or command, not both "
+                "(handler: 'pkg.module:function', or command: ['./run.sh'])"
+            )
+        return self
+
+
+class ScaleTargetRef(_Model):
+    """An existing Deployment owned by the user: scaled, never adopted or deleted."""
+
+    name: str = Field(min_length=1, description="Name of a Deployment in the same namespace.")
+
+
+class TaskQueueSpec(_Model):
+    """spec of a TaskQueue."""
+
+    redis: RedisSpec = Field(description="Redis connection.")
+    queues: list[QueueSpec] = Field(
+        min_length=1, max_length=32, description="Queues in priority order (first = highest)."
+    )
+    delivery: Delivery = Field(
+        default="AtLeastOnce",
+        description="AtLeastOnce: atomic move to a processing list, ack on success. "
+        "AtMostOnce: BRPOP, a crash loses the task in hand.",
+    )
+    keyPrefix: str | None = Field(
+        default=None,
+        pattern=KEY_PATTERN,
+        description="Prefix of the bookkeeping keys (workers, processing, delayed); "
+        "default: the first queue key.",
+    )
+    retry: RetrySpec = Field(default_factory=RetrySpec, description="Retries and dead letters.")
+    worker: WorkerSpec = Field(default_factory=WorkerSpec, description="The worker pods.")
+    scaleTargetRef: ScaleTargetRef | None = Field(
+        default=None, description="Scale this existing Deployment instead of creating one."
+    )
+    scaling: ScalingSpec = Field(default_factory=ScalingSpec, description="Autoscaling.")
+
+    @field_validator("queues")
+    @classmethod
+    def _unique_keys(cls, queues: list[QueueSpec]) -> list[QueueSpec]:
+        keys = [q.key for q in queues]
+        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        if dupes:
+            raise ValueError(f"duplicate key(s) {dupes}; list each queue once")
+        return queues
+
+    @model_validator(mode="after")
+    def _every_key_its_own(self) -> TaskQueueSpec:
+        problem = keyspace.collision([q.key for q in self.queues], key_prefix=self.keyPrefix,
+                                     dead_letter=self.retry.deadLetterKey)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _one_slot_on_cluster(self) -> TaskQueueSpec:
+        if self.redis.is_cluster:
+            problem = cluster_key_problem(
+                [q.key for q in self.queues], key_prefix=self.key_prefix,
+                dead_letter=self.dead_letter_key)
+            if problem:
+                raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _per_queue_seconds_name_queues(self) -> TaskQueueSpec:
+        keys = {q.key for q in self.queues}
+        for name in ("targetWaitSeconds", "expectedServiceSeconds"):
+            unknown = sorted(set(getattr(self.scaling, name) or {}) - keys)
+            if unknown:
+                raise ValueError(
+                    f"scaling.{name} names {unknown}, not in spec.queues; use the key "
+                    f"of one of {sorted(keys)}"
+                )
+        return self
+
+    @property
+    def dead_letter_key(self) -> str:
+        return self.retry.deadLetterKey or keyspace.default_dead_letter(self.queues[0].key)
+
+    @property
+    def key_prefix(self) -> str:
+        return self.keyPrefix or self.queues[0].key
+
+
+class ObjectMeta(BaseModel):
+    """The metadata fields the project reads; the rest passes through."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = "taskqueue"
+    namespace: str | None = None
+
+
+class TaskQueue(_Model):
+    """A whole TaskQueue manifest."""
+
+    apiVersion: Literal["taskqueue.dev/v1alpha1"] = "taskqueue.dev/v1alpha1"
+    kind: Literal["TaskQueue"] = "TaskQueue"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: TaskQueueSpec
+    status: TaskQueueStatus | None = None
+
+
+def is_valid_key(key: str) -> bool:
+    """True when `key` can name a queue (no whitespace, 1..512 characters)."""
+    return bool(_KEY_RE.match(key))

@@ -1,0 +1,3 @@
+"""The operator (`taskqueue-operator`): kopf handlers, the poll of each TaskQueue, the
+Kubernetes client, the Redis connections, leader election, admission rules.
+"""

@@ -1,0 +1,155 @@
+"""The worker Deployments: a cache fed by the watch of the Deployments the operator owns, and
+`Deployments.ensure` (the one place a TaskQueue's Deployment is created or updated).
+
+With the watch on, a poll uses the last Deployment seen instead of a GET; a Deployment no watch
+event refreshed is re-read after DEPLOYMENT_REFRESH_SECONDS anyway (a missed event). After
+our own write, watch events older than it (resourceVersion floor) are ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from taskqueue.api import models
+from taskqueue.controller import admission, workload
+from taskqueue.controller.kube import ConflictError, DeploymentState, Kube, newer_or_same
+from taskqueue.controller.record import SpecError
+
+log = logging.getLogger("taskqueue.operator")
+
+DEPLOYMENT_REFRESH_SECONDS = 60.0
+"""With the Deployment watch on, a cached Deployment no watch event has refreshed is re-read
+(GET) once it is this old anyway: a safety net for a missed event. In seconds, not polls, so
+polling faster does not read more (12 polls at the former 5 s default)."""
+
+Key = tuple[str, str]
+
+
+@dataclass
+class _Seen:
+    state: DeploymentState
+    since: float
+    """When the watch event (or GET) that brought this state came (the cache's clock)."""
+
+
+class Deployments:
+    """The Deployments the polls scale: read (cached when watched), created, updated."""
+
+    def __init__(self, kube: Kube, *, watched: bool = False,
+                 rules: admission.WorkerRules | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.kube = kube
+        self.clock = clock
+        self.rules = rules or admission.WorkerRules()
+        """What a TaskQueue may run and scale (checked before any read or write)."""
+        self.watched = watched
+        """True when `saw` is fed by a watch of the Deployments the operator owns."""
+        self._seen: dict[Key, _Seen] = {}
+        self._floors: dict[Key, str] = {}
+        """resourceVersion of our last write (or of the deletion) of a Deployment not seen since:
+        older watch events still on their way are ignored."""
+
+    def saw(self, namespace: str, name: str, state: DeploymentState, *,
+            deleted: bool = False) -> None:
+        """A watch event of an owned Deployment (kept unless older than what we know)."""
+        key = (namespace, name)
+        if deleted:  # a floor only for one we track (not one of a forgotten TaskQueue)
+            tracked = self._seen.pop(key, None) is not None or key in self._floors
+            if tracked and state.resource_version:
+                self._floors[key] = state.resource_version
+            return
+        self._keep(key, state)
+
+    def _keep(self, key: Key, state: DeploymentState) -> None:
+        rv = state.resource_version
+        floor, seen = self._floors.get(key), self._seen.get(key)
+        if floor is not None and not newer_or_same(rv, floor):
+            return
+        if seen is not None and not newer_or_same(rv, seen.state.resource_version):
+            return
+        self._seen[key] = _Seen(state, self.clock())
+        self._floors.pop(key, None)
+
+    def wrote(self, namespace: str, name: str, resource_version: str | None) -> None:
+        """After our own write: the next read is a GET, or the watch event of this write."""
+        key = (namespace, name)
+        self._seen.pop(key, None)
+        if resource_version:
+            self._floors[key] = resource_version
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._seen.pop((namespace, name), None)
+        self._floors.pop((namespace, name), None)
+
+    async def read(self, namespace: str, name: str, *,
+                   owned: bool = True) -> DeploymentState | None:
+        """The Deployment: the last one seen by the watch when `owned` (and watched), else GET."""
+        key = (namespace, name)
+        cache = owned and self.watched
+        if cache:
+            seen = self._seen.get(key)
+            if seen is not None and self.clock() - seen.since < DEPLOYMENT_REFRESH_SECONDS:
+                return seen.state
+        state = await self.kube.get_deployment(namespace, name)
+        if cache:
+            if state is None:
+                self._seen.pop(key, None)
+            else:
+                self._keep(key, state)
+        return state
+
+    async def ensure(self, tq: models.TaskQueue, *, uid: str) -> DeploymentState:
+        """The Deployment to scale: created or updated when the TaskQueue owns it."""
+        ns, name = tq.metadata.namespace or "default", workload.deployment_name(tq)
+        problem = self.rules.image_problem(tq)
+        if problem is not None:
+            raise SpecError(problem)
+        existing = await self.read(ns, name, owned=tq.spec.scaleTargetRef is None)
+        if tq.spec.scaleTargetRef is not None:
+            if existing is None:
+                raise SpecError(
+                    f"spec.scaleTargetRef.name: Deployment {name!r} not found in namespace {ns}; "
+                    "create it or fix the name"
+                )
+            problem = self.rules.scale_target_problem(tq, dict(existing.labels))
+            if problem is not None:
+                raise SpecError(problem)
+            return existing
+        if existing is None:
+            return await self._create(tq, uid=uid)
+        if uid not in existing.owner_uids:
+            raise SpecError(
+                f"Deployment {name!r} exists and is not owned by this TaskQueue; delete it, or "
+                f"set spec.scaleTargetRef.name: {name} to scale it without owning it"
+            )
+        body = workload.build_deployment(tq, uid=uid, replicas=existing.replicas)
+        if existing.spec_hash != body["metadata"]["annotations"][workload.SPEC_HASH_ANNOTATION]:
+            rv = None
+            try:
+                rv = await self.kube.replace_deployment(
+                    body, replicas=existing.replicas, resource_version=existing.resource_version)
+                log.info("updated Deployment %s/%s", ns, name)
+            except ConflictError:  # changed since read (e.g. scaled): the next poll retries
+                pass
+            finally:
+                self.wrote(ns, name, rv)
+        return existing
+
+    async def _create(self, tq: models.TaskQueue, *, uid: str) -> DeploymentState:
+        ns, name = tq.metadata.namespace or "default", workload.deployment_name(tq)
+        replicas = tq.spec.scaling.minReplicas
+        rv = None
+        try:
+            rv = await self.kube.create_deployment(
+                workload.build_deployment(tq, uid=uid, replicas=replicas))
+            log.info("created Deployment %s/%s", ns, name)
+        except ConflictError:  # created meanwhile (e.g. by the previous operator leader)
+            pass
+        finally:
+            self.wrote(ns, name, rv)
+        return DeploymentState(name=name, replicas=replicas, ready_replicas=0,
+                               selector=workload.selector_labels(tq.metadata.name),
+                               owner_uids=(uid,))

@@ -1,0 +1,186 @@
+"""A TaskQueue's status: built here, and only here, for every status write. Pure (no I/O).
+
+- `build_status`: the status after a poll (counts, replicas, conditions).
+- `problem_status`: the status when the spec cannot be acted on (condition Ready=False).
+- `due`: whether a new status is worth writing now (a change that is only the measured ages and
+  rates (DRIFT_FIELDS, `lastActiveTime` among them) moving on is written at most every
+  STATUS_DRIFT_SECONDS).
+- `initial_state`: the policy state after a restart, from the status last written.
+
+A key whose value is None is sent as null in the merge patch, i.e. removed from the object:
+while Redis cannot be read the counts are removed (unknown must not look like an empty queue;
+`kubectl get tq` shows an empty BACKLOG column) and condition RedisReachable is False.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from taskqueue.api.models import ScalingSpec
+from taskqueue.scaling import policy
+from taskqueue.scaling.observation import QueueObservation
+
+Status = dict[str, Any]
+
+STATUS_DRIFT_SECONDS = 15.0
+"""A status change that is only DRIFT_FIELDS moving on is written at most this often; any other
+change is written at once."""
+DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime", "waitSeconds", "arrivalRate",
+                "serviceSeconds", "waitP95Seconds")
+COUNTS = ("backlog", "totalBacklog", "inFlight", "delayed", "dueSoon", "nextDueTime",
+          "deadLetter", "oldestTaskAgeSeconds", "throughputPerReplica", "workers", "waitSeconds",
+          "arrivalRate", "serviceSeconds", "waitP95Seconds")
+"""The fields read from Redis: absent (null) while Redis cannot be read."""
+
+
+def iso(ts: float | None) -> str | None:
+    """`ts` (unix seconds) as RFC 3339 in UTC, to the second; None stays None."""
+    if ts is None:
+        return None
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def from_iso(text: str | None) -> float | None:
+    """The unix time of an RFC 3339 `text`; None when missing or not a time."""
+    if not text:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def condition(kind: str, ok: bool, reason: str, message: str = "") -> dict[str, Any]:
+    return {"type": kind, "status": "True" if ok else "False", "reason": reason,
+            "message": message}
+
+
+def merge_conditions(old: list[dict[str, Any]], new: list[dict[str, Any]], *,
+                     now: float) -> list[dict[str, Any]]:
+    """`old` updated by `new`, sorted by type; lastTransitionTime kept where the status did not
+    change, `now` where it did (or the condition is new)."""
+    merged = {c["type"]: c for c in old}
+    for c in new:
+        prev = merged.get(c["type"])
+        same = prev is not None and prev.get("status") == c["status"]
+        stamp = prev.get("lastTransitionTime") if same and prev else iso(now)
+        merged[c["type"]] = {**c, "lastTransitionTime": stamp}
+    return sorted(merged.values(), key=lambda c: str(c["type"]))
+
+
+def counts(observation: QueueObservation | None,
+           state: policy.PolicyState) -> dict[str, Any]:
+    """The COUNTS fields of an observation; all None (removed) when there is none."""
+    if observation is None:
+        return dict.fromkeys(COUNTS)
+    age = observation.oldest_task_age
+    rate = state.throughput_per_replica
+    return {
+        "backlog": dict(observation.backlog),
+        "totalBacklog": observation.queued,
+        "inFlight": observation.in_flight,
+        "delayed": observation.delayed,
+        "dueSoon": observation.due_soon,
+        "nextDueTime": iso(observation.next_due_at),
+        "deadLetter": observation.dead_letter,
+        "oldestTaskAgeSeconds": None if age is None else round(age),
+        "throughputPerReplica": None if rate is None else float(f"{rate:.3g}"),
+        "workers": observation.live_workers,
+        **measured(observation, state),
+    }
+
+
+def measured(observation: QueueObservation, state: policy.PolicyState) -> dict[str, Any]:
+    """The wait model's fields: oldest wait, measured p95 wait and arrival rate per queue,
+    service time."""
+    waits = {q: round(age, 1) for q in observation.backlog
+             if (age := observation.oldest_age(q)) is not None}
+    service = state.rates.service_seconds
+    return {
+        "waitSeconds": waits,
+        "waitP95Seconds": {q: round(p95, 1) for q in observation.backlog
+                           if (p95 := state.rates.wait_quantile(q, 0.95)) is not None},
+        "arrivalRate": {q: round(state.rates.arrival_rate(q), 3) for q in observation.backlog},
+        "serviceSeconds": None if service is None else float(f"{service:.3g}"),
+    }
+
+
+def build_status(previous: Status | None, observation: QueueObservation | None,
+                 decision: policy.Decision, *, deployment: str, ready_replicas: int,
+                 error: str | None, generation: int | None, now: float) -> Status:
+    """The TaskQueue's status after a poll of Deployment `deployment` (None: Redis unreadable)."""
+    state = decision.state
+    paused = decision.reason.startswith("paused")
+    status = {
+        **counts(observation, state),
+        "desiredReplicas": decision.replicas,
+        "replicas": ready_replicas,
+        "lastScaleTime": iso(state.last_scale),
+        "lastActiveTime": iso(state.last_active),
+        "reason": decision.reason,
+        "observedGeneration": generation,
+    }
+    scaling_reason = "Paused" if paused else (
+        "RedisUnreachable" if error else ("Scaled" if decision.changed else "Steady"))
+    status["conditions"] = merge_conditions((previous or {}).get("conditions", []), [
+        condition("Ready", True, "DeploymentReady", f"scaling Deployment {deployment}"),
+        condition("RedisReachable", error is None, "Error" if error else "Read", error or ""),
+        condition("Scaling", error is None and not paused, scaling_reason, decision.reason),
+    ], now=now)
+    return status
+
+
+def problem_status(previous: Status | None, problem: str, *, reason: str, now: float) -> Status:
+    """`previous` with condition Ready=False (`reason`, `problem`) and `problem` as the reason."""
+    status = {**(previous or {})}
+    status["conditions"] = merge_conditions(
+        status.get("conditions", []), [condition("Ready", False, reason, problem)], now=now)
+    status["reason"] = problem
+    return status
+
+
+def drift_only(old: Status | None, new: Status) -> bool:
+    """True when `new` differs from `old` only in the values of DRIFT_FIELDS."""
+    if old is None:
+        return False
+    def rest(s: Status) -> Status:
+        return {k: v for k, v in s.items() if k not in DRIFT_FIELDS}
+    def known(s: Status, k: str) -> bool:
+        return s.get(k) is not None
+    return rest(old) == rest(new) and all(known(old, k) == known(new, k) for k in DRIFT_FIELDS)
+
+
+def due(old: Status | None, new: Status, *, written: float | None, now: float) -> bool:
+    """Whether `new` is to be written now, `old` having been written at `written`."""
+    if new == old:
+        return False
+    recent = written is not None and now - written < STATUS_DRIFT_SECONDS
+    return not (recent and drift_only(old, new))
+
+
+def status_slack(scaling: ScalingSpec) -> float:
+    """How far `status.lastActiveTime` can lag the last poll that saw work (throttled writes)."""
+    return STATUS_DRIFT_SECONDS + scaling.pollIntervalSeconds
+
+
+def initial_state(status: Status | None, *, slack: float = 0.0) -> policy.PolicyState:
+    """The policy state after a restart: the durable part comes from the TaskQueue's status.
+
+    While a TaskQueue has work, `lastActiveTime` is written at most every STATUS_DRIFT_SECONDS
+    (`drift_only`), so when the last status written shows work (or unknown counts: Redis was
+    unreadable), the work may have lasted up to `slack` longer: the cooldown resumes from
+    `lastActiveTime + slack` (a restart can delay a scale-in, never cause one). The status written
+    when the work ends is never throttled.
+    """
+    status = status or {}
+    last_active = from_iso(status.get("lastActiveTime"))
+    backlog, in_flight = status.get("totalBacklog"), status.get("inFlight")
+    busy = backlog is None or (backlog or 0) + (in_flight or 0) > 0
+    if last_active is not None and busy:
+        last_active += slack
+    return policy.PolicyState(
+        replicas=0,
+        last_active=last_active,
+        last_scale=from_iso(status.get("lastScaleTime")),
+    )

@@ -1,0 +1,91 @@
+"""Least-privilege Redis ACL rules for the worker, the operator and the CLI. Pure.
+
+Each rule allows exactly the commands a component sends, directly or from inside its Lua scripts
+(Redis checks every `redis.call` against the caller's ACL), on the TaskQueue's keys only. The
+commands inside the scripts are read from the scripts themselves, so a script that starts using
+a new command changes the rule with it; tests run each component under exactly its rule, and
+without each single command of it.
+
+    ACL SETUSER tq-worker on >PASSWORD resetkeys ~{emails}* resetchannels -@all +evalsha ...
+
+`python -m taskqueue.redisio.acl worker '{emails}*'` prints the rule (docs/install.md).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from taskqueue.wire import scripts
+
+Component = Literal["worker", "operator", "cli"]
+
+SCRIPTS: dict[Component, tuple[str, ...]] = {
+    # claim/complete/lease: idempotent consumption (spec.worker.idempotency)
+    "worker": ("fetch", "fail", "release", "heartbeat", "recover", "claim", "complete", "lease"),
+    "operator": ("observe", "recover"),
+    "cli": ("observe",),
+}
+"""The Lua scripts each component runs."""
+
+DIRECT: dict[Component, tuple[str, ...]] = {
+    # SCRIPT LOAD: after NOSCRIPT (restart/failover); LRANGE/LLEN/ZREM: held entries and leaving
+    # the workers set; BRPOP/BZPOPMIN: AtMostOnce; CLIENT TRACKING: the idle wake-up; TYPE: the
+    # startup key check (worker/wrongtype.py: wrong-type queue keys are skipped, named in the log);
+    # ZRANGE: the promoter's look at the next due delayed task (worker/promoter.py)
+    "worker": ("evalsha", "script|load", "lrange", "llen", "zrem", "brpop", "bzpopmin",
+               "client|tracking", "type", "zrange"),
+    # PING: the connection pool's health check after 30 s idle; MULTI/SADD/SREM/LLEN/EXEC:
+    # quiescing workers before scale-in (queueops.quiesce, one transaction)
+    "operator": ("evalsha", "script|load", "ping", "multi", "sadd", "srem", "llen", "exec"),
+    # enqueue (lpush, zadd), dlq and drain (watched transactions; redis-py sends UNWATCH when
+    # one fails), inflight (scan, zrange, type)
+    "cli": ("evalsha", "script|load", "lpush", "zadd", "llen", "lrange", "ltrim", "lrem",
+            "rpush", "zcard", "zrange", "zremrangebyrank", "unlink", "type", "scan", "watch",
+            "multi", "exec", "unwatch"),
+}
+"""Commands each component sends itself (cluster clients add the commands below)."""
+
+CLUSTER = ("cluster|slots", "cluster|shards", "cluster|nodes", "readonly", "asking", "command")
+"""What a Redis Cluster client sends to learn and follow the topology."""
+
+def script_commands(name: str) -> frozenset[str]:
+    """The commands `taskqueue/wire/lua/<name>.lua` (with its libraries) runs, lower case."""
+    return frozenset(c.lower() for c in scripts.LUA_CALL.findall(scripts.lua(name)))
+
+
+def commands(component: Component, *, cluster: bool = False) -> tuple[str, ...]:
+    """Every command `component` needs, sorted."""
+    needed = set(DIRECT[component])
+    for name in SCRIPTS[component]:
+        needed |= script_commands(name)
+    if cluster:
+        needed |= set(CLUSTER)
+    return tuple(sorted(needed))
+
+
+def rule(component: Component, key_patterns: list[str], *, cluster: bool = False,
+         without: str | None = None) -> str:
+    """The ACL SETUSER rules (after the user name and password) for `component` on keys
+    matching `key_patterns` (e.g. ["{emails}*"]); `without` drops one command (tests)."""
+    allowed = [c for c in commands(component, cluster=cluster) if c != without]
+    keys_part = " ".join(f"~{p}" for p in key_patterns)
+    return f"resetkeys {keys_part} resetchannels -@all " + " ".join(f"+{c}" for c in allowed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m taskqueue.redisio.acl worker|operator|cli PATTERN... [--cluster]`: print the
+    rule."""
+    import sys
+    args = list(sys.argv[1:] if argv is None else argv)
+    cluster = "--cluster" in args
+    args = [a for a in args if a != "--cluster"]
+    if len(args) < 2 or args[0] not in SCRIPTS:
+        print("usage: python -m taskqueue.redisio.acl worker|operator|cli KEY_PATTERN... "
+              "[--cluster]", file=sys.stderr)
+        return 2
+    print(rule(args[0], args[1:], cluster=cluster))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,243 @@
+"""Redis operations on a TaskQueue through redis-py, shared by the operator and the CLI.
+
+Reads a whole observation in one round trip (`observe`) and requeues a departed worker's tasks
+atomically (`recover_worker`). The scripts and key names come from `taskqueue.wire.keys`, the calls'
+KEYS and ARGV from `taskqueue.wire.scripts` (re-exported here: `fetch_args`, `fetch_keys`,
+`recover_call`, `release_call`), which the worker uses without redis-py.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import redis
+from redis.exceptions import NoPermissionError, NoScriptError
+
+from taskqueue.scaling.observation import QueueObservation, WorkerObservation
+from taskqueue.wire import keys, scripts
+from taskqueue.wire.scripts import fetch_args, fetch_keys, recover_call, release_call
+
+if TYPE_CHECKING:  # redis.asyncio is loaded where an asyncio client is made
+    import redis.asyncio as aioredis
+
+__all__ = ["Script", "fetch_args", "fetch_keys", "observe", "observe_call", "parse_observation",
+           "quiesce", "recover_call", "recover_worker", "release_call", "script",
+           "transaction_error"]
+
+_SEEN_WORKERS_MAX = 4096
+_seen_workers: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+"""Worker ids last seen per workers-zset key: observe passes their processing lists in KEYS up
+front, so a poll stays one round trip while the fleet is unchanged (a hint only: a wrong one
+costs a second call, never a wrong answer)."""
+
+
+class Script(scripts.Script):
+    """A Lua script run through a redis-py client (async or sync), loaded again on NOSCRIPT.
+    The one script loader of the operator and the CLI (the worker sends the same scripts over
+    its own connection: `taskqueue.wire.scripts`).
+
+    One instance per script name, shared by every client: nothing here refers to a client, so
+    clients are never kept alive by the cache nor confused with a later client at the same id.
+    """
+
+    async def __call__(self, client: aioredis.Redis, *, keys: Sequence[Any] = (),
+                       args: Sequence[Any] = ()) -> Any:
+        try:
+            try:
+                return await client.evalsha(self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                await client.script_load(self.source)
+                return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except redis.ResponseError as exc:
+            raise self.explain(exc) from exc
+
+    def sync(self, client: redis.Redis, *, keys: Sequence[Any] = (),
+             args: Sequence[Any] = ()) -> Any:
+        """The same call on a synchronous client."""
+        return self.on_noscript(
+            lambda: client.evalsha(self.sha, len(keys), *keys, *args), client.script_load,
+            noscript=NoScriptError, reply_error=redis.ResponseError, refused=NoPermissionError)
+
+    def explain(self, exc: redis.ResponseError) -> redis.ResponseError:
+        """`exc`, or when the ACL refused a command inside this script, a NoPermissionError
+        naming the command and the rule to add."""
+        refused = self.refusal(str(exc))
+        return exc if refused is None else NoPermissionError(refused)
+
+
+@cache
+def script(name: str) -> Script:
+    """The shared `Script` for `taskqueue/wire/lua/<name>.lua`: `await script(name)(client,
+    keys=..., args=...)`, or `script(name).sync(client, ...)`."""
+    return Script(name)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def observe_call(schema: keys.KeySchema, worker_ids: Sequence[str], *, horizon_ms: int | None = None
+                 ) -> tuple[list[str], list[str | int]]:
+    """KEYS and ARGV of observe.lua (its reply: `keys.OBSERVE_REPLY`), declaring the processing
+    lists of `worker_ids`; delayed entries due by `horizon_ms` (unix ms) count as due soon."""
+    return (
+        [schema.workers, schema.delayed, schema.dead_letter, schema.stats, schema.quiesced,
+         *schema.queue_keys, *(schema.processing(w) for w in worker_ids)],
+        [len(schema.queues), len(schema.queue_counter_fields), *(q.type for q in schema.queues),
+         *schema.queue_counter_fields,
+         "" if horizon_ms is None else horizon_ms, *worker_ids],
+    )
+
+
+def _missing_workers(raw: Any) -> tuple[str, ...] | None:
+    """All worker ids of an observe.lua reply when some processing list was not declared."""
+    flat = raw[3]
+    ids = tuple(_text(flat[i]) for i in range(0, len(flat), 3))
+    if any(int(flat[i + 2]) < 0 for i in range(0, len(flat), 3)):
+        return ids
+    return None
+
+
+def _remember(schema: keys.KeySchema, raw: Any) -> None:
+    flat = raw[3]
+    _seen_workers[schema.workers] = tuple(_text(flat[i]) for i in range(0, len(flat), 3))
+    _seen_workers.move_to_end(schema.workers)
+    while len(_seen_workers) > _SEEN_WORKERS_MAX:
+        _seen_workers.popitem(last=False)
+
+
+async def observe(client: aioredis.Redis, schema: keys.KeySchema, *,
+                  due_within: float = 0.0) -> QueueObservation:
+    """Queue lengths, in-flight per worker, delayed, dead-letter, counters, per-queue taken
+    counters, the quiesced workers and the scheduled tasks: one EVALSHA (two when the set of
+    workers changed since the last call for this TaskQueue). Delayed tasks due within
+    `due_within` seconds from now are counted as `due_soon`."""
+    at = time.time()
+    horizon = int((at + due_within) * 1000)
+    call = script("observe")
+    keys_, args = observe_call(schema, _seen_workers.get(schema.workers, ()), horizon_ms=horizon)
+    raw = await call(client, keys=keys_, args=args)
+    missing = _missing_workers(raw)
+    if missing is not None:
+        keys_, args = observe_call(schema, missing, horizon_ms=horizon)
+        raw = await call(client, keys=keys_, args=args)
+    _remember(schema, raw)
+    return parse_observation(raw, schema, at=at)
+
+
+def _counters(schema: keys.KeySchema, raw: Any) -> dict[str, int]:
+    """Per-queue integer counters of an observe.lua reply; fields never written are left out."""
+    return {q.key: int(_text(v)) for q, v in zip(schema.queues, raw, strict=False)
+            if _text(v).isdigit()}
+
+
+def _waited(schema: keys.KeySchema, raw: Any) -> dict[str, tuple[int, ...]]:
+    """Per queue, the wait histogram workers reported (`keys.wait_fields`: the count, then the
+    tasks over each edge; a field never written is 0); queues with none are left out."""
+    size = len(keys.WAIT_EDGES_SECONDS) + 1
+    out = {}
+    for i, q in enumerate(schema.queues):
+        fields = [_text(v) for v in raw[i * size:(i + 1) * size]]
+        if fields and fields[0].isdigit():
+            out[q.key] = tuple(int(v) if v.isdigit() else 0 for v in fields)
+    return out
+
+
+def _time(text: str) -> float | None:
+    """A positive finite unix time, else None (unknown)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueObservation:
+    """The observe.lua reply as a `QueueObservation` (a worker not declared counts 0)."""
+    lengths, oldest, counters, flat_workers, per_queue, quiesced, scheduled = raw
+    backlog = {q.key: int(n) for q, n in zip(schema.queues, lengths, strict=True)}
+    # "" (no envelope time) and 0 (raw payloads recover.lua wrapped) mean unknown
+    oldest_at: dict[str, float] = {}
+    for q, t in zip(schema.queues, oldest, strict=True):
+        enqueued_at = _time(_text(t))
+        if enqueued_at is not None:
+            oldest_at[q.key] = enqueued_at
+    workers = tuple(
+        WorkerObservation(
+            worker_id=_text(flat_workers[i]),
+            deadline_ms=int(float(_text(flat_workers[i + 1]))),
+            in_flight=max(0, int(flat_workers[i + 2])),
+        )
+        for i in range(0, len(flat_workers), 3)
+    )
+    n = len(schema.queues)
+    taken = _counters(schema, per_queue[:n])
+    ms, served = _counters(schema, per_queue[n:2 * n]), _counters(schema, per_queue[2 * n:3 * n])
+    squares, counted = _counters(schema, per_queue[3 * n:4 * n]), _counters(schema,
+                                                                            per_queue[4 * n:5 * n])
+    return QueueObservation(
+        at=at,
+        taken=taken if len(taken) == n else {},
+        service={q: (ms[q] / 1000, served[q]) for q in served if q in ms},
+        service_sq={q: (squares[q] / 1e6, counted[q]) for q in counted if q in squares},
+        waited=_waited(schema, per_queue[5 * n:]),
+        quiesced=frozenset(schema.worker_of(_text(k)) for k in quiesced),
+        backlog=backlog,
+        delayed=int(counters[0]),
+        dead_letter=int(counters[1]),
+        completed_total=int(counters[2]),
+        failed_total=int(counters[3]),
+        dead_letter_trimmed_total=int(counters[4]) if len(counters) > 4 else 0,
+        workers=workers,
+        oldest_enqueued_at=oldest_at,
+        due_soon=int(scheduled[0]),
+        next_due_at=float(_text(scheduled[1])) / 1000 if _text(scheduled[1]) else None,
+        duplicates_total=int(scheduled[2]),
+    )
+
+
+async def quiesce(client: aioredis.Redis, schema: keys.KeySchema, *, add: Sequence[str],
+                  remove: Sequence[str]) -> dict[str, int]:
+    """Quiesce workers `add`, release `remove`, then read the processing-list length of each
+    of `add`, in one MULTI/EXEC: a length read here is final, a quiesced worker takes nothing."""
+    async with client.pipeline(transaction=True) as pipe:
+        if add:
+            pipe.sadd(schema.quiesced, *(schema.processing(w) for w in add))
+        if remove:
+            pipe.srem(schema.quiesced, *(schema.processing(w) for w in remove))
+        for w in add:
+            pipe.llen(schema.processing(w))
+        try:
+            replies = await pipe.execute()
+        except redis.ResponseError as exc:
+            raise transaction_error(exc) from exc
+    lengths = replies[len(replies) - len(add):] if add else []
+    return {w: int(n) for w, n in zip(add, lengths, strict=True)}
+
+
+def transaction_error(exc: redis.ResponseError) -> redis.ResponseError:
+    """`exc`, or a NoPermissionError naming the command when the ACL refused MULTI (redis-py
+    then reports `EXEC without MULTI`) or EXEC (an ExecAbortError carrying NOPERM)."""
+    text = str(exc)
+    if "EXEC without MULTI" in text:
+        return NoPermissionError("this user has no permissions to run the 'multi' command")
+    if "NOPERM" in text:
+        return NoPermissionError(text.split("NOPERM ", 1)[1])
+    return exc
+
+
+async def recover_worker(
+    client: aioredis.Redis, schema: keys.KeySchema, *, worker_id: str, max_attempts: int,
+    reason: str,
+) -> tuple[int, int]:
+    """Requeue every task `worker_id` holds; returns (requeued, dead-lettered). Atomic."""
+    keys_, args = recover_call(
+        schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason
+    )
+    requeued, dead = await script("recover")(client, keys=keys_, args=args)
+    return int(requeued), int(dead)

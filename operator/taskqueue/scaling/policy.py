@@ -1,0 +1,342 @@
+"""The scaling policy: a purely computational function with no side-effects.
+
+`decide(spec=, observation=, state=, now=)` turns one Redis observation into a replica count and a
+reason. It reads no clock, talks to no Redis and no Kubernetes; the poller
+(`taskqueue.controller.poller`) does the I/O and keeps the returned `PolicyState` for the next call.
+
+The rules, in the order they are applied:
+
+1. ``paused``: hold the current count (the observation still updates status and metrics).
+2. Redis could not be read (``observation is None``): use ``fallbackReplicas`` when set, else hold
+   the current count; never drop a running TaskQueue to zero because Redis is unreachable.
+3. demand = queued + in-flight + due soon (delayed tasks, scheduled or retries, due within the
+   next poll plus ``podStartupSeconds``: `due_horizon`, so workers are up when they fall due;
+   the rest of the delayed set is not demand yet); recommendation = ceil(demand /
+   targetBacklogPerReplica), and at least the pods whose slots the measured arrivals keep busy
+   (arrival rate x service time / concurrency, once the service time is measured:
+   `_held_load`), so the fleet does not drop below the load each time the queue drains.
+4. ``targetDrainSeconds``: also ceil(queued / (per-replica rate x targetDrainSeconds)) when the
+   per-replica completion rate has been measured; the larger of the two wins.
+5. ``targetWaitSeconds`` (per queue): once the service time is measured (or, before that, expected:
+   ``expectedServiceSeconds``, `waitpolicy.service_times`), the slots that keep the
+   p95 wait of each such queue under its target, highest priority first
+   (`taskqueue.scaling.waitmodel`, Erlang C with the measured rates, `taskqueue.scaling.rates`),
+   divided by the worker concurrency; the length target then only counts the queues without a wait
+   target, plus the tasks due soon. The part of it the arrival rates need is the *steady*
+   recommendation; a backlog beyond the normal fluctuation (a burst) adds slots to start it within
+   the target, each added slot running at least `waitpolicy.burst_horizon` of it (podStartupSeconds,
+   at least a poll), unless more than 5 % of the queue's recent tasks waited past its target (the
+   workers' wait histograms: `waitpolicy.over_budget`) and the target can still be met. The slots
+   already up or on their way count first (`waitpolicy.standing_slots`: the pods of the scale-ups of
+   the last two start-ups, `PolicyState.scale_ups`, are up that much sooner than pods asked
+   for now), so a burst is not asked for again on each poll while its pods start.
+6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
+   passed since work was last seen; until then one replica stays, or, for arrivals that come in
+   batches, the replicas the next batch needs (`waitmodel.WaitSizing.batches`) while the
+   measured arrivals make a lull that long normal (`rates.Rates.lull_expected`).
+7. Clamp to [minReplicas, maxReplicas].
+8. Up: immediate, at most ``maxScaleUpStep`` added (0 -> n on the first poll that sees a task).
+   Down: to the highest recommendation of the last ``scaleDownStabilizationSeconds`` (as the HPA
+   does) while a burst is being drained, else to the highest *steady* recommendation of that
+   window (the burst's pods leave as soon as its backlog is gone: quiesce makes that safe), at
+   most ``maxScaleDownStep`` removed; an idle TaskQueue past its cooldown goes to zero
+   without waiting for the window or the step (the cooldown is its
+   stabilisation). ``minReplicas`` is reached at once, whatever ``maxScaleUpStep``.
+
+The policy may ask for fewer replicas than pods holding tasks: the operator then quiesces the
+pods it removes and removes them once they hold nothing (`taskqueue.scaling.quiesce`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from taskqueue.api.models import ScalingSpec
+from taskqueue.scaling import rates as rates_
+from taskqueue.scaling import waitpolicy
+from taskqueue.scaling.observation import QueueObservation
+
+NO_RATES = rates_.Rates()
+"""Nothing measured yet."""
+#: Weight of the newest sample in the smoothed per-replica throughput (exponential average).
+THROUGHPUT_SMOOTHING = 0.5
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """What the policy remembers between polls (see docs/operator.md for where each part lives)."""
+
+    replicas: int
+    """The worker Deployment's current replica count (its spec.replicas)."""
+    recommendations: tuple[tuple[float, int], ...] = ()
+    """(time, recommendation) pairs inside the scale-down stabilisation window."""
+    steady_recommendations: tuple[tuple[float, int], ...] = ()
+    """The same for the steady part (without a burst's backlog term): once a burst's backlog
+    is gone, only these hold the fleet, so the pods added for it leave on the next poll."""
+    last_active: float | None = None
+    """Last time anything was queued or in flight (unix seconds)."""
+    last_scale: float | None = None
+    """Last time the replica count was changed."""
+    completed_total: int | None = None
+    """The `completed` counter at the previous observation, for the throughput."""
+    completed_at: float | None = None
+    throughput_per_replica: float | None = None
+    """Smoothed completed tasks per second per replica, once measured."""
+    rates: rates_.Rates = NO_RATES
+    """Arrival rate per queue and service time (for targetWaitSeconds)."""
+    scale_ups: tuple[tuple[float, int], ...] = ()
+    """(time, pods added) of the recent scale-ups: the pods not running yet are up
+    podStartupSeconds after theirs (`waitpolicy.standing_slots`)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of one poll: the replica count to set, why, and the state for the next poll."""
+
+    replicas: int
+    previous: int
+    """The replica count before this decision."""
+    reason: str
+    recommendation: int
+    """The recommendation before stabilisation and step limits."""
+    state: PolicyState
+
+    @property
+    def changed(self) -> bool:
+        return self.replicas != self.previous
+
+
+def decide(
+    *,
+    spec: ScalingSpec,
+    observation: QueueObservation | None,
+    state: PolicyState,
+    now: float,
+    concurrency: int = 1,
+    queue_order: tuple[str, ...] = (),
+) -> Decision:
+    """The replica count for one poll. Pure: the same arguments always give the same Decision.
+
+    `concurrency` is the worker's slots per replica and `queue_order` the queue keys in
+    priority order (both from the TaskQueue spec; needed by targetWaitSeconds only)."""
+    current = state.replicas
+    if observation is None:
+        return _on_redis_error(spec, state)
+    state = _measure(state, observation, now)
+    if spec.paused:
+        return Decision(current, current, f"paused: holding {current}", current, state)
+    rec = _recommend(spec, observation, state, now,
+                     _Fleet(concurrency, queue_order or tuple(observation.backlog)))
+    recommendation, why = rec.replicas, rec.why
+    window = spec.scaleDownStabilizationSeconds
+    history = (*_window(state.recommendations, now, window, current), (now, recommendation))
+    steady = (*_window(state.steady_recommendations, now, window, current), (now, rec.steady))
+    to_zero = recommendation == 0 and observation.queued + observation.in_flight == 0
+    replicas, how = _bounded(spec, current, recommendation, history if rec.burst else steady,
+                             to_zero=to_zero)
+    new_state = replace(
+        state,
+        recommendations=history,
+        steady_recommendations=steady,
+        last_scale=now if replicas != current else state.last_scale,
+        replicas=replicas,
+        scale_ups=_scale_ups(spec, state.scale_ups, now, added=replicas - current),
+    )
+    reason = f"{why}; {how}" if how else why
+    return Decision(replicas, current, reason, recommendation, new_state)
+
+
+SCALE_UPS_KEPT = 32
+"""At most this many recent scale-ups are remembered (a pod still starting after more is
+taken as asked for now)."""
+
+
+def _scale_ups(spec: ScalingSpec, before: tuple[tuple[float, int], ...], now: float, *,
+               added: int) -> tuple[tuple[float, int], ...]:
+    """The scale-ups whose pods may still be starting: those of the last two start-ups and a
+    poll, with this one when it adds pods."""
+    keep = 2 * spec.podStartupSeconds + spec.pollIntervalSeconds
+    recent = tuple((t, n) for t, n in before if 0 <= now - t < keep)
+    if added > 0:
+        recent = (*recent, (now, added))
+    return recent[-SCALE_UPS_KEPT:]
+
+
+def _on_redis_error(spec: ScalingSpec, state: PolicyState) -> Decision:
+    current = state.replicas
+    if spec.paused:
+        return Decision(current, current, f"paused: holding {current}", current, state)
+    if spec.fallbackReplicas is None:
+        return Decision(current, current, f"redis unreachable: holding {current}", current, state)
+    target = _clamp(spec.fallbackReplicas, spec)
+    if current > 0:
+        target = max(target, 1)
+    reason = f"redis unreachable: fallbackReplicas {spec.fallbackReplicas} -> {target}"
+    return Decision(target, current, reason, target, replace(state, replicas=target))
+
+
+def _measure(state: PolicyState, obs: QueueObservation, now: float) -> PolicyState:
+    """Update last-active time and the per-replica completion rate from `obs`."""
+    busy = obs.queued + obs.in_flight > 0
+    last_active = now if busy or state.last_active is None else state.last_active
+    rate = state.throughput_per_replica
+    prev, prev_at = state.completed_total, state.completed_at
+    done = obs.completed_total - prev if prev is not None else -1
+    elapsed = obs.at - prev_at if prev_at is not None else 0.0
+    if done >= 0 and elapsed > 0 and state.replicas > 0 and (busy or done > 0):
+        sample = done / elapsed / state.replicas
+        rate = sample if rate is None else (
+            THROUGHPUT_SMOOTHING * sample + (1 - THROUGHPUT_SMOOTHING) * rate
+        )
+    return replace(
+        state,
+        last_active=last_active,
+        completed_total=obs.completed_total,
+        completed_at=obs.at,
+        throughput_per_replica=rate,
+        rates=rates_.update(state.rates, obs),
+    )
+
+
+def due_horizon(spec: ScalingSpec) -> float:
+    """Seconds ahead in which delayed tasks count as demand: the next poll plus pod start-up."""
+    return spec.pollIntervalSeconds + spec.podStartupSeconds
+
+
+@dataclass(frozen=True)
+class _Fleet:
+    concurrency: int
+    queue_order: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Recommendation:
+    replicas: int
+    why: str
+    steady: int
+    """The replicas the measured arrival rates need, without a burst's backlog term."""
+    burst: bool = False
+    """A backlog beyond the normal fluctuation is being drained."""
+
+
+def _recommend(
+    spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float, fleet: _Fleet
+) -> _Recommendation:
+    waited = frozenset(spec.targetWaitSeconds or {})
+    standing = waitpolicy.standing_slots(spec, obs, replicas=state.replicas,
+                                         scale_ups=state.scale_ups,
+                                         concurrency=fleet.concurrency, now=now)
+    sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order, standing)
+    # the length target counts the queues the wait model does not size
+    by_length = _by_length(spec, obs, state, exclude=waited if sizing is not None else frozenset())
+    rec, why = _held_load(*by_length, state.rates, fleet, exclude=waited)
+    steady, burst, batches = rec, False, 0
+    if sizing is not None:
+        batches = math.ceil(sizing.batches / fleet.concurrency)
+        steady = max(rec, math.ceil(sizing.steady / fleet.concurrency))
+        wait_rec = math.ceil(sizing.slots / fleet.concurrency)
+        if wait_rec >= rec:
+            rec, burst = wait_rec, sizing.burst
+            why = f"{sizing.why} / concurrency {fleet.concurrency} = {wait_rec}"
+    if obs.queued + obs.in_flight + obs.due_soon == 0:
+        idle_for = now - (state.last_active if state.last_active is not None else now)
+        if state.replicas > 0 and idle_for < spec.idleCooldownSeconds:
+            why = f"idle {idle_for:.0f}s < idleCooldownSeconds {spec.idleCooldownSeconds:g}"
+            rec = steady = 1
+            if batches > 1 and state.rates.lull_expected(idle_for):
+                rec = steady = batches
+                why += f": {batches} for the next batch (arrivals come in batches)"
+        else:
+            rec = steady = 0
+            if state.replicas > 0:
+                why = f"idle {idle_for:.0f}s >= idleCooldownSeconds {spec.idleCooldownSeconds:g}"
+    clamped = _clamp(rec, spec)
+    if clamped != rec:
+        bound = "maxReplicas" if clamped < rec else "minReplicas"
+        why += f"; {bound} {clamped}"
+    return _Recommendation(clamped, why, _clamp(min(steady, rec), spec), burst)
+
+
+def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
+               exclude: frozenset[str] = frozenset()) -> tuple[int, str]:
+    """The backlog target (and the drain target), over the queues not in `exclude`; delayed
+    tasks due soon always count (the wait model sees only arrivals already measured)."""
+    queued = sum(n for q, n in obs.backlog.items() if q not in exclude)
+    in_flight = obs.in_flight if not exclude else 0
+    demand = queued + in_flight + obs.due_soon
+    rec = math.ceil(demand / spec.targetBacklogPerReplica)
+    why = f"demand {demand} ({queued} queued + {in_flight} in flight"
+    why += f" + {obs.due_soon} due soon)" if obs.due_soon else ")"
+    why += f" / target {spec.targetBacklogPerReplica} = {rec}"
+    rate = state.throughput_per_replica
+    if spec.targetDrainSeconds is not None and rate and queued:
+        # a rate decayed towards 0 (hours without a completion) would give infinity: more
+        # than maxReplicas is all this needs to say
+        drain = math.ceil(min(queued / (rate * spec.targetDrainSeconds), spec.maxReplicas + 1))
+        if drain > rec:
+            rec = drain
+            why += f"; drain {queued} in {spec.targetDrainSeconds:g}s at {rate:.3g}/s/replica"
+            why += f" = {drain}"
+    return rec, why
+
+
+def _held_load(rec: int, why: str, rates: rates_.Rates, fleet: _Fleet,
+               exclude: frozenset[str]) -> tuple[int, str]:
+    """At least the pods whose slots the measured arrivals keep busy (arrival rate x service
+    time / concurrency, over the queues without a wait target): fewer serve less than arrives,
+    and the length target alone would drop the fleet there whenever the backlog is briefly gone."""
+    queues = [q for q in fleet.queue_order if q not in exclude]
+    services = rates.service_by_queue(queues) if queues and rates.service_known else None
+    if not services:
+        return rec, why
+    load = sum(rates.arrival_rate(q) * services[q] for q in queues)
+    held = math.ceil(load / fleet.concurrency - 1e-9)
+    if held > rec:
+        load_why = f"the measured load {load:.3g} slots / concurrency {fleet.concurrency}"
+        return held, f"{why}; {load_why} = {held}"
+    return rec, why
+
+
+def _window(
+    history: tuple[tuple[float, int], ...], now: float, seconds: float, current: int
+) -> tuple[tuple[float, int], ...]:
+    """The recommendations still inside the window; seeded with `current` when none is known."""
+    if not history and seconds > 0:
+        return ((now, current),)
+    return tuple((t, r) for t, r in history if now - t < seconds)
+
+
+def _bounded(
+    spec: ScalingSpec, current: int, rec: int, history: tuple[tuple[float, int], ...], *,
+    to_zero: bool = False,
+) -> tuple[int, str]:
+    if rec > current:
+        step = spec.maxScaleUpStep
+        # minReplicas is a bound, not a load: reached at once, whatever the step (as the HPA)
+        target = rec if step is None else max(spec.minReplicas, min(rec, current + step))
+        how = f"scale up {current} -> {target}"
+        if target < rec:
+            how += f" (maxScaleUpStep {step})"
+        return target, how
+    stabilised = rec if to_zero else _clamp(max(r for _, r in history), spec)
+    target = min(current, stabilised)
+    step = spec.maxScaleDownStep
+    # an idle TaskQueue past its cooldown holds no task: its pods all go at once (as KEDA's
+    # scale to zero, outside the HPA's policies); the step paces a scale-in under load
+    if step is not None and current - target > step and not to_zero:
+        target = current - step
+    target = _clamp(target, spec)
+    if target == current:
+        if stabilised > rec:
+            return current, f"hold {current} (highest in the stabilisation window: {stabilised})"
+        return current, f"hold {current}"
+    how = f"scale down {current} -> {target}"
+    if target > rec:
+        how += f" (stabilised {stabilised}"
+        how += f", maxScaleDownStep {step})" if target > stabilised else ")"
+    return target, how
+
+
+def _clamp(value: int, spec: ScalingSpec) -> int:
+    return max(spec.minReplicas, min(spec.maxReplicas, value))

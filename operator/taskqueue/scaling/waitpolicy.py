@@ -1,0 +1,113 @@
+"""targetWaitSeconds: the wait model's inputs from the spec, the measured rates and one
+observation (`taskqueue.scaling.waitmodel` does the queueing maths, `taskqueue.scaling.rates` the
+measuring). Pure; called by `taskqueue.scaling.policy`."""
+
+from __future__ import annotations
+
+from taskqueue.api.models import ScalingSpec
+from taskqueue.scaling import waitmodel
+from taskqueue.scaling.observation import QueueObservation
+from taskqueue.scaling.rates import Rates
+
+MIN_SERVICE_SECONDS = 0.001
+"""The least service time the wait model is given: the resolution of the workers' reports
+(whole milliseconds), under which a measured mean reads 0."""
+
+
+def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
+           queue_order: tuple[str, ...],
+           standing: waitmodel.Standing = waitmodel.NO_STANDING) -> waitmodel.WaitSizing | None:
+    """Slots for the wait targets; None without targets or until a service time is known
+    (measured, or expected: `expectedServiceSeconds`). `standing`: the slots already up or
+    on their way (`standing_slots`)."""
+    targets = spec.targetWaitSeconds
+    known = service_times(rates, spec.expectedServiceSeconds or {}, queue_order)
+    if not targets or known is None:
+        return None
+    service, services = known
+    loads = [
+        waitmodel.QueueLoad(key=q, arrival_rate=rates.arrival_rate(q),
+                            queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
+                            service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0,
+                            cv2=rates.service_cv2(q), arrival_cv2=rates.arrival_cv2(q),
+                            over_budget=over_budget(rates, q, targets.get(q)))
+        for q in queue_order
+    ]
+    return waitmodel.size_for_wait(loads, service=service, horizon=burst_horizon(spec),
+                                   startup=spec.podStartupSeconds, standing=standing)
+
+
+def standing_slots(spec: ScalingSpec, obs: QueueObservation, *, replicas: int,
+                   scale_ups: tuple[tuple[float, int], ...], concurrency: int,
+                   now: float) -> waitmodel.Standing:
+    """The slots of the `replicas` the Deployment asks for, as a burst can use them: those of
+    running workers (the ones registered in Redis, at most `replicas`: idle or busy; not the
+    quiesced ones, which take nothing unless this decision keeps them), and those of pods not
+    running yet. Each of those is taken as asked for by the newest scale-up (`scale_ups`:
+    (time, pods added)) it can belong to, and up podStartupSeconds after it and a poll later
+    (a scale-up's pods are not all up at once, and the start-up is an estimate: counted from
+    when they were asked for, a low queue's 10 s target on the two-priority bench trace is
+    missed, 10.47 s), but never later than a pod asked for now; one that should be up
+    already, a poll from now; one no scale-up explains (the operator restarted, or someone
+    scaled the Deployment), as a pod asked for now."""
+    alive = [w for w in obs.workers if w.alive(now=obs.at)]
+    taking = [w for w in alive if w.worker_id not in obs.quiesced]
+    running = min(len(taking), replicas)
+    busy = min(sum(w.in_flight for w in taking), running * concurrency)
+    waiting = max(0, replicas - len(alive))
+    startup, poll = spec.podStartupSeconds, spec.pollIntervalSeconds
+    starting: list[tuple[float, int]] = []
+    for at, added in reversed(scale_ups):
+        if waiting <= 0:
+            break
+        pods = min(added, waiting)
+        waiting -= pods
+        due = at + startup - now
+        starting.append((min(startup, due + poll if due > 0 else poll), pods * concurrency))
+    if waiting > 0:
+        starting.append((startup, waiting * concurrency))
+    return waitmodel.Standing(idle=running * concurrency - busy, busy=busy,
+                              starting=tuple(starting))
+
+
+def service_times(rates: Rates, expected: dict[str, float], queue_order: tuple[str, ...],
+                  ) -> tuple[float, dict[str, float]] | None:
+    """The fleet-wide mean service time and each queue's, or None while nothing is known.
+
+    A queue's expected time (`expectedServiceSeconds`) stands until the workers have reported
+    that queue's own (or, from workers that report none, until MIN_COMPLETIONS tasks have
+    completed: the estimate then takes over). Until the fleet's mean is measured, it is the
+    higher of the expected times' mean and the lower bound the tasks in hand give, and the
+    queues without an expected time have that."""
+    measured = rates.service_known
+    fleet = rates.service_seconds
+    if not measured and expected:
+        prior = sum(expected.values()) / len(expected)
+        fleet = prior if fleet is None else max(fleet, prior)
+    if fleet is None:
+        return None
+    estimated = (rates.service_by_queue(list(queue_order)) or {}) if measured else {}
+    hinted = not measured or rates.reports_service
+    own = {q: rates.measured_service(q) for q in queue_order}
+    # tasks faster than the workers' millisecond reports (a no-op handler) measure 0 s: they
+    # are taken as lasting one millisecond, so the model never divides by a zero service time
+    return max(fleet, MIN_SERVICE_SECONDS), {
+        q: max(own[q] or (expected[q] if hinted and q in expected else estimated.get(q, fleet)),
+               MIN_SERVICE_SECONDS)
+        for q in queue_order
+    }
+
+
+def over_budget(rates: Rates, queue: str, target: float | None) -> bool:
+    """More of `queue`'s recent tasks waited longer than its target than the quantile allows
+    (False without a target or until the workers have measured enough waits)."""
+    if target is None:
+        return False
+    late = rates.late_share(queue, target)
+    return late is not None and late > 1 - waitmodel.QUANTILE
+
+
+def burst_horizon(spec: ScalingSpec) -> float:
+    """The least work each pod added for a burst gets: podStartupSeconds (a pod with less work
+    than its start-up costs more than it runs), at least a poll (no decision comes sooner)."""
+    return max(spec.pollIntervalSeconds, spec.podStartupSeconds)

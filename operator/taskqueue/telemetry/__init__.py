@@ -1,0 +1,3 @@
+"""What the worker and the operator export: the metric registries, the per-slot
+tallies behind them, and the one JSON log schema.
+"""

@@ -1,0 +1,85 @@
+"""`--name/--namespace`: the TaskQueue and its Secret read from a real API server."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskqueue_devcluster import ControlPlane
+from tests.helpers.cli import Run
+
+CRD = Path(__file__).resolve().parents[3] / "crds" / "taskqueue.dev_taskqueues.yaml"
+
+
+@pytest.fixture
+def crd(control_plane: ControlPlane) -> None:
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                          "crd/taskqueues.taskqueue.dev")
+
+
+def _apply(cp: ControlPlane, obj: dict[str, object]) -> None:
+    cp.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+
+def _taskqueue(namespace: str, redis_spec: dict[str, object]) -> dict[str, object]:
+    return {
+        "apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue",
+        "metadata": {"name": "thumbs", "namespace": namespace},
+        "spec": {"redis": redis_spec, "queues": [{"key": "vip"}, {"key": "normal"}],
+                 "scaleTargetRef": {"name": "none"}},
+    }
+
+
+def test_stats_of_a_taskqueue_whose_url_is_in_a_secret(
+    crd: None, control_plane: ControlPlane, namespace: str, cli: Run, redis_url: str,
+    redis_sync: redis.Redis,
+) -> None:
+    _apply(control_plane, {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "redis", "namespace": namespace},
+        "data": {"url": base64.b64encode(redis_url.encode()).decode()},
+    })
+    _apply(control_plane, _taskqueue(namespace, {"urlSecretRef": {"name": "redis", "key": "url"}}))
+    redis_sync.lpush("vip", "a", "b")
+    redis_sync.lpush("normal", "c")
+    result = cli("stats", "--name", "thumbs", "--namespace", namespace, "--kubeconfig",
+                 str(control_plane.kubeconfig), "--json", "--interval", "0")
+    assert result.code == 0, result.err
+    snap = result.json()
+    assert snap["taskqueue"] == f"{namespace}/thumbs"
+    assert [(q["key"], q["backlog"]) for q in snap["queues"]] == [("vip", 2), ("normal", 1)]
+
+
+def test_enqueue_through_a_taskqueue_with_a_plain_url(
+    crd: None, control_plane: ControlPlane, namespace: str, cli: Run, redis_url: str,
+    redis_sync: redis.Redis,
+) -> None:
+    _apply(control_plane, _taskqueue(namespace, {"url": redis_url}))
+    result = cli("enqueue", "--name", "thumbs", "-n", namespace, "--kubeconfig",
+                 str(control_plane.kubeconfig), "normal", "x")
+    assert result.code == 0, result.err
+    assert redis_sync.llen("normal") == 1
+
+
+def test_an_unknown_taskqueue_exits_3(
+    crd: None, control_plane: ControlPlane, namespace: str, cli: Run
+) -> None:
+    result = cli("stats", "--name", "nope", "--namespace", namespace, "--kubeconfig",
+                 str(control_plane.kubeconfig))
+    assert result.code == 3
+    assert result.err.startswith(f"taskqueue: TaskQueue {namespace}/nope not found")
+
+
+def test_a_missing_secret_exits_3(
+    crd: None, control_plane: ControlPlane, namespace: str, cli: Run
+) -> None:
+    _apply(control_plane, _taskqueue(namespace, {"urlSecretRef": {"name": "gone", "key": "u"}}))
+    result = cli("stats", "--name", "thumbs", "--namespace", namespace, "--kubeconfig",
+                 str(control_plane.kubeconfig))
+    assert result.code == 3
+    assert result.err.startswith(f"taskqueue: Secret {namespace}/gone not found")
+

@@ -1,0 +1,220 @@
+"""The pure status module: every status the operator writes is built here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from taskqueue.controller import status as st
+from taskqueue.scaling import policy
+from taskqueue.scaling.observation import QueueObservation, WorkerObservation
+from taskqueue.scaling.rates import Rates
+from taskqueue.wire.keys import WAIT_EDGES_SECONDS
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+OBS = QueueObservation(at=T0, backlog={"hi": 3, "lo": 1}, delayed=2, dead_letter=1,
+                       workers=(WorkerObservation("w1", int((T0 + 30) * 1000), 2),),
+                       oldest_enqueued_at={"hi": T0 - 9.6})
+
+
+def decision(replicas: int = 2, previous: int = 2, reason: str = "steady",
+             **state: Any) -> policy.Decision:
+    return policy.Decision(replicas=replicas, previous=previous, reason=reason,
+                           recommendation=replicas,
+                           state=policy.PolicyState(replicas=replicas, **state))
+
+
+def cond(kind: str, status: str, at: str | None = None, reason: str = "R") -> dict[str, Any]:
+    return {"type": kind, "status": status, "reason": reason, "message": "",
+            "lastTransitionTime": at}
+
+
+@pytest.mark.parametrize(
+    ("ts", "text"),
+    [
+        pytest.param(None, None, id="none"),
+        pytest.param(T0, "2026-01-01T00:00:00Z", id="utc"),
+        pytest.param(T0 + 0.9, "2026-01-01T00:00:00Z", id="to-the-second"),
+    ],
+)
+def test_iso(ts: float | None, text: str | None) -> None:
+    assert st.iso(ts) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "ts"),
+    [
+        pytest.param(None, None, id="none"),
+        pytest.param("", None, id="empty"),
+        pytest.param("not a time", None, id="garbage"),
+        pytest.param("2026-01-01T00:00:00Z", T0, id="z"),
+        pytest.param("2026-01-01T01:00:00+01:00", T0, id="offset"),
+    ],
+)
+def test_from_iso(text: str | None, ts: float | None) -> None:
+    assert st.from_iso(text) == ts
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        pytest.param([], [cond("Ready", "True")], [cond("Ready", "True", "2026-01-01T00:00:00Z")],
+                     id="new-condition-stamped-now"),
+        pytest.param([cond("Ready", "True", "2025-01-01T00:00:00Z")],
+                     [cond("Ready", "True", reason="Other")],
+                     [cond("Ready", "True", "2025-01-01T00:00:00Z", reason="Other")],
+                     id="same-status-keeps-time"),
+        pytest.param([cond("Ready", "True", "2025-01-01T00:00:00Z")], [cond("Ready", "False")],
+                     [cond("Ready", "False", "2026-01-01T00:00:00Z")],
+                     id="flipped-status-stamped-now"),
+        pytest.param([cond("Scaling", "True", "2025-01-01T00:00:00Z")], [cond("Ready", "True")],
+                     [cond("Ready", "True", "2026-01-01T00:00:00Z"),
+                      cond("Scaling", "True", "2025-01-01T00:00:00Z")],
+                     id="others-kept-sorted-by-type"),
+    ],
+)
+def test_merge_conditions(old: list[dict[str, Any]], new: list[dict[str, Any]],
+                          expected: list[dict[str, Any]]) -> None:
+    assert st.merge_conditions(old, new, now=T0) == expected
+
+
+def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+@pytest.mark.parametrize(
+    ("observation", "error", "made", "counts", "conditions"),
+    [
+        pytest.param(OBS, None, decision(), {"totalBacklog": 4, "backlog": {"hi": 3, "lo": 1},
+                                            "inFlight": 2, "delayed": 2, "deadLetter": 1,
+                                            "oldestTaskAgeSeconds": 10, "workers": 1},
+                     {"Ready": ("True", "DeploymentReady"), "RedisReachable": ("True", "Read"),
+                      "Scaling": ("True", "Steady")}, id="read"),
+        pytest.param(OBS, None, decision(), {"waitSeconds": {"hi": 9.6},
+                                            "arrivalRate": {"hi": 0.0, "lo": 0.0},
+                                            "serviceSeconds": None, "waitP95Seconds": {}},
+                     {}, id="read-nothing-measured-yet"),
+        pytest.param(OBS, None, decision(3, 2, "scale up 2 -> 3"), {"totalBacklog": 4},
+                     {"Scaling": ("True", "Scaled")}, id="scaled"),
+        pytest.param(OBS, None, decision(reason="paused at 2"), {"totalBacklog": 4},
+                     {"Scaling": ("False", "Paused")}, id="paused"),
+        pytest.param(None, "redis://h:6379: ConnectionError", decision(reason="redis unreachable"),
+                     dict.fromkeys(st.COUNTS),
+                     {"RedisReachable": ("False", "Error"),
+                      "Scaling": ("False", "RedisUnreachable")}, id="unreadable-counts-unknown"),
+    ],
+)
+def test_build_status(observation: QueueObservation | None, error: str | None,
+                      made: policy.Decision, counts: dict[str, Any],
+                      conditions: dict[str, tuple[str, str]]) -> None:
+    previous = {"totalBacklog": 7, "conditions": []}
+    status = st.build_status(previous, observation, made, deployment="w", ready_replicas=1,
+                             error=error, generation=3, now=T0)
+    assert {k: status[k] for k in counts} == counts
+    assert (status["desiredReplicas"], status["replicas"], status["observedGeneration"],
+            status["reason"]) == (made.replicas, 1, 3, made.reason)
+    assert _conditions(status).items() >= conditions.items()
+
+
+@pytest.mark.parametrize(
+    ("delayed", "due_soon", "next_due_at", "expected"),
+    [
+        pytest.param(0, 0, None, {"delayed": 0, "dueSoon": 0, "nextDueTime": None},
+                     id="nothing-delayed"),
+        pytest.param(3, 0, T0 + 3600, {"delayed": 3, "dueSoon": 0,
+                                       "nextDueTime": "2026-01-01T01:00:00Z"},
+                     id="delayed-not-due-soon"),
+        pytest.param(3, 2, T0 + 4.7, {"delayed": 3, "dueSoon": 2,
+                                      "nextDueTime": "2026-01-01T00:00:04Z"},
+                     id="due-soon-next-to-the-second"),
+    ],
+)
+def test_counts_of_the_delayed_set(delayed: int, due_soon: int, next_due_at: float | None,
+                                   expected: dict[str, Any]) -> None:
+    obs = QueueObservation(at=T0, backlog={"q": 0}, delayed=delayed, due_soon=due_soon,
+                           next_due_at=next_due_at)
+    counts = st.counts(obs, policy.PolicyState(replicas=1))
+    assert {k: counts[k] for k in expected} == expected
+
+
+def test_an_unknown_delayed_set_is_removed_not_zeroed() -> None:
+    counts = st.counts(None, policy.PolicyState(replicas=1))
+    assert {k: counts[k] for k in ("delayed", "dueSoon", "nextDueTime")} == dict.fromkeys(
+        ("delayed", "dueSoon", "nextDueTime"))
+
+
+def test_an_unknown_backlog_is_removed_not_kept_or_zeroed() -> None:
+    before = st.build_status(None, OBS, decision(), deployment="w", ready_replicas=1,
+                             error=None, generation=1, now=T0)
+    after = st.build_status(before, None, decision(reason="redis unreachable"), deployment="w",
+                            ready_replicas=1, error="e", generation=1, now=T0 + 5)
+    assert before["totalBacklog"] == 4
+    assert after["totalBacklog"] is None  # null in the merge patch: removed from the object
+
+
+def test_measured_fields_come_from_the_policy_rates() -> None:
+    # 50 tasks into "hi" over 100 s, 20 completions holding 40 task-seconds: 0.5/s, 2 s each
+    # and the workers measured 100 waits of "hi", 10 of them over 2 s, none over 3 s: p95 2.5 s
+    hist = (100.0, 40.0, 30.0, 10.0, *(0.0,) * (len(WAIT_EDGES_SECONDS) - 3))
+    rates = Rates(at=T0, elapsed=100.0, elapsed_short=100.0, arrivals=(("hi", 50.0),),
+                  arrivals_short=(("hi", 50.0),), busy_seconds=40.0, completions=20.0,
+                  waits=(("hi", hist),))
+    fields = st.measured(OBS, policy.PolicyState(replicas=1, rates=rates))
+    assert fields == {"waitSeconds": {"hi": 9.6}, "arrivalRate": {"hi": 0.5, "lo": 0.0},
+                      "serviceSeconds": 2.0, "waitP95Seconds": {"hi": 2.5}}
+
+
+def test_problem_status_keeps_the_rest() -> None:
+    previous = {"totalBacklog": 2, "conditions": [cond("Ready", "True", "2025-01-01T00:00:00Z")]}
+    status = st.problem_status(previous, "spec.x: bad", reason="InvalidSpec", now=T0)
+    assert status["totalBacklog"] == 2 and status["reason"] == "spec.x: bad"
+    assert status["conditions"] == [{"type": "Ready", "status": "False", "reason": "InvalidSpec",
+                                     "message": "spec.x: bad",
+                                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    assert "reason" not in previous
+
+
+BASE = {"totalBacklog": 4, "oldestTaskAgeSeconds": 10, "lastActiveTime": "2026-01-01T00:00:00Z"}
+MEASURED = {**BASE, "waitSeconds": {"q": 2.5}, "arrivalRate": {"q": 0.5}, "serviceSeconds": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "written", "expected"),
+    [
+        pytest.param(None, BASE, None, True, id="first"),
+        pytest.param(BASE, BASE, T0, False, id="unchanged"),
+        pytest.param(BASE, {**BASE, "totalBacklog": 3}, T0, True, id="count-changed"),
+        pytest.param(BASE, {**BASE, "oldestTaskAgeSeconds": 12}, T0, False, id="drift-recent"),
+        pytest.param(BASE, {**BASE, "oldestTaskAgeSeconds": 12}, T0 - st.STATUS_DRIFT_SECONDS,
+                     True, id="drift-due"),
+        pytest.param(BASE, {**BASE, "oldestTaskAgeSeconds": None}, T0, True,
+                     id="age-gone-is-not-drift"),
+        pytest.param(MEASURED, {**MEASURED, "waitSeconds": {"q": 3.0},
+                                "arrivalRate": {"q": 0.7}, "serviceSeconds": 1.1}, T0, False,
+                     id="measured-drift-recent"),
+        pytest.param(MEASURED, {**MEASURED, "waitSeconds": {"q": 3.0}},
+                     T0 - st.STATUS_DRIFT_SECONDS, True, id="measured-drift-due"),
+        pytest.param(MEASURED, {**MEASURED, "serviceSeconds": None}, T0, True,
+                     id="service-gone-is-not-drift"),
+    ],
+)
+def test_due(old: dict[str, Any] | None, new: dict[str, Any], written: float | None,
+             expected: bool) -> None:
+    assert st.due(old, new, written=written, now=T0) is expected
+
+
+@pytest.mark.parametrize(
+    ("status", "last_active"),
+    [
+        pytest.param(None, None, id="no-status"),
+        pytest.param({"lastActiveTime": "2026-01-01T00:00:00Z", "totalBacklog": 0,
+                      "inFlight": 0}, T0, id="idle-exact"),
+        pytest.param({"lastActiveTime": "2026-01-01T00:00:00Z", "totalBacklog": 1}, T0 + 20,
+                     id="busy-slack"),
+        pytest.param({"lastActiveTime": "2026-01-01T00:00:00Z"}, T0 + 20,
+                     id="unknown-counts-slack"),
+    ],
+)
+def test_initial_state(status: dict[str, Any] | None, last_active: float | None) -> None:
+    assert st.initial_state(status, slack=20).last_active == last_active
