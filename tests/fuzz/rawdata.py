@@ -14,8 +14,9 @@ must go.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 from hypothesis import strategies as st
@@ -178,6 +179,11 @@ class World:
     dead: tuple[bytes, ...] = ()
     wrong: tuple[tuple[str, str], ...] = ()
     """Bookkeeping keys written with another type than theirs: (key, type)."""
+    stats: tuple[tuple[bytes, bytes], ...] = ()
+    """Fields of the stats hash, counters with any value."""
+    workers: tuple[tuple[bytes, float], ...] = ()
+    """Members of the workers zset (id, heartbeat deadline) besides DEAD_WORKER."""
+    quiesced: tuple[bytes, ...] = ()
 
     def inputs(self) -> Iterator[tuple[str, bytes, frozenset[str]]]:
         """(where it was written, the input, the forms in which it may be found afterwards)."""
@@ -203,6 +209,17 @@ BOOKKEEPING = (SCHEMA.delayed, SCHEMA.stats, SCHEMA.workers, SCHEMA.starvation, 
                SCHEMA.dead_letter, SCHEMA.processing(DEAD_WORKER))
 
 
+_COUNTER_FIELDS = st.sampled_from([
+    b"completed", b"failed", b"dead", b"duplicates", b"dead_trimmed", b"taken:q", b"taken:z",
+    b"service_ms:q", b"served:q", b"service_sq_ms2:q", b"served_sq:q", b"waited:q",
+    b"waited_over:0.5:q", b"waited_over:300:z"])
+_COUNTER_VALUES = st.sampled_from([b"0", b"7", b"-3", b"1.5", b"abc", b"", b"1e999", b"inf",
+                                   b"nan", b"99999999999999999999", b"\xff"])
+_WORKER_IDS = st.one_of(st.sampled_from([b"w2", b"", b"w\n1", b"\xff", b"q:processing:w"]),
+                        st.binary(max_size=8))
+_DEADLINES = st.sampled_from([0.0, 1.0, -1.0, 4e12, float("inf"), float("-inf"), 1e300])
+
+
 @st.composite
 def worlds(draw: st.DrawFn, *, wrong_bookkeeping: bool = True) -> World:
     """A World: a few of each kind of input, and sometimes a key of the wrong type."""
@@ -223,31 +240,47 @@ def worlds(draw: st.DrawFn, *, wrong_bookkeeping: bool = True) -> World:
         processing=tuple(draw(st.lists(entries(), **small))),
         dead=tuple(draw(st.lists(dead_records(), max_size=3))),
         wrong=tuple(wrong),
+        stats=tuple(draw(st.lists(st.tuples(_COUNTER_FIELDS, _COUNTER_VALUES), max_size=3))),
+        workers=tuple(draw(st.lists(st.tuples(_WORKER_IDS, _DEADLINES), max_size=2,
+                                    unique_by=lambda w: w[0]))),
+        quiesced=tuple(draw(st.lists(st.one_of(_WORKER_IDS, st.just(
+            SCHEMA.processing("w2").encode())), max_size=2))),
     )
 
 
 def write(r: redis.Redis, world: World, *, now_ms: int) -> None:
     """Write `world` into a flushed Redis (`r` speaks bytes)."""
     wrong = dict(world.wrong)
-    if world.q:
-        r.lpush("q", *world.q)
-    if world.z:
-        r.zadd("z", dict(world.z))
-    if world.h_type == "list" and world.h:
-        r.lpush("h", *world.h)
-    elif world.h_type not in ("none", "list"):
-        _fill("h", world.h_type, r)
     for key, kind in wrong.items():
         _fill(key, kind, r)
-    if world.delayed and SCHEMA.delayed not in wrong:
-        r.zadd(SCHEMA.delayed, {e: now_ms + offset for e, offset in world.delayed})
-    processing = SCHEMA.processing(DEAD_WORKER)
-    if world.processing and processing not in wrong:
-        r.rpush(processing, *world.processing)
-        if SCHEMA.workers not in wrong:
-            r.zadd(SCHEMA.workers, {DEAD_WORKER: 1})
-    if world.dead and SCHEMA.dead_letter not in wrong:
-        r.lpush(SCHEMA.dead_letter, *world.dead)
+    if world.h_type not in ("none", "list"):
+        _fill("h", world.h_type, r)
+    workers = {w: score for w, score in world.workers if w != DEAD_WORKER.encode()}
+    if registers_dead_worker(world):
+        workers[DEAD_WORKER.encode()] = 1
+    plan: list[tuple[str, Any, Callable[[str, Any], object]]] = [
+        ("q", world.q, lambda k, v: r.lpush(k, *v)),
+        ("z", world.z, lambda k, v: r.zadd(k, dict(v))),
+        ("h", world.h, lambda k, v: r.lpush(k, *v)),
+        (SCHEMA.delayed, [(e, now_ms + offset) for e, offset in world.delayed],
+         lambda k, v: r.zadd(k, dict(v))),
+        (SCHEMA.processing(DEAD_WORKER), world.processing, lambda k, v: r.rpush(k, *v)),
+        (SCHEMA.dead_letter, world.dead, lambda k, v: r.lpush(k, *v)),
+        (SCHEMA.stats, world.stats, lambda k, v: r.hset(k, mapping=dict(v))),
+        (SCHEMA.workers, workers, lambda k, v: r.zadd(k, v)),
+        (SCHEMA.quiesced, world.quiesced, lambda k, v: r.sadd(k, *v)),
+    ]
+    for key, values, put in plan:
+        if values and key not in wrong:
+            put(key, values)
+
+
+def registers_dead_worker(world: World) -> bool:
+    """Whether `write` registers DEAD_WORKER (expired) in the workers zset: when it has a
+    processing list, of entries or of the wrong type."""
+    wrong = dict(world.wrong)
+    return SCHEMA.workers not in wrong and bool(
+        world.processing or SCHEMA.processing(DEAD_WORKER) in wrong)
 
 
 def _fill(key: str, kind: str, r: redis.Redis) -> None:
@@ -266,7 +299,7 @@ def effective(world: World) -> World:
         delayed=() if SCHEMA.delayed in wrong else world.delayed,
         processing=() if SCHEMA.processing(DEAD_WORKER) in wrong else world.processing,
         dead=() if SCHEMA.dead_letter in wrong else world.dead,
-        wrong=world.wrong)
+        wrong=world.wrong, stats=world.stats, workers=world.workers, quiesced=world.quiesced)
 
 
 # --- where an input may be found ---------------------------------------------------------------

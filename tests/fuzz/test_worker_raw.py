@@ -86,7 +86,8 @@ def _settle(r: redis.Redis, *, timeout: float = 10.0) -> None:
 @examples(40)
 @given(world=rawdata.worlds())
 def test_a_worker_loses_nothing_and_changes_no_key_type(
-        raw: redis.Redis, redis_server: RedisServer, caplog: pytest.LogCaptureFixture, world: rawdata.World) -> None:
+        raw: redis.Redis, redis_server: RedisServer, caplog: pytest.LogCaptureFixture,
+        world: rawdata.World) -> None:
     raw.flushall()
     rawdata.write(raw, world, now_ms=int(time.time() * 1000))
     world = rawdata.effective(world)
