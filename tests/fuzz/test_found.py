@@ -1,0 +1,181 @@
+"""The defects the fuzz suite found, each as a named scenario on a real redis-server (they fail
+on the code before their fix).
+
+- A counter of the stats hash that holds no integer (`HSET q:stats taken:q 1.5`) made HINCRBY
+  fail inside a script after its first write: fetch.lua had popped the task (lost), fail.lua
+  had removed it from the processing list (lost), heartbeat.lua failed every beat (the worker
+  never started).
+- A key of another type made observe.lua fail, so the operator's poll saw "Redis unreachable"
+  (a WRONGTYPE without the key's name) and held the replica count for every queue.
+- A workers-zset member with an infinite deadline, or a worker id or quiesced member that is not
+  UTF-8, made the poll fail (OverflowError, UnicodeDecodeError); a quiesced member that is no
+  processing-list key was "released" on every poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from taskqueue import keys, manifest, models, policy, queueops, status
+from taskqueue.observation import QueueObservation
+from taskqueue.observe import observe
+from tests.helpers.wait import wait_for
+from tests.helpers.worker import MakeWorker
+
+SCHEMA = keys.KeySchema(prefix="q", dead_letter="q:dead",
+                        queues=(keys.QueueRef(key="q"), keys.QueueRef(key="h")))
+
+
+@pytest.fixture
+def raw(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+# -- counters -------------------------------------------------------------------------------
+
+COUNTERS = ["taken:q", "completed", "failed", "retried", "dead", "recovered", "service_ms:q",
+            "served:q"]
+
+
+@pytest.mark.parametrize("value", [b"1.5", b"9223372036854775807"], ids=["float", "at-int64-max"])
+@pytest.mark.parametrize("field", COUNTERS)
+def test_a_counter_that_holds_no_integer_loses_no_task(
+        raw: redis.Redis, handler_env: None, make_worker: MakeWorker, field: str,
+        value: bytes) -> None:
+    raw.hset(SCHEMA.stats, field, value)
+    raw.rpush(SCHEMA.processing("gone"), b"q\n\nrecovered")  # a dead worker's task
+    raw.zadd(SCHEMA.workers, {"gone": 1})
+    raw.lpush("q", b"ok", b"retried!")  # "ok" is taken first; a '!' fails
+    make_worker(handler="tests.fuzz.handlers:record_or_fail", sweep=0.05,
+                retry={"maxAttempts": 2, "backoffSeconds": 0},
+                worker={"heartbeatSeconds": 0.1})
+    wait_for("every task run or dead-lettered", lambda: (
+        raw.llen("fuzz:done") == 2 and raw.llen(SCHEMA.dead_letter) == 1), timeout=20)
+    assert sorted(json.loads(d) for d in raw.lrange("fuzz:done", 0, -1)) == ["ok", "recovered"]
+    [record] = [json.loads(r) for r in raw.lrange(SCHEMA.dead_letter, 0, -1)]
+    assert record["payload"] == "retried!"
+    assert raw.hget(SCHEMA.stats, field) == value  # left as it is
+
+
+# -- the operator's poll --------------------------------------------------------------------
+
+def _taskqueue(url: str) -> models.TaskQueue:
+    return manifest.parse({"kind": "TaskQueue", "spec": {
+        "redis": {"url": url}, "queues": [{"key": "q"}, {"key": "h"}]}})
+
+
+def _poll(url: str) -> tuple[QueueObservation | None, str | None, status.Status | None]:
+    """One poll as the operator's: observe, decide, build the status."""
+    tq = _taskqueue(url)
+
+    async def run() -> tuple[QueueObservation | None, str | None]:
+        client = aioredis.Redis.from_url(url)
+        try:
+            return await observe(client, url, tq)
+        finally:
+            await client.aclose()
+
+    observation, error = asyncio.run(run())
+    if observation is None:
+        return None, error, None
+    decision = policy.decide(spec=tq.spec.scaling, observation=observation,
+                             state=policy.PolicyState(replicas=1), now=time.time())
+    return observation, error, status.build_status(
+        None, observation, decision, deployment="d", ready_replicas=1, error=error,
+        generation=1, now=time.time())
+
+
+WRONG = [
+    pytest.param("h", lambda r: r.hset("h", "f", "v"), "hash", "list", id="queue-holds-a-hash"),
+    pytest.param(SCHEMA.workers, lambda r: r.set(SCHEMA.workers, "x"), "string", "zset",
+                 id="workers-zset-holds-a-string"),
+    pytest.param(SCHEMA.delayed, lambda r: r.rpush(SCHEMA.delayed, "x"), "list", "zset",
+                 id="delayed-zset-holds-a-list"),
+    pytest.param(SCHEMA.dead_letter, lambda r: r.hset(SCHEMA.dead_letter, "f", "v"), "hash",
+                 "list", id="dead-letter-list-holds-a-hash"),
+    pytest.param(SCHEMA.stats, lambda r: r.set(SCHEMA.stats, "x"), "string", "hash",
+                 id="stats-hash-holds-a-string"),
+    pytest.param(SCHEMA.quiesced, lambda r: r.set(SCHEMA.quiesced, "x"), "string", "set",
+                 id="quiesced-set-holds-a-string"),
+    pytest.param(SCHEMA.processing("w1"), lambda r: (
+        r.zadd(SCHEMA.workers, {"w1": 4e12}), r.set(SCHEMA.processing("w1"), "x")),
+        "string", "list", id="processing-list-holds-a-string"),
+]
+
+
+@pytest.mark.parametrize(("key", "setup", "held", "expected"), WRONG)
+def test_a_key_of_another_type_is_named_in_the_status_and_the_rest_is_read(
+        raw: redis.Redis, redis_url: str, key: str, setup: object, held: str,
+        expected: str) -> None:
+    raw.lpush("q", "a", "b")
+    setup(raw)  # type: ignore[operator]
+    observation, error, new = _poll(redis_url)
+    assert error is None and observation is not None and new is not None
+    assert observation.backlog["q"] == 2
+    assert [(w.key, w.held, w.expected) for w in observation.wrong_types] == [
+        (key, held, expected)]
+    conditions = {c["type"]: c for c in new["conditions"]}
+    assert conditions["RedisReachable"]["status"] == "True"
+    assert conditions["KeyTypes"]["status"] == "False"
+    assert conditions["KeyTypes"]["message"].startswith(
+        f"key {key!r} holds a {held}, not a {expected}: delete or fix it")
+
+
+def test_every_key_of_its_type_gives_a_true_key_types_condition(
+        raw: redis.Redis, redis_url: str) -> None:
+    raw.lpush("q", "a")
+    _, _, new = _poll(redis_url)
+    assert new is not None
+    assert {c["type"]: c["status"] for c in new["conditions"]}["KeyTypes"] == "True"
+
+
+@pytest.mark.parametrize("deadline", [float("inf"), float("-inf"), 1e300])
+def test_a_worker_deadline_of_any_score_is_read(raw: redis.Redis, redis_url: str,
+                                                deadline: float) -> None:
+    raw.zadd(SCHEMA.workers, {"w1": deadline})
+    observation, error, _ = _poll(redis_url)
+    assert error is None and observation is not None
+    [worker] = observation.workers
+    assert worker.alive(now=time.time()) == (deadline > 0)
+
+
+def test_a_worker_id_that_is_not_utf8_is_read_with_its_tasks(raw: redis.Redis,
+                                                             redis_url: str) -> None:
+    raw.zadd(SCHEMA.workers, {b"w\xff": 4e12})
+    raw.rpush(SCHEMA.processing("w").encode() + b"\xff", b"q\n\ntask")
+    observation, error, _ = _poll(redis_url)
+    assert error is None and observation is not None
+    assert [w.in_flight for w in observation.workers] == [1]
+
+
+@pytest.mark.parametrize("member", [b"\x80", b"w2", SCHEMA.processing("w\udcff").encode(
+    "utf-8", "surrogateescape")], ids=["not-utf8", "not-a-processing-key", "utf8-invalid-id"])
+def test_a_poll_that_releases_quiesced_workers_takes_any_member(
+        raw: redis.Redis, redis_url: str, member: bytes) -> None:
+    """A member that is no processing-list key quiesces nobody: it is not reported (it would be
+    'released' on every poll); a processing key with any bytes is released."""
+    raw.sadd(SCHEMA.quiesced, member)
+    schema = keys.KeySchema.from_spec(_taskqueue(redis_url).spec)
+
+    async def release() -> frozenset[str]:
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            observation = await queueops.observe(client, schema)
+            await queueops.quiesce(client, schema, add=(), remove=sorted(observation.quiesced))
+            return observation.quiesced
+        finally:
+            await client.aclose()
+
+    quiesced = asyncio.run(release())
+    processing = member.startswith(schema.processing_prefix.encode())
+    assert bool(quiesced) == processing
+    assert raw.smembers(SCHEMA.quiesced) == (set() if processing else {member})
