@@ -10,14 +10,20 @@ on the code before their fix).
 - A workers-zset member with an infinite deadline, or a worker id or quiesced member that is not
   UTF-8, made the poll fail (OverflowError, UnicodeDecodeError); a quiesced member that is no
   processing-list key was "released" on every poll.
+- An unknown Redis URL option (`?bogus=1`) passed the URL check: the CLI then failed with
+  redis-py's TypeError traceback, the worker ignored it; and the worker ignored `?password=`,
+  which redis-py (the CLI, the operator) uses.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -26,8 +32,10 @@ import redis.asyncio as aioredis
 from taskqueue import keys, manifest, models, policy, queueops, status
 from taskqueue.observation import QueueObservation
 from taskqueue.observe import observe
+from tests.fixtures.redis_server import RedisServer
+from tests.helpers.cli import Run
 from tests.helpers.wait import wait_for
-from tests.helpers.worker import MakeWorker
+from tests.helpers.worker import MakeWorker, in_process, make_config, stop_all
 
 SCHEMA = keys.KeySchema(prefix="q", dead_letter="q:dead",
                         queues=(keys.QueueRef(key="q"), keys.QueueRef(key="h")))
@@ -179,3 +187,59 @@ def test_a_poll_that_releases_quiesced_workers_takes_any_member(
     processing = member.startswith(schema.processing_prefix.encode())
     assert bool(quiesced) == processing
     assert raw.smembers(SCHEMA.quiesced) == (set() if processing else {member})
+
+
+# -- Redis URL options ------------------------------------------------------------------------
+
+UNKNOWN_OPTION = ("Redis URL option bogus is not supported; use db, health_check_interval, "
+                  "max_connections, password, sentinel_password, sentinel_username, "
+                  "socket_connect_timeout, socket_timeout, username, or an ssl_* option with "
+                  "rediss://")
+
+
+def test_an_unknown_url_option_is_one_line_from_the_cli(redis_url: str, cli: Run) -> None:
+    result = cli("stats", "--redis-url", f"{redis_url}?bogus=1", "--queue", "q",
+                 "--interval", "0")
+    assert (result.code, result.out) == (2, "")
+    assert result.err == f"taskqueue: --redis-url: {UNKNOWN_OPTION}\n"
+
+
+def test_an_unknown_url_option_is_refused_by_the_model(redis_url: str) -> None:
+    with pytest.raises(manifest.ManifestError) as refused:
+        _taskqueue(f"{redis_url}?bogus=1")
+    assert str(refused.value) == f"spec.redis: url: {UNKNOWN_OPTION}"
+
+
+def test_an_unknown_url_option_stops_the_worker_with_one_line(
+        redis_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "tq.json"
+    path.write_text(json.dumps({"kind": "TaskQueue", "spec": {
+        "redis": {"url": "redis://127.0.0.1:1/0"}, "queues": [{"key": "q"}],
+        "worker": {"handler": "taskqueue.worker.builtin:sleep"}}}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "taskqueue.worker.main", "-f", str(path), "--redis-url",
+         f"{redis_url}?bogus=1"], capture_output=True, text=True, timeout=60, check=False)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"taskqueue-worker: --redis-url: {UNKNOWN_OPTION}\n"
+
+
+def test_a_password_in_the_url_query_is_used_by_the_worker_as_by_the_cli(
+        redis_factory: Callable[..., RedisServer], handler_env: None, cli: Run,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """redis-py (the CLI, the operator) authenticates with `?password=`; the worker's own
+    connection ignored it and was refused (NOAUTH) on a server with a password."""
+    server = redis_factory()
+    redis.Redis(port=server.port).config_set("requirepass", "s3cret")
+    url = f"redis://127.0.0.1:{server.port}/0?password=s3cret"
+    monkeypatch.setenv("TASKQUEUE_TEST_REDIS_URL", url)
+    assert cli("enqueue", "--redis-url", url, "--queue", "q", "q", "task").code == 0
+    monkeypatch.setenv("TASKQUEUE_REDIS_URL", url)  # as a pod gets it from its Secret
+    config = make_config(f"redis://127.0.0.1:{server.port}/0", sweep=0.05,
+                         worker={"handler": "tests.fuzz.handlers:record_or_fail"})
+    worker = in_process(config)
+    worker.start()
+    try:
+        client = redis.Redis(port=server.port, password="s3cret")
+        wait_for("the task run", lambda: client.llen("fuzz:done") == 1, timeout=20)
+    finally:
+        stop_all([worker])
