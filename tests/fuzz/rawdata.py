@@ -198,7 +198,7 @@ class World:
         for e in self.processing:
             yield "processing", e, entry_forms(e)
         for e in self.dead:
-            yield "dead", e, frozenset({text(e)})
+            yield "dead", e, frozenset(_record_forms(e))
 
 
 def _wrong_type(right: str) -> st.SearchStrategy[str]:
@@ -333,6 +333,7 @@ class Found:
 
 
 def _record_forms(record: bytes) -> set[str]:
+    """A dead-letter record as it may be found: itself, or its payload (requeued)."""
     forms = {text(record)}
     try:
         data = json.loads(text(record))

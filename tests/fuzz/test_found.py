@@ -243,3 +243,17 @@ def test_a_password_in_the_url_query_is_used_by_the_worker_as_by_the_cli(
         wait_for("the task run", lambda: client.llen("fuzz:done") == 1, timeout=20)
     finally:
         stop_all([worker])
+
+
+@pytest.mark.parametrize("deadline", [float("inf"), float("-inf")])
+def test_inflight_shows_a_worker_whose_deadline_is_infinite(
+        raw: redis.Redis, redis_url: str, cli: Run, deadline: float) -> None:
+    raw.zadd(SCHEMA.workers, {"w1": deadline})
+    raw.rpush(SCHEMA.processing("w1"), b"q\n\ntask")
+    shown = cli("inflight", "--redis-url", redis_url, "--queue", "q", "--json")
+    assert (shown.code, shown.err) == (0, "")
+    [worker] = json.loads(shown.out, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert (worker["state"], worker["heartbeat_in_seconds"], worker["in_flight"]) == (
+        "alive" if deadline > 0 else "expired", None, 1)
+    table = cli("inflight", "--redis-url", redis_url, "--queue", "q")
+    assert (table.code, table.err) == (0, "")
