@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from taskqueue import keyspace, models, redact
+from taskqueue import keyspace, models, redact, redisspec
 
 OUTPUT = Path("crds") / f"{models.GROUP}_{models.PLURAL}.yaml"
 
@@ -83,6 +83,20 @@ RULES: dict[str, list[Rule]] = {
         f"|| self.url.matches('{redact.PASSWORD_IN_QUERY}'))",
         models.PASSWORD_IN_URL,
         ".url",
+    ), Rule(
+        "!has(self.tls) || !has(self.url) || self.url.startsWith('rediss')",
+        "spec.redis.tls needs a TLS URL: use rediss:// (rediss+cluster://, rediss+sentinel://)",
+        ".tls",
+    ), Rule(
+        "!has(self.sentinel) || !has(self.mode) || self.mode != 'cluster'",
+        "set spec.redis.mode cluster or spec.redis.sentinel, not both (Redis Cluster fails "
+        "over by itself)",
+        ".sentinel",
+    )],
+    "RedisTLSSpec": [Rule(
+        "has(self.certKey) == has(self.keyKey)",
+        "spec.redis.tls: set both certKey and keyKey (a client certificate and its key, e.g. "
+        "tls.crt and tls.key) or neither",
     )],
     "WorkerSpec": [Rule(
         "!(has(self.handler) && has(self.command))",
@@ -142,6 +156,8 @@ FIELD_EXTRAS: dict[tuple[str, str], Schema] = {
     ("RedisSpec", "url"): {
         "pattern": "^(rediss?(\\+(cluster|sentinel))?|unix)://", "maxLength": 4096},
     ("QueueSpec", "key"): {"maxLength": 512},
+    ("SentinelSpec", "addresses"): {"items": {"type": "string", "maxLength": 300,
+                                              "pattern": redisspec.ADDRESS_PATTERN}},
     ("RetrySpec", "deadLetterKey"): {"maxLength": 512},
     ("TaskQueueSpec", "keyPrefix"): {"maxLength": 512},
 }

@@ -19,7 +19,9 @@ PASSWORD_IN_URL = (
 )
 RedisMode = Literal["standalone", "cluster"]
 
-_ADDRESS_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?$")
+ADDRESS_PATTERN = r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:[0-9]{1,5})?$"
+"""A sentinel address, host:port (RE2 and Python syntax: the CRD checks it too)."""
+_ADDRESS_RE = re.compile(ADDRESS_PATTERN)
 
 
 class SecretKeyRef(SpecModel):
