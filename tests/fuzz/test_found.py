@@ -13,6 +13,11 @@ on the code before their fix).
 - An unknown Redis URL option (`?bogus=1`) passed the URL check: the CLI then failed with
   redis-py's TypeError traceback, the worker ignored it; and the worker ignored `?password=`,
   which redis-py (the CLI, the operator) uses.
+- `taskqueue inflight` failed (OverflowError) on a worker whose deadline is infinite.
+- A manifest nested 500 deep was a RecursionError traceback; a null field or `3.0` for an
+  integer, which the API server takes, was refused with -f; the API server took a TLS setting
+  without rediss://, Sentinel with mode cluster, a certKey without keyKey and a sentinel
+  address that is not host:port, which the models refuse.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import redis.asyncio as aioredis
 from taskqueue import keys, manifest, models, policy, queueops, status
 from taskqueue.observation import QueueObservation
 from taskqueue.observe import observe
+from taskqueue_devcluster import ControlPlane
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers.cli import Run
 from tests.helpers.wait import wait_for
@@ -257,3 +263,76 @@ def test_inflight_shows_a_worker_whose_deadline_is_infinite(
         "alive" if deadline > 0 else "expired", None, 1)
     table = cli("inflight", "--redis-url", redis_url, "--queue", "q")
     assert (table.code, table.err) == (0, "")
+
+
+# -- manifests --------------------------------------------------------------------------------
+
+def test_a_manifest_nested_too_deeply_is_one_line_from_the_worker(tmp_path: Path) -> None:
+    """PyYAML composes nested collections recursively: 500 levels were a RecursionError
+    traceback."""
+    path = tmp_path / "tq.yaml"
+    path.write_text("kind: TaskQueue\nmetadata: {name: " + "[" * 500 + "]" * 500 + "}\n")
+    proc = subprocess.run([sys.executable, "-m", "taskqueue.worker.main", "--print-settings",
+                           "-f", str(path)], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"taskqueue-worker: {path}: not valid YAML: collections nested more "
+                           "than 64 deep (a manifest needs a few levels)\n")
+
+
+AS_STORED = [
+    pytest.param({"worker": {"handler": "a:b", "env": None, "idempotency": None}},
+                 lambda tq: tq.spec.worker.env == [], id="null-list-is-unset"),
+    pytest.param({"scaling": {"paused": None, "maxReplicas": 4}},
+                 lambda tq: tq.spec.scaling.paused is False, id="null-bool-is-unset"),
+    pytest.param({"retry": {"maxAttempts": 3.0}}, lambda tq: tq.spec.retry.maxAttempts == 3,
+                 id="whole-float-is-an-integer"),
+    pytest.param({"redis": {"url": "redis://r:6379/0", "waitForReplicas": -0.0}},
+                 lambda tq: tq.spec.redis.waitForReplicas == 0, id="minus-zero-is-zero"),
+]
+
+
+@pytest.mark.parametrize(("fields", "check"), AS_STORED)
+def test_a_manifest_reads_as_the_api_server_stores_it(fields: dict[str, object],
+                                                      check: Callable[..., bool]) -> None:
+    """The API server drops null fields and takes 3.0 for an integer field; the models refused
+    both, so a file that kubectl applies failed with -f."""
+    spec: dict[str, object] = {"redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "q"}]}
+    tq = manifest.parse({"kind": "TaskQueue", "spec": {**spec, **fields}})
+    assert check(tq)
+
+
+def test_an_unknown_field_is_refused_even_when_null() -> None:
+    with pytest.raises(manifest.ManifestError, match=r"spec\.bogus: Extra inputs"):
+        manifest.parse({"kind": "TaskQueue", "spec": {
+            "redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "q"}], "bogus": None}})
+
+
+REDIS_REFUSED = [
+    pytest.param({"url": "redis://r:6379/0", "tls": {"secretName": "t"}},
+                 "spec.redis.tls needs a TLS URL", id="tls-without-rediss"),
+    pytest.param({"url": "redis://r:6379/0", "mode": "cluster",
+                  "sentinel": {"masterName": "m", "addresses": ["s:26379"]}},
+                 "set spec.redis.mode cluster or spec.redis.sentinel, not both",
+                 id="sentinel-and-cluster"),
+    pytest.param({"url": "rediss://r:6379/0", "tls": {"secretName": "t", "certKey": "c"}},
+                 "set both certKey and keyKey", id="cert-without-key"),
+    pytest.param({"url": "redis://r:6379/0",
+                  "sentinel": {"masterName": "m", "addresses": ["s:port"]}},
+                 "spec.redis.sentinel.addresses[0]", id="sentinel-address-not-host-port"),
+]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(("redis_spec", "message"), REDIS_REFUSED)
+def test_the_api_server_refuses_the_redis_settings_the_models_refuse(
+        control_plane: ControlPlane, crd: None, namespace: str, redis_spec: dict[str, object],
+        message: str) -> None:
+    body = {"apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue",
+            "metadata": {"name": "tq"}, "spec": {"redis": redis_spec, "queues": [{"key": "q"}]}}
+    with pytest.raises(manifest.ManifestError):
+        manifest.parse(body)
+    proc = control_plane.kubectl("create", "--dry-run=server", "-n", namespace, "-f", "-",
+                                 input=json.dumps(body), check=False)
+    assert proc.returncode != 0, "the API server accepted it"
+    assert message in proc.stderr, proc.stderr

@@ -22,6 +22,7 @@ import jsonschema
 import pytest
 import yaml
 from hypothesis import event, given
+from hypothesis import strategies as st
 
 from taskqueue import crdgen, keys, manifest, models, workersettings, workload
 from taskqueue.cli.main import main as cli_main
@@ -116,7 +117,10 @@ def _document(data: bytes) -> Any:
                 if isinstance(d, dict) and d.get("kind") == models.KIND)
 
 
-CLI_CODES = {0: "ok", 3: "bad manifest", 4: "Redis unreachable"}
+CLI_CODES = {0: "ok", 2: "usage", 3: "bad manifest", 4: "Redis unreachable"}
+COMMANDS = [("stats", "--interval", "0", "--json"), ("inflight", "--json"),
+            ("dlq", "list", "--json"), ("enqueue", "q", "payload")]
+"""Each command with a manifest: `-f` goes after the command's name (`dlq list`: both words)."""
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:
@@ -131,28 +135,31 @@ def _cli(*argv: str) -> tuple[int, str, str]:
 
 def assert_cli_outcome(loaded: models.TaskQueue | str, code: int, err: str) -> None:
     """Exit 3 and the model's problems when the models refuse the file; else 0 (the test's
-    Redis) or 4 (a closed port), one line."""
+    Redis), 2 (`enqueue q` where q is no queue of the manifest) or 4 (a closed port), one
+    line."""
     assert code in CLI_CODES, (code, err)
     assert "Traceback" not in err, err
     if isinstance(loaded, str):
         assert code == 3, err
         assert err == f"taskqueue: bad manifest: {loaded}\n"
     elif code == 0:
-        assert err == ""
+        assert err.count("\n") <= 1, err  # `enqueue` counts what it pushed there
     else:
         assert err.startswith("taskqueue: ") and err.count("\n") == 1, err
 
 
-@examples(60)
-@given(case=manifests.files())
+@examples(80)
+@given(case=manifests.files(), command=st.sampled_from(COMMANDS))
 def test_the_cli_reads_a_manifest_or_says_why_not(
-        manifest_path: Path, address: str, case: tuple[Any, bytes]) -> None:
+        manifest_path: Path, address: str, case: tuple[Any, bytes],
+        command: tuple[str, ...]) -> None:
     _, data = case
     manifest_path.write_bytes(manifests.with_redis(data, address))
-    code, out, err = _cli("stats", "-f", str(manifest_path), "--interval", "0", "--json")
+    words = 2 if command[0] == "dlq" else 1
+    code, out, err = _cli(*command[:words], "-f", str(manifest_path), *command[words:])
     event(f"exit {code}")
     assert_cli_outcome(_load(manifest_path), code, err)
-    if code == 0:
+    if code == 0 and "--json" in command:
         json.loads(out)
 
 
