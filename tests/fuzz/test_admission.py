@@ -46,7 +46,7 @@ def _model_problem(doc: dict[str, Any]) -> str | None:
     return None
 
 
-@examples(15)
+@examples(20)
 @given(doc=manifests.documents())
 def test_the_api_server_and_the_models_refuse_the_same_taskqueues(
         control_plane: ControlPlane, crd: None, namespace: str, doc: dict[str, Any]) -> None:

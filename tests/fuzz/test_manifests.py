@@ -87,7 +87,7 @@ def assert_used_downstream(tq: models.TaskQueue, doc: Any) -> None:
     assert errors == [], errors[0].message
 
 
-@examples(300)
+@examples(400)
 @given(case=manifests.files())
 def test_the_models_accept_what_every_part_takes_or_refuse_in_one_line_per_problem(
         manifest_path: Path, address: str, case: tuple[Any, bytes]) -> None:
@@ -148,7 +148,7 @@ def assert_cli_outcome(loaded: models.TaskQueue | str, code: int, err: str) -> N
         assert err.startswith("taskqueue: ") and err.count("\n") == 1, err
 
 
-@examples(80)
+@examples(100)
 @given(case=manifests.files(), command=st.sampled_from(COMMANDS))
 def test_the_cli_reads_a_manifest_or_says_why_not(
         manifest_path: Path, address: str, case: tuple[Any, bytes],

@@ -76,7 +76,7 @@ async def _polls(url: str, tq: models.TaskQueue, n: int) -> list[status.Status]:
         await client.aclose()
 
 
-@examples(60)
+@examples(120)
 @given(world=rawdata.worlds())
 def test_a_poll_reads_any_data_names_wrong_keys_and_writes_nothing(
         raw: redis.Redis, redis_server: RedisServer, world: rawdata.World) -> None:

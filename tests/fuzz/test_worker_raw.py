@@ -83,7 +83,7 @@ def _settle(r: redis.Redis, *, timeout: float = 10.0) -> None:
     raise AssertionError(f"still changing after {timeout}s: {last}")
 
 
-@examples(40)
+@examples(80)
 @given(world=rawdata.worlds())
 def test_a_worker_loses_nothing_and_changes_no_key_type(
         raw: redis.Redis, redis_server: RedisServer, caplog: pytest.LogCaptureFixture,
