@@ -9,43 +9,22 @@ queue and touches no other key.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.cli.main import main
 from tests.fixtures.redis_server import RedisServer
 from tests.fuzz import rawdata
 from tests.fuzz.budget import examples
+from tests.fuzz.inprocess import Outcome, run_cli
 
 EXIT_CODES = {0: "ok", 1: "failed", 5: "wrong key type"}
 """The exit codes a command may end with on a reachable Redis and a valid target."""
-
-
-@dataclass(frozen=True)
-class Outcome:
-    code: int
-    out: str
-    err: str
-
-
-def run(*argv: str) -> Outcome:
-    """`taskqueue ARGV` in-process, its output captured (argparse's exit as a code)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return Outcome(code, out.getvalue(), err.getvalue())
 
 
 def assert_one_line(outcome: Outcome, *, per_record: bool = False) -> None:
@@ -93,7 +72,7 @@ def test_reading_commands_end_in_one_line_and_write_nothing(
     raw.flushall()
     rawdata.write(raw, world, now_ms=int(time.time() * 1000))
     before = rawdata.dump(raw)
-    outcome = run(*command[:2 if command[0] == "dlq" else 1], *_target(redis_server.url),
+    outcome = run_cli(*command[:2 if command[0] == "dlq" else 1], *_target(redis_server.url),
                   *command[2 if command[0] == "dlq" else 1:])
     assert_one_line(outcome)
     if outcome.code == 0 and "--json" in command:
@@ -109,7 +88,7 @@ def test_requeue_loses_no_dead_letter_and_changes_no_key_type(
     rawdata.write(raw, world, now_ms=int(time.time() * 1000))
     world = rawdata.effective(world)
     types = rawdata.key_types(raw)
-    outcome = run("dlq", "requeue", *_target(redis_server.url), "--all")
+    outcome = run_cli("dlq", "requeue", *_target(redis_server.url), "--all")
     assert_one_line(outcome, per_record=True)
     assert rawdata.lost(world, rawdata.found(raw)) == []
     assert rawdata.type_changes(types, rawdata.key_types(raw)) == []
@@ -122,7 +101,7 @@ def test_drain_empties_its_queue_and_nothing_else(
     raw.flushall()
     rawdata.write(raw, world, now_ms=int(time.time() * 1000))
     before = rawdata.dump(raw)
-    outcome = run("drain", *_target(redis_server.url), "--yes", "--batch", "2", queue)
+    outcome = run_cli("drain", *_target(redis_server.url), "--yes", "--batch", "2", queue)
     assert_one_line(outcome)
     after = rawdata.dump(raw)
     assert {k: v for k, v in after.items() if k != queue} == {

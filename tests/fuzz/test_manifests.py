@@ -10,26 +10,27 @@ code 2 from the worker and 3 from the CLI, and never a traceback.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+import redis
 import yaml
 from hypothesis import event, given
 from hypothesis import strategies as st
 
 from taskqueue import crdgen, keys, manifest, models, workersettings, workload
-from taskqueue.cli.main import main as cli_main
 from taskqueue.worker import config as cfg
 from tests.fixtures.redis_server import RedisServer
 from tests.fuzz import manifests
 from tests.fuzz.budget import examples
+from tests.fuzz.inprocess import run_cli
 from tests.helpers.cli import console_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +56,14 @@ def manifest_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def address(redis_server: RedisServer) -> str:
     return f"127.0.0.1:{redis_server.port}"
+
+
+@pytest.fixture
+def flush(redis_server: RedisServer) -> Iterator[Callable[[], object]]:
+    """Empty the test's Redis (each example starts from nothing; other tests leave keys)."""
+    client = redis.Redis.from_url(redis_server.url)
+    yield client.flushall
+    client.close()
 
 
 def _load(path: Path) -> models.TaskQueue | str:
@@ -123,16 +132,6 @@ COMMANDS = [("stats", "--interval", "0", "--json"), ("inflight", "--json"),
 """Each command with a manifest: `-f` goes after the command's name (`dlq list`: both words)."""
 
 
-def _cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli_main(list(argv))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
-
-
 def assert_cli_outcome(loaded: models.TaskQueue | str, code: int, err: str) -> None:
     """Exit 3 and the model's problems when the models refuse the file; else 0 (the test's
     Redis), 2 (`enqueue q` where q is no queue of the manifest) or 4 (a closed port), one
@@ -151,12 +150,14 @@ def assert_cli_outcome(loaded: models.TaskQueue | str, code: int, err: str) -> N
 @examples(100)
 @given(case=manifests.files(), command=st.sampled_from(COMMANDS))
 def test_the_cli_reads_a_manifest_or_says_why_not(
-        manifest_path: Path, address: str, case: tuple[Any, bytes],
-        command: tuple[str, ...]) -> None:
+        manifest_path: Path, address: str, flush: Callable[[], object],
+        case: tuple[Any, bytes], command: tuple[str, ...]) -> None:
+    flush()
     _, data = case
     manifest_path.write_bytes(manifests.with_redis(data, address))
     words = 2 if command[0] == "dlq" else 1
-    code, out, err = _cli(*command[:words], "-f", str(manifest_path), *command[words:])
+    code, out, err = astuple(run_cli(*command[:words], "-f", str(manifest_path),
+                                     *command[words:]))
     event(f"exit {code}")
     assert_cli_outcome(_load(manifest_path), code, err)
     if code == 0 and "--json" in command:
@@ -186,7 +187,9 @@ def test_the_worker_process_takes_what_the_models_take(
 @examples(4)
 @given(case=manifests.files())
 def test_the_cli_process_reads_a_manifest_or_says_why_not(
-        manifest_path: Path, address: str, case: tuple[Any, bytes]) -> None:
+        manifest_path: Path, address: str, flush: Callable[[], object],
+        case: tuple[Any, bytes]) -> None:
+    flush()
     _, data = case
     manifest_path.write_bytes(manifests.with_redis(data, address))
     proc = subprocess.run([*console_script(), "stats", "-f", str(manifest_path), "--interval",
