@@ -141,7 +141,13 @@ RULES: dict[str, list[Rule]] = {
         f"'spec.retry.deadLetterKey ' + {_DEAD} + ' is one of the own keys of the TaskQueue with "
         f"keyPrefix ' + {_PREFIX} + ' ({_OWNED_NAMES}); use another deadLetterKey or set "
         "spec.keyPrefix'",
-    ), Rule(
+    ), *(Rule(
+        f"!has(self.scaling) || !has(self.scaling.{name}) || "
+        f"self.scaling.{name}.all(k, self.queues.exists(q, q.key == k))",
+        f"spec.scaling.{name} names a key that is not in spec.queues; use the key of one of "
+        "the queues",
+        f".scaling.{name}",
+    ) for name in ("targetWaitSeconds", "expectedServiceSeconds")), Rule(
         _ONE_SLOT,
         "spec.redis.mode cluster: every key of a TaskQueue (spec.queues[*].key, keyPrefix, "
         "retry.deadLetterKey) must share one hash tag so that all of them live in one slot; "
@@ -156,6 +162,8 @@ FIELD_EXTRAS: dict[tuple[str, str], Schema] = {
     ("RedisSpec", "url"): {
         "pattern": "^(rediss?(\\+(cluster|sentinel))?|unix)://", "maxLength": 4096},
     ("QueueSpec", "key"): {"maxLength": 512},
+    ("ScalingSpec", "targetWaitSeconds"): {"maxProperties": 32},
+    ("ScalingSpec", "expectedServiceSeconds"): {"maxProperties": 32},
     ("SentinelSpec", "addresses"): {"items": {"type": "string", "maxLength": 300,
                                               "pattern": redisspec.ADDRESS_PATTERN}},
     ("RetrySpec", "deadLetterKey"): {"maxLength": 512},

@@ -161,6 +161,18 @@ def dead_records(draw: st.DrawFn) -> bytes:
     return json.dumps(record).encode()
 
 
+def _record_task(record: bytes) -> object:
+    """What `dlq requeue` makes of a record: two records of one task (queue, payload, id) are
+    one element, which a zset queue holds once (so a world has at most one of them)."""
+    try:
+        data = json.loads(record)
+    except ValueError:
+        return record
+    if not isinstance(data, dict):
+        return record
+    return json.dumps([data.get("queue"), data.get("payload"), data.get("id")])
+
+
 # --- a world ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -238,7 +250,7 @@ def worlds(draw: st.DrawFn, *, wrong_bookkeeping: bool = True) -> World:
         delayed=tuple(draw(st.lists(st.tuples(entries(), st.sampled_from([-5000, -1, 600_000])),
                                     unique_by=lambda p: p[0], **small))),
         processing=tuple(draw(st.lists(entries(), **small))),
-        dead=tuple(draw(st.lists(dead_records(), max_size=3))),
+        dead=tuple(draw(st.lists(dead_records(), max_size=3, unique_by=_record_task))),
         wrong=tuple(wrong),
         stats=tuple(draw(st.lists(st.tuples(_COUNTER_FIELDS, _COUNTER_VALUES), max_size=3))),
         workers=tuple(draw(st.lists(st.tuples(_WORKER_IDS, _DEADLINES), max_size=2,

@@ -16,8 +16,9 @@ on the code before their fix).
 - `taskqueue inflight` failed (OverflowError) on a worker whose deadline is infinite.
 - A manifest nested 500 deep was a RecursionError traceback; a null field or `3.0` for an
   integer, which the API server takes, was refused with -f; the API server took a TLS setting
-  without rediss://, Sentinel with mode cluster, a certKey without keyKey and a sentinel
-  address that is not host:port, which the models refuse.
+  without rediss://, Sentinel with mode cluster, a certKey without keyKey, a sentinel address
+  that is not host:port and a wait target or service time of a key that is no queue, which the
+  models refuse.
 """
 
 from __future__ import annotations
@@ -308,28 +309,36 @@ def test_an_unknown_field_is_refused_even_when_null() -> None:
             "redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "q"}], "bogus": None}})
 
 
-REDIS_REFUSED = [
-    pytest.param({"url": "redis://r:6379/0", "tls": {"secretName": "t"}},
+ADMISSION_REFUSED = [
+    pytest.param({"redis": {"url": "redis://r:6379/0", "tls": {"secretName": "t"}}},
                  "spec.redis.tls needs a TLS URL", id="tls-without-rediss"),
-    pytest.param({"url": "redis://r:6379/0", "mode": "cluster",
-                  "sentinel": {"masterName": "m", "addresses": ["s:26379"]}},
+    pytest.param({"redis": {"url": "redis://r:6379/0", "mode": "cluster",
+                            "sentinel": {"masterName": "m", "addresses": ["s:26379"]}}},
                  "set spec.redis.mode cluster or spec.redis.sentinel, not both",
                  id="sentinel-and-cluster"),
-    pytest.param({"url": "rediss://r:6379/0", "tls": {"secretName": "t", "certKey": "c"}},
+    pytest.param({"redis": {"url": "rediss://r:6379/0",
+                            "tls": {"secretName": "t", "certKey": "c"}}},
                  "set both certKey and keyKey", id="cert-without-key"),
-    pytest.param({"url": "redis://r:6379/0",
-                  "sentinel": {"masterName": "m", "addresses": ["s:port"]}},
+    pytest.param({"redis": {"url": "redis://r:6379/0",
+                            "sentinel": {"masterName": "m", "addresses": ["s:port"]}}},
                  "spec.redis.sentinel.addresses[0]", id="sentinel-address-not-host-port"),
+    pytest.param({"scaling": {"targetWaitSeconds": {"other": 5}}},
+                 "spec.scaling.targetWaitSeconds names a key that is not in spec.queues",
+                 id="wait-target-of-no-queue"),
+    pytest.param({"scaling": {"expectedServiceSeconds": {"other": 1}}},
+                 "spec.scaling.expectedServiceSeconds names a key that is not in spec.queues",
+                 id="service-time-of-no-queue"),
 ]
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize(("redis_spec", "message"), REDIS_REFUSED)
-def test_the_api_server_refuses_the_redis_settings_the_models_refuse(
-        control_plane: ControlPlane, crd: None, namespace: str, redis_spec: dict[str, object],
+@pytest.mark.parametrize(("fields", "message"), ADMISSION_REFUSED)
+def test_the_api_server_refuses_what_the_models_refuse(
+        control_plane: ControlPlane, crd: None, namespace: str, fields: dict[str, object],
         message: str) -> None:
+    spec = {"redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "q"}], **fields}
     body = {"apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue",
-            "metadata": {"name": "tq"}, "spec": {"redis": redis_spec, "queues": [{"key": "q"}]}}
+            "metadata": {"name": "tq"}, "spec": spec}
     with pytest.raises(manifest.ManifestError):
         manifest.parse(body)
     proc = control_plane.kubectl("create", "--dry-run=server", "-n", namespace, "-f", "-",

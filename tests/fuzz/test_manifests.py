@@ -45,7 +45,8 @@ def _crd_schema() -> dict[str, Any]:
     return schema
 
 
-CRD = jsonschema.Draft7Validator(_crd_schema())
+CRD = jsonschema.Draft4Validator(_crd_schema())
+"""OpenAPI v3.0 schemas follow draft 4 (`exclusiveMinimum: true`)."""
 
 
 @pytest.fixture
