@@ -1,6 +1,6 @@
 """Fuzz: the real API server (the CRD's schema, bounds and CEL rules) and the models agree on
 generated TaskQueues: each refuses what the other refuses, but for the differences listed in
-`DIFFERENCES` (docs/operator.md, "What admission checks and what the operator checks").
+`DIFFERENCES` (docs/install.md, "Keys and numbers are checked at admission too").
 
 Each example is one `kubectl create --dry-run=server` (nothing is stored); metadata, apiVersion
 and kind are the API server's own business and are kept valid.
