@@ -35,7 +35,7 @@ class SentinelSpec(SpecModel):
     """Redis behind Sentinel: the sentinels name the master and follow its failovers."""
 
     masterName: str = Field(
-        min_length=1, max_length=256, pattern=r"^[^\s/]+$",
+        min_length=1, max_length=256, pattern=r"^[^\x00-\x20\x7f/]+$",
         description="Name the sentinels monitor the master under (sentinel monitor <name> ...).",
     )
     addresses: list[str] = Field(
