@@ -18,7 +18,8 @@ on the code before their fix).
   integer, which the API server takes, was refused with -f; the API server took a TLS setting
   without rediss://, Sentinel with mode cluster, a certKey without keyKey, a sentinel address
   that is not host:port and a wait target or service time of a key that is no queue, which the
-  models refuse.
+  models refuse; a queue key with a vertical tab or a no-break space got one verdict from the
+  models and another from the API server (their regex engines read `\s` differently).
 """
 
 from __future__ import annotations
@@ -345,3 +346,36 @@ def test_the_api_server_refuses_what_the_models_refuse(
                                  input=json.dumps(body), check=False)
     assert proc.returncode != 0, "the API server accepted it"
     assert message in proc.stderr, proc.stderr
+
+
+SAME_VERDICT = [
+    pytest.param({"queues": [{"key": "a\vb"}]}, False, id="key-with-a-vertical-tab"),
+    pytest.param({"queues": [{"key": "a\x1fb"}]}, False, id="key-with-a-control-character"),
+    pytest.param({"queues": [{"key": "a\u00a0b"}]}, True, id="key-with-a-no-break-space"),
+    pytest.param({"queues": [{"key": "q"}], "worker": {"handler": "é:f"}}, False,
+                 id="handler-not-ascii"),
+    pytest.param({"queues": [{"key": "q"}], "redis": {"url": "redis://r:6379/0", "sentinel": {
+        "masterName": "m\u2003", "addresses": ["s:26379"]}}}, True,
+                 id="master-name-with-an-em-space"),
+]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(("fields", "accepted"), SAME_VERDICT)
+def test_the_models_and_the_api_server_read_a_pattern_alike(
+        control_plane: ControlPlane, crd: None, namespace: str, fields: dict[str, object],
+        accepted: bool) -> None:
+    """`\\s` and `\\w` in a pattern are ASCII to the API server (Go) and Unicode to pydantic
+    (Rust): a key with a vertical tab or a no-break space, a handler with 'é', got two verdicts."""
+    body = {"apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue",
+            "metadata": {"name": "tq"},
+            "spec": {"redis": {"url": "redis://r:6379/0"}, **fields}}
+    try:
+        manifest.parse(body)
+    except manifest.ManifestError:
+        model = False
+    else:
+        model = True
+    proc = control_plane.kubectl("create", "--dry-run=server", "-n", namespace, "-f", "-",
+                                 input=json.dumps(body), check=False)
+    assert (model, proc.returncode == 0) == (accepted, accepted), proc.stderr
