@@ -45,12 +45,22 @@ def describe(error: ValidationError, *, root: str = "") -> str:
     for item in error.errors():
         path = root
         for part in item["loc"]:
-            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+            path += _step(part, first=not path)
         msg = item["msg"].removeprefix("Value error, ")
         # a message that names its fields itself (`spec.retry.deadLetterKey 'r' is ...`)
         lines.append(msg if path and msg.startswith(f"{path}.") else
                      f"{path or '(manifest)'}: {msg}")
     return "\n".join(lines)
+
+
+def _step(part: int | str, *, first: bool) -> str:
+    """One step of a field's path: `[0]`, `.key`, or `['a b']` for a map key that is not
+    printable without a space (a `\r` in a key would break the line)."""
+    if isinstance(part, int):
+        return f"[{part}]"
+    if not part.isprintable() or any(c.isspace() for c in part):
+        return f"[{part!r}]"
+    return part if first else f".{part}"
 
 
 def parse(data: Any) -> TaskQueue:

@@ -376,18 +376,14 @@ def _zset(r: redis.Redis, key: str) -> list[bytes]:
 
 def lost(world: World, after: Found) -> list[tuple[str, bytes]]:
     """The inputs of `world` that no place of `after` holds: each place holds at most one input
-    (a maximum bipartite matching of inputs to places whose forms meet), but for an element of
-    the zset queue, which stands for every input of that element (a zset holds an element once:
-    two entries of one element put back, or two records of one task requeued, are one task)."""
-    inputs = list(world.inputs())
+    (a maximum bipartite matching of inputs to places whose forms meet)."""
+    inputs = _one_per_zset_element(list(world.inputs()))
     owner: dict[int, int] = {}
 
     def place_for(i: int, seen: set[int]) -> bool:
-        for p, (where, forms) in enumerate(after.places):
+        for p, (_, forms) in enumerate(after.places):
             if p in seen or not forms & inputs[i][2]:
                 continue
-            if where == "z":
-                return True
             seen.add(p)
             if p not in owner or place_for(owner[p], seen):
                 owner[p] = i
@@ -396,6 +392,38 @@ def lost(world: World, after: Found) -> list[tuple[str, bytes]]:
 
     return [(where, data) for i, (where, data, _) in enumerate(inputs)
             if not place_for(i, set())]
+
+
+Input = tuple[str, bytes, frozenset[str]]
+
+
+def _one_per_zset_element(inputs: list[Input]) -> list[Input]:
+    """`inputs` with one of each group that becomes one element of the zset queue z: a zset
+    holds an element once, so two entries of one element put back there, or two dead-letter
+    records of one task requeued there, are one task."""
+    seen: set[object] = set()
+    kept = []
+    for item in inputs:
+        key = _zset_element(item[0], item[1])
+        if key is None or key not in seen:
+            kept.append(item)
+        if key is not None:
+            seen.add(key)
+    return kept
+
+
+def _zset_element(where: str, data: bytes) -> object:
+    if where in ("delayed", "processing"):
+        parts = data.split(b"\n", 2)
+        return ("z", parts[2]) if len(parts) == 3 and parts[0] == b"z" else None
+    if where == "dead":
+        try:
+            record = json.loads(text(data))
+        except ValueError:
+            return None
+        if isinstance(record, dict) and record.get("queue") == "z":
+            return ("z-record", str(record.get("payload")), str(record.get("id")))
+    return None
 
 
 def key_types(r: redis.Redis) -> dict[str, str]:

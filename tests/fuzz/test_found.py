@@ -19,7 +19,7 @@ on the code before their fix).
   without rediss://, Sentinel with mode cluster, a certKey without keyKey, a sentinel address
   that is not host:port and a wait target or service time of a key that is no queue, which the
   models refuse; a queue key with a vertical tab or a no-break space got one verdict from the
-  models and another from the API server (their regex engines read `\s` differently).
+  models and another from the API server (their regex engines read a space class differently).
 """
 
 from __future__ import annotations
@@ -379,3 +379,14 @@ def test_the_models_and_the_api_server_read_a_pattern_alike(
     proc = control_plane.kubectl("create", "--dry-run=server", "-n", namespace, "-f", "-",
                                  input=json.dumps(body), check=False)
     assert (model, proc.returncode == 0) == (accepted, accepted), proc.stderr
+
+
+def test_a_map_key_with_a_control_character_stays_on_its_problem_line() -> None:
+    """A `\\r` in a key of scaling.expectedServiceSeconds was printed as it is: a terminal then
+    wrote the rest of the problem over its start."""
+    with pytest.raises(manifest.ManifestError) as refused:
+        manifest.parse({"kind": "TaskQueue", "spec": {
+            "redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "q"}],
+            "scaling": {"expectedServiceSeconds": {"\r": 0}}}})
+    assert str(refused.value).splitlines() == [
+        "spec.scaling.expectedServiceSeconds['\\r']: Input should be greater than 0"]
