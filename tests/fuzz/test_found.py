@@ -387,6 +387,7 @@ def test_a_map_key_with_a_control_character_stays_on_its_problem_line() -> None:
     with pytest.raises(manifest.ManifestError) as refused:
         manifest.parse({"kind": "TaskQueue", "spec": {
             "redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "q"}],
-            "scaling": {"expectedServiceSeconds": {"\r": 0}}}})
+            "scaling": {"expectedServiceSeconds": {"q": "5", "\r": 0}}}})
     assert str(refused.value).splitlines() == [
+        "spec.scaling.expectedServiceSeconds.q: Input should be a valid number",
         "spec.scaling.expectedServiceSeconds['\\r']: Input should be greater than 0"]
