@@ -96,12 +96,12 @@ def measured(observation: QueueObservation, state: policy.PolicyState) -> dict[s
     service time."""
     waits = {q: round(age, 1) for q in observation.backlog
              if (age := observation.oldest_age(q)) is not None}
-    service = state.rates.service_seconds
+    service = state.rates.service.mean
     return {
         "waitSeconds": waits,
         "waitP95Seconds": {q: round(p95, 1) for q in observation.backlog
-                           if (p95 := state.rates.wait_quantile(q, 0.95)) is not None},
-        "arrivalRate": {q: round(state.rates.arrival_rate(q), 3) for q in observation.backlog},
+                           if (p95 := state.rates.waits.quantile(q, 0.95)) is not None},
+        "arrivalRate": {q: round(state.rates.arrivals.rate(q), 3) for q in observation.backlog},
         "serviceSeconds": None if service is None else float(f"{service:.3g}"),
     }
 

@@ -33,7 +33,7 @@ The rules, in the order they are applied:
 6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
    passed since work was last seen; until then one replica stays, or, for arrivals that come in
    batches, the replicas the next batch needs (`waitmodel.WaitSizing.batches`) while the
-   measured arrivals make a lull that long normal (`rates.Rates.lull_expected`).
+   measured arrivals make a lull that long normal (`arrivals.Arrivals.lull_expected`).
 7. Clamp to [minReplicas, maxReplicas].
 8. Up: immediate, at most ``maxScaleUpStep`` added (0 -> n on the first poll that sees a task).
    Down: to the highest recommendation of the last ``scaleDownStabilizationSeconds`` (as the HPA
@@ -244,7 +244,7 @@ def _recommend(
         if state.replicas > 0 and idle_for < spec.idleCooldownSeconds:
             why = f"idle {idle_for:.0f}s < idleCooldownSeconds {spec.idleCooldownSeconds:g}"
             rec = steady = 1
-            if batches > 1 and state.rates.lull_expected(idle_for):
+            if batches > 1 and state.rates.arrivals.lull_expected(idle_for):
                 rec = steady = batches
                 why += f": {batches} for the next batch (arrivals come in batches)"
         else:
@@ -287,10 +287,10 @@ def _held_load(rec: int, why: str, rates: rates_.Rates, fleet: _Fleet,
     time / concurrency, over the queues without a wait target): fewer serve less than arrives,
     and the length target alone would drop the fleet there whenever the backlog is briefly gone."""
     queues = [q for q in fleet.queue_order if q not in exclude]
-    services = rates.service_by_queue(queues) if queues and rates.service_known else None
+    services = rates.service.by_queue(queues) if queues and rates.service.known else None
     if not services:
         return rec, why
-    load = sum(rates.arrival_rate(q) * services[q] for q in queues)
+    load = sum(rates.arrivals.rate(q) * services[q] for q in queues)
     held = math.ceil(load / fleet.concurrency - 1e-9)
     if held > rec:
         load_why = f"the measured load {load:.3g} slots / concurrency {fleet.concurrency}"

@@ -103,7 +103,7 @@ WAIT_EDGES_SECONDS = (0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0
 """The wait histogram's edges: workers count, per queue, the tasks whose wait (enqueue to first
 start, known from the envelope's `enqueued_at`) was longer than each edge, so the operator
 knows the share of a queue's tasks that waited longer than its targetWaitSeconds (interpolated
-between edges: `rates.Rates.late_share`)."""
+between edges: `scaling.waits.Waits.late_share`)."""
 WAITED_FIELD_PREFIX = "waited:"
 """Stats-hash field prefix of the tasks whose wait a worker measured (first attempts of
 envelopes with an `enqueued_at`), per queue; added with each heartbeat."""

@@ -8,8 +8,11 @@ import pytest
 
 from taskqueue.controller import status as st
 from taskqueue.scaling import policy
+from taskqueue.scaling.arrivals import Arrivals
 from taskqueue.scaling.observation import QueueObservation, WorkerObservation
 from taskqueue.scaling.rates import Rates
+from taskqueue.scaling.service import ServiceTimes
+from taskqueue.scaling.waits import Waits
 from taskqueue.wire.keys import WAIT_EDGES_SECONDS
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -157,9 +160,10 @@ def test_measured_fields_come_from_the_policy_rates() -> None:
     # 50 tasks into "hi" over 100 s, 20 completions holding 40 task-seconds: 0.5/s, 2 s each
     # and the workers measured 100 waits of "hi", 10 of them over 2 s, none over 3 s: p95 2.5 s
     hist = (100.0, 40.0, 30.0, 10.0, *(0.0,) * (len(WAIT_EDGES_SECONDS) - 3))
-    rates = Rates(at=T0, elapsed=100.0, elapsed_short=100.0, arrivals=(("hi", 50.0),),
-                  arrivals_short=(("hi", 50.0),), busy_seconds=40.0, completions=20.0,
-                  waits=(("hi", hist),))
+    rates = Rates(at=T0, arrivals=Arrivals(elapsed=100.0, elapsed_short=100.0,
+                                           counts=(("hi", 50.0),), counts_short=(("hi", 50.0),)),
+                  service=ServiceTimes(busy_seconds=40.0, completions=20.0),
+                  waits=Waits(sums=(("hi", hist),)))
     fields = st.measured(OBS, policy.PolicyState(replicas=1, rates=rates))
     assert fields == {"waitSeconds": {"hi": 9.6}, "arrivalRate": {"hi": 0.5, "lo": 0.0},
                       "serviceSeconds": 2.0, "waitP95Seconds": {"hi": 2.5}}

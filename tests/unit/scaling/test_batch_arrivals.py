@@ -1,4 +1,4 @@
-"""Tasks that arrive in batches: measuring how bursty arrivals are (`Rates.arrival_cv2`), the
+"""Tasks that arrive in batches: measuring how bursty arrivals are (`Arrivals.cv2`), the
 slots that start a typical batch within the wait target (`waitmodel.batch_slots`), the fleet
 held through the lulls between batches, and the end result in the simulator (pure)."""
 
@@ -57,8 +57,8 @@ def batch_counts(size: int, every: float, polls: int, seed: int = 1) -> list[int
 
 # -- measuring -----------------------------------------------------------------------------------
 def allan(rates: Rates) -> float:
-    """The estimate behind `arrival_cv2`, trusted or not."""
-    (spread,) = rates.spread
+    """The estimate behind `Arrivals.cv2`, trusted or not."""
+    (spread,) = rates.arrivals.spread
     return spread.squares / spread.base
 
 
@@ -91,14 +91,14 @@ def test_how_bursty_the_arrivals_are(counts: list[int], lowest: float, highest: 
     pytest.param([1, 0] * 4, False, id="too-few-tasks"),
 ])
 def test_measured_only_for_batches_that_recur(counts: list[int], trusted: bool) -> None:
-    assert (measured(counts).arrival_cv2("q") is not None) is trusted
+    assert (measured(counts).arrivals.cv2("q") is not None) is trusted
 
 
 def test_a_batch_of_the_measured_size_counts_as_a_rate() -> None:
     # batches of 10 every ~5 s are 2/s; the cap a Poisson count would get (2 x 2 s + 4 sigmas
     # + 3 = 15) would cut the larger counts of two batches in one poll, and the rate with them
     counts = batch_counts(10, 5.0, 300)
-    assert 1.7 <= measured(counts).arrival_rate("q") <= 2.6
+    assert 1.7 <= measured(counts).arrivals.rate("q") <= 2.6
 
 
 @pytest.mark.parametrize("counts, seconds, expected", [
@@ -111,7 +111,7 @@ def test_a_batch_of_the_measured_size_counts_as_a_rate() -> None:
 ])
 def test_a_lull_between_batches_is_expected(counts: list[int], seconds: float,
                                             expected: bool) -> None:
-    assert measured(counts).lull_expected(seconds) is expected
+    assert measured(counts).arrivals.lull_expected(seconds) is expected
 
 
 # -- the model -----------------------------------------------------------------------------------
@@ -165,7 +165,7 @@ def decide_idle(rates: Rates, idle_for: float, current: int = 5) -> int:
 
 
 def with_service(rates: Rates, seconds: float) -> Rates:
-    return replace(rates, measured=(("q", seconds * 100, 100.0),))
+    return replace(rates, service=replace(rates.service, sums=(("q", seconds * 100, 100.0),)))
 
 
 @pytest.mark.parametrize("counts, idle_for, replicas", [

@@ -7,9 +7,11 @@ from typing import Any
 import pytest
 
 from taskqueue.api.models import ScalingSpec
+from taskqueue.scaling.arrivals import Arrivals
 from taskqueue.scaling.observation import QueueObservation, WorkerObservation
 from taskqueue.scaling.policy import Decision, PolicyState, decide
 from taskqueue.scaling.rates import Rates
+from taskqueue.scaling.service import ServiceTimes
 from taskqueue.scaling.waitpolicy import burst_horizon
 
 NOW = 1_000_000.0
@@ -312,10 +314,11 @@ def test_a_poll_sequence_burst_then_drain_then_zero() -> None:
 # -- targetWaitSeconds -----------------------------------------------------------------------------
 def measured(rate: dict[str, float], service: float) -> Rates:
     """Rates as if measured over a long busy spell: `rate` tasks/s per queue, `service` s each."""
-    return Rates(at=NOW, elapsed=100.0, elapsed_short=100.0,
-                 arrivals=tuple((q, r * 100) for q, r in rate.items()),
-                 arrivals_short=tuple((q, r * 100) for q, r in rate.items()),
-                 busy_seconds=service * 1000, completions=1000.0, completed=0)
+    counts = tuple((q, r * 100) for q, r in rate.items())
+    return Rates(at=NOW, completed=0,
+                 arrivals=Arrivals(elapsed=100.0, elapsed_short=100.0, counts=counts,
+                                   counts_short=counts),
+                 service=ServiceTimes(busy_seconds=service * 1000, completions=1000.0))
 
 
 def wait_obs(backlog: dict[str, int], *held: int) -> QueueObservation:
@@ -399,8 +402,9 @@ def test_length_target_holds_at_least_the_measured_load(
 
 def test_the_load_floor_waits_for_a_measured_service_time() -> None:
     # arrivals measured, no task completed yet: the length target alone
-    rates = Rates(at=NOW, elapsed=100.0, elapsed_short=100.0, arrivals=(("q", 2000.0),),
-                  arrivals_short=(("q", 2000.0),))
+    rates = Rates(at=NOW, arrivals=Arrivals(elapsed=100.0, elapsed_short=100.0,
+                                            counts=(("q", 2000.0),),
+                                            counts_short=(("q", 2000.0),)))
     state = PolicyState(replicas=5, rates=rates, last_active=NOW)
     decision = decide(spec=scaling(maxReplicas=100), observation=obs(0, 4, 4, 4, 4, 4),
                       state=state, now=NOW, concurrency=4, queue_order=("q",))
