@@ -43,7 +43,7 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
     if rates.at is None or obs.at <= rates.at:
         return counters
     dt = obs.at - rates.at
-    ended = ended_between(rates, obs)
+    ended = ended_since(obs, completed=rates.completed, failed=rates.failed)
     if obs.completed_total < rates.completed:  # the stats hash was reset: start the sums again
         return replace(counters, arrivals=arrivals_.restarted(rates.arrivals),
                        service=service_.restarted(counters.service))
@@ -57,6 +57,7 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
     )
 
 
-def ended_between(rates: Rates, obs: QueueObservation) -> int:
-    """Attempts ended (completed or failed) between the observation of `rates` and `obs`."""
-    return obs.completed_total - rates.completed + max(0, obs.failed_total - rates.failed)
+def ended_since(obs: QueueObservation, *, completed: int, failed: int) -> int:
+    """Attempts ended (completed or failed) since the observation whose `completed` and
+    `failed` counters were these, up to `obs`."""
+    return obs.completed_total - completed + max(0, obs.failed_total - failed)

@@ -21,6 +21,8 @@ all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot)
 |                                   |      | dead_trimmed: dead letters dropped by the cap)     |
 |                                   |      | and taken:<queue key> (tasks fetch.lua took)       |
 | <prefix>:quiesced                 | set  | processing-list keys of workers told to stop taking |
+| <prefix>:history                  | stream | one point per spec.history.intervalSeconds       |
+| <prefix>:decisions                | stream | one entry per change of the operator's decision  |
 | <prefix>:done:<task id>           | str  | idempotency: the task completed (PX = window)      |
 | <prefix>:running:<task id>        | str  | idempotency: worker id running it (PX = lease)     |
 | <prefix>:unique:<task id>         | str  | unique enqueue: the id was enqueued (PX = window)  |
@@ -219,6 +221,16 @@ class KeySchema:
     def quiesced(self) -> str:
         """Set of the processing-list keys of quiesced workers: fetch.lua gives them nothing."""
         return keyspace.bookkeeping_key(self.prefix, "quiesced")
+
+    @property
+    def history(self) -> str:
+        """Stream of the TaskQueue's history, one point per interval (`taskqueue.wire.history`)."""
+        return keyspace.bookkeeping_key(self.prefix, "history")
+
+    @property
+    def decisions(self) -> str:
+        """Stream of the operator's decision log, an entry per change (`taskqueue.wire.history`)."""
+        return keyspace.bookkeeping_key(self.prefix, "decisions")
 
     @property
     def taken_fields(self) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ import pytest
 
 from taskqueue.api.models import ScalingSpec, TaskQueue
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.scaling.policy import PolicyState, decide
+from taskqueue.scaling.policy import Decision, PolicyState, Rule, decide
 from taskqueue.scaling.rates import Rates, update
 from taskqueue.scaling.waitmodel import QueueLoad, batch_slots, size_for_wait
 from taskqueue.simulate.run import simulate
@@ -153,33 +153,35 @@ def test_a_lower_queue_s_batches_do_not_size_the_higher_one() -> None:
 
 
 # -- the policy ----------------------------------------------------------------------------------
-def decide_idle(rates: Rates, idle_for: float, current: int = 5) -> int:
+def decide_idle(rates: Rates, idle_for: float, current: int = 5) -> Decision:
     spec = ScalingSpec(maxReplicas=20, idleCooldownSeconds=30, scaleDownStabilizationSeconds=0,
                        targetWaitSeconds={"q": 2.0})
     at = POLL * 301
     observation = QueueObservation(at=at, backlog={"q": 0}, taken=dict(rates.taken),
                                    completed_total=rates.completed)
     state = PolicyState(replicas=current, rates=rates, last_active=at - idle_for)
-    return decide(spec=spec, observation=observation, state=state, now=at,
-                  queue_order=("q",)).replicas
+    return decide(spec=spec, observation=observation, state=state, now=at, queue_order=("q",))
 
 
 def with_service(rates: Rates, seconds: float) -> Rates:
     return replace(rates, service=replace(rates.service, sums=(("q", seconds * 100, 100.0),)))
 
 
-@pytest.mark.parametrize("counts, idle_for, replicas", [
+@pytest.mark.parametrize("counts, idle_for, replicas, rule", [
     # batches of 10 every ~5 s of 0.5 s tasks: the lull between two batches keeps the fleet
     # that starts the next one (batch_slots: 1 + 13.5 / 5 -> 4)
-    pytest.param(batch_counts(10, 5.0, 300), 6.0, 4, id="batches-hold-through-a-lull"),
+    pytest.param(batch_counts(10, 5.0, 300), 6.0, 4, Rule.NEXT_BATCH,
+                 id="batches-hold-through-a-lull"),
     # ... until the lull is longer than batches leave (e^-x < 5 %): one pod, then zero
-    pytest.param(batch_counts(10, 5.0, 300), 20.0, 1, id="batches-long-lull-drops-to-one"),
-    # Poisson arrivals: idle is idle (one pod until the cooldown, as before)
-    pytest.param(poisson_counts(2.0, 300), 6.0, 1, id="poisson-drops-to-one"),
+    pytest.param(batch_counts(10, 5.0, 300), 20.0, 1, Rule.IDLE_COOLDOWN,
+                 id="batches-long-lull-drops-to-one"),
+    # Poisson arrivals: idle is idle (one pod until the cooldown)
+    pytest.param(poisson_counts(2.0, 300), 6.0, 1, Rule.IDLE_COOLDOWN, id="poisson-drops-to-one"),
 ])
-def test_the_fleet_held_through_lulls(counts: list[int], idle_for: float,
-                                      replicas: int) -> None:
-    assert decide_idle(with_service(measured(counts), 0.5), idle_for) == replicas
+def test_the_fleet_held_through_lulls(counts: list[int], idle_for: float, replicas: int,
+                                      rule: Rule) -> None:
+    decision = decide_idle(with_service(measured(counts), 0.5), idle_for)
+    assert (decision.replicas, decision.rule) == (replicas, rule)
 
 
 # -- the whole loop ------------------------------------------------------------------------------
