@@ -17,17 +17,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import redis.asyncio as aioredis
+
 from taskqueue.api.models import TaskQueue
 from taskqueue.controller import admission, journal, workload
 from taskqueue.controller import status as statuses
 from taskqueue.controller.act import Actor, record_metrics
 from taskqueue.controller.deployments import Deployments
-from taskqueue.controller.kube import Kube, ObjectRef
+from taskqueue.controller.kube import DeploymentState, Kube, ObjectRef
 from taskqueue.controller.observe import Observed, observe
 from taskqueue.controller.reaper import Reaper
 from taskqueue.controller.record import Record, Records, key_of
 from taskqueue.controller.redisurls import RedisPools, RedisUrls
 from taskqueue.scaling import policy, quiesce
+from taskqueue.scaling.observation import QueueObservation
 from taskqueue.wire import keys
 
 
@@ -79,13 +82,8 @@ class Poller:
                                  state=replace(state, replicas=deployment.replicas), now=now,
                                  concurrency=tq.spec.worker.concurrency,
                                  queue_order=schema.queue_keys)
-        pods: tuple[quiesce.PodView, ...] = ()
-        if observation is not None and quiesce.needs_pods(
-                target=decision.replicas, current=deployment.replicas, observation=observation):
-            pods = await self.actor.worker_pods(ns, deployment, observation)
-        plan = quiesce.plan_scale_in(target=decision.replicas, current=deployment.replicas,
-                                     observation=observation, pods=pods)
-        outcome = policy.Outcome(decision, await self.actor.scale_in(ns, client, schema, plan))
+        outcome = policy.Outcome(decision, await self._scale_in(
+            ns, client, schema, deployment, decision, observation))
         if outcome.changed:
             await self.actor.scale(ref, deployment, outcome)
             record.last_scale = now
@@ -103,6 +101,18 @@ class Poller:
             generation=generation, last_scale=record.last_scale, now=written), now=written)
         record_metrics(ref, observation, outcome, deployment, time.perf_counter() - started)
         return outcome
+
+    async def _scale_in(self, namespace: str, client: aioredis.Redis, schema: keys.KeySchema,
+                        deployment: DeploymentState, decision: policy.Decision,
+                        observation: QueueObservation | None) -> quiesce.Settled:
+        """The scale-in of `decision` planned (`quiesce`, pure) and carried out (`act`)."""
+        pods: tuple[quiesce.PodView, ...] = ()
+        if observation is not None and quiesce.needs_pods(
+                target=decision.replicas, current=deployment.replicas, observation=observation):
+            pods = await self.actor.worker_pods(namespace, deployment, observation)
+        plan = quiesce.plan_scale_in(target=decision.replicas, current=deployment.replicas,
+                                     observation=observation, pods=pods)
+        return await self.actor.scale_in(namespace, client, schema, plan)
 
     async def _appended(self, ref: ObjectRef, record: Record, observed: Observed) -> None:
         """The pending history appends reached Redis: drop them, and report a refusal (once)."""
