@@ -2,7 +2,7 @@
 that jumps faster than a pod starts (a known limit).
 
 The wait model (`taskqueue.scaling.waitmodel`) takes arrivals as Poisson unless the measured
-dispersion says they come in batches (`Rates.arrival_cv2`), and a burst as rare enough to be started
+dispersion says they come in batches (`Arrivals.cv2`), and a burst as rare enough to be started
 by pods added for it. Three seeded traces test that, an hour each, at
 concurrency 1 and 4, with the bench's manifest (bench/scaling/taskqueue.yaml: p95 wait target
 2 s, pods that start in 5 s):

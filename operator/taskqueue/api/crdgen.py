@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from taskqueue.api import models, redact, redisspec
+from taskqueue.api import limits, models, redact, redisspec
 from taskqueue.wire import keyspace
 
 OUTPUT = Path("crds") / f"{models.GROUP}_{models.PLURAL}.yaml"
@@ -107,6 +107,13 @@ RULES: dict[str, list[Rule]] = {
         "self.minReplicas <= self.maxReplicas",
         "spec.scaling.minReplicas must be <= spec.scaling.maxReplicas",
         ".minReplicas",
+    )],
+    "HistorySpec": [Rule(
+        f"self.retentionSeconds <= self.intervalSeconds * {float(limits.MAX_HISTORY_ENTRIES)}",
+        f"spec.history: retentionSeconds / intervalSeconds is more than "
+        f"{limits.MAX_HISTORY_ENTRIES} history points; shorten retentionSeconds or lengthen "
+        "intervalSeconds",
+        ".retentionSeconds",
     )],
     "TaskQueueSpec": [Rule(
         "self.queues.all(q, self.queues.exists_one(p, p.key == q.key))",

@@ -29,6 +29,12 @@ MAX_REPLICAS = 10_000
 """Replica counts of the worker Deployment (minReplicas, maxReplicas, steps, fallback)."""
 MAX_COUNT = 1_000_000
 """Task counts: the backlog one replica carries, a queue's starvation limit."""
+MAX_HISTORY_RETENTION_SECONDS = WEEK
+"""How far back a TaskQueue's history in Redis reaches."""
+MAX_HISTORY_ENTRIES = 100_000
+"""Entries of the history stream (retention / interval) and of the decision log: at most about
+9 MB of history for a TaskQueue of one queue, 190 MB for 32 queues, and 18 MB of decision log
+(docs/operator.md, "History and decision log")."""
 
 
 def describe_seconds(seconds: float) -> str:

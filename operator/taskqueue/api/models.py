@@ -4,7 +4,7 @@ The worker reads `TaskQueueSpec` from a manifest, the operator reads it from the
 CRD in `crds/` is generated from these models (`taskqueue.api.crdgen`). Field names are the
 manifest's camelCase names, so a manifest round-trips without aliases. Pure data: no I/O, no kopf,
 no redis. The status schema is in `taskqueue.api.statusschema`, `ScalingSpec` in
-`taskqueue.api.scalingspec` (re-exported here).
+`taskqueue.api.scalingspec` and `HistorySpec` in `taskqueue.api.historyspec` (re-exported here).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from taskqueue.api import limits, redisspec
+from taskqueue.api.historyspec import HistorySpec as HistorySpec
 from taskqueue.api.scalingspec import ScalingSpec as ScalingSpec
 from taskqueue.api.statusschema import SpecModel as _Model
 from taskqueue.api.statusschema import TaskQueueStatus
@@ -212,6 +213,9 @@ class TaskQueueSpec(_Model):
         default=None, description="Scale this existing Deployment instead of creating one."
     )
     scaling: ScalingSpec = Field(default_factory=ScalingSpec, description="Autoscaling.")
+    history: HistorySpec = Field(
+        default_factory=HistorySpec,
+        description="The history and decision log the operator keeps in the TaskQueue's Redis.")
 
     @field_validator("queues")
     @classmethod

@@ -32,7 +32,7 @@ from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.target import Target
 from taskqueue.client import Bounds
 from taskqueue.redisio import queueops
-from taskqueue.scaling import rates
+from taskqueue.scaling import waits
 from taskqueue.scaling.observation import QueueObservation
 from taskqueue.wire import keys
 
@@ -67,7 +67,7 @@ def _age(at: float, enqueued_at: float | None) -> float | None:
 
 
 def _p95(counts: tuple[int, ...]) -> float | None:
-    p95 = rates.wait_quantile_of(counts, 0.95)
+    p95 = waits.wait_quantile_of(counts, 0.95)
     return None if p95 is None else round(p95, 3)
 
 

@@ -1,93 +1,131 @@
-"""Act on a decision: scale the Deployment, post Events, write the status (built by
-`taskqueue.controller.status`), export the metrics. The scale executor. A scale-in reaches here only
-as far as `taskqueue.controller.scalein` allows: its victims are quiesced, drained and the cheapest
-to delete."""
+"""Act on a poll's decision: carry out the scale-in plan (`taskqueue.scaling.quiesce`: quiesce in
+Redis, pod-deletion-costs), scale the Deployment, post Events, write the status (built by
+`taskqueue.controller.status`), export the metrics. The writes of a poll to Redis and Kubernetes;
+what they write is decided before, and what they did is returned to the poller, which keeps it
+(the `Record`)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
+import redis.asyncio as aioredis
+
 from taskqueue.controller import status as statuses
+from taskqueue.controller import workload
 from taskqueue.controller.deployments import Deployments
 from taskqueue.controller.kube import DeploymentState, Kube, ObjectRef
-from taskqueue.controller.record import Record
-from taskqueue.scaling import policy
+from taskqueue.redisio import queueops
+from taskqueue.scaling import policy, quiesce
 from taskqueue.scaling.observation import QueueObservation
 from taskqueue.telemetry import metrics
+from taskqueue.wire import keys
 
 log = logging.getLogger("taskqueue.operator")
 
 
 class Actor:
-    """Writes to Kubernetes on behalf of the polls (one per operator)."""
+    """Writes to Kubernetes and Redis on behalf of the polls (one per operator)."""
 
     def __init__(self, kube: Kube, deployments: Deployments, clock: Callable[[], float]) -> None:
         self.kube = kube
         self.deployments = deployments
         self.clock = clock
 
+    async def worker_pods(self, namespace: str, deployment: DeploymentState,
+                          observation: QueueObservation) -> tuple[quiesce.PodView, ...]:
+        """The active pods of `deployment` as the scale-in sees them (in flight from
+        `observation`, worker id = pod name)."""
+        held = {w.worker_id: w.in_flight for w in observation.workers}
+        return tuple(
+            quiesce.PodView(p.name, held.get(p.name, 0), p.created,
+                            quiesce.replicaset_rank(scheduled=p.scheduled, phase=p.phase,
+                                                    ready=p.ready), p.deletion_cost)
+            for p in await self.kube.list_pods(namespace, deployment.selector) if p.active)
+
+    async def scale_in(self, namespace: str, client: aioredis.Redis, schema: keys.KeySchema,
+                       plan: quiesce.Plan) -> quiesce.Settled:
+        """Carry out `plan`: the quiesced-set writes (one MULTI/EXEC), then the pod-deletion-costs
+        the reply gives; the count that is safe to set now. A Redis error defers the scale-in
+        (nothing is removed this poll). On a poll with nothing to write it does no I/O."""
+        after: dict[str, int] = {}
+        if plan.writes:
+            try:
+                after = await queueops.quiesce(client, schema, add=plan.quiesce,
+                                               remove=plan.release)
+            except (aioredis.RedisError, OSError) as e:
+                return plan.failed(type(e).__name__)
+        if plan.settled is not None:
+            return plan.settled
+        costs = plan.costs(after)
+        results = await asyncio.gather(*(
+            self.kube.annotate_pod(namespace, p.name,
+                                   {workload.DELETION_COST_ANNOTATION: costs[p.name]})
+            for p in plan.pods if p.deletion_cost != costs[p.name]
+        ), return_exceptions=True)
+        return plan.settle(after, annotated=not any(isinstance(r, BaseException)
+                                                   for r in results))
+
     async def scale(self, ref: ObjectRef, deployment: DeploymentState,
-                    decision: policy.Decision, observation: QueueObservation | None) -> None:
-        down = decision.replicas < decision.previous
+                    outcome: policy.Outcome) -> None:
+        """Set the replicas of `outcome` (a change) on `deployment`, with an Event."""
+        down = outcome.replicas < outcome.previous
         rv = None
         try:
             rv = await self.kube.scale_deployment(ref.namespace, deployment.name,
-                                                  decision.replicas)
+                                                  outcome.replicas)
         finally:
             self.deployments.wrote(ref.namespace, deployment.name, rv)
         direction = "down" if down else "up"
         metrics.SCALE_EVENTS.labels(ref.namespace, ref.name, direction).inc()
-        message = f"{deployment.name} {decision.previous} -> {decision.replicas}: {decision.reason}"
+        message = f"{deployment.name} {outcome.previous} -> {outcome.replicas}: {outcome.reason}"
         log.info("scaled %s/%s %s", ref.namespace, ref.name, message)
         await self.kube.event(ref, type="Normal", reason=f"Scaled{direction.capitalize()}",
                               message=message)
 
-    async def redis_read(self, ref: ObjectRef, record: Record, error: str | None) -> None:
-        """An Event when Redis becomes unreadable (or a new error) and when it is read again."""
+    async def redis_read(self, ref: ObjectRef, *, last: str | None, error: str | None) -> None:
+        """An Event when Redis becomes unreadable (or a new error, `last` being the last one
+        reported) and when it is read again."""
         if error is None:
-            recovered = record.last_error is not None
-            record.last_error = None
-            if recovered:
+            if last is not None:
                 await self.kube.event(ref, type="Normal", reason="RedisReachable",
                                       message="Redis can be read again")
             return
         metrics.REDIS_ERRORS.labels(ref.namespace, ref.name).inc()
-        if error != record.last_error:
+        if error != last:
             log.warning("redis unreachable for %s/%s: %s", ref.namespace, ref.name, error)
             await self.kube.event(ref, type="Warning", reason="RedisUnreachable", message=error)
-        record.last_error = error
 
-    async def problem(self, ref: ObjectRef, record: Record, problem: str, *,
-                      reason: str) -> None:
-        """A spec the operator cannot act on: condition Ready=False and a Warning Event (once)."""
-        if problem != record.last_error:
-            log.warning("%s/%s: %s", ref.namespace, ref.name, problem)
-            await self.kube.event(ref, type="Warning", reason=reason, message=problem)
-        record.last_error = problem
-        now = self.clock()
-        new = statuses.problem_status(record.status, problem, reason=reason, now=now)
-        await self.write_status(ref, record, new, throttle=False, now=now)
+    async def history_refused(self, ref: ObjectRef, *, last: str | None,
+                              refused: tuple[str, ...]) -> None:
+        """A Warning Event when Redis refuses a history append with a new error (`last` being
+        the last one reported)."""
+        for error in refused:
+            if error != last:
+                message = (f"history not written: {error} (the operator's Redis user needs "
+                           "XADD: `python -m taskqueue.redisio.acl operator`; "
+                           "spec.history.retentionSeconds: 0 turns the history off)")
+                log.warning("%s/%s: %s", ref.namespace, ref.name, message)
+                await self.kube.event(ref, type="Warning", reason="HistoryNotWritten",
+                                      message=message)
 
-    async def write_status(self, ref: ObjectRef, record: Record, new: statuses.Status, *,
-                           throttle: bool = True, now: float) -> None:
-        """Patch the status when it changed (drift alone at most every STATUS_DRIFT_SECONDS)."""
-        if new == record.status:
-            return
-        if throttle and not statuses.due(record.status, new, written=record.status_written,
-                                         now=now):
-            return
-        await self.kube.patch_status(ref.namespace, ref.name, new)
-        record.status, record.status_written = new, now
+    async def problem(self, ref: ObjectRef, problem: str, *, reason: str) -> None:
+        """A spec the operator cannot act on: a Warning Event."""
+        log.warning("%s/%s: %s", ref.namespace, ref.name, problem)
+        await self.kube.event(ref, type="Warning", reason=reason, message=problem)
+
+    async def write_status(self, ref: ObjectRef, status: statuses.Status) -> None:
+        await self.kube.patch_status(ref.namespace, ref.name, status)
 
 
 def record_metrics(ref: ObjectRef, observation: QueueObservation | None,
-                   decision: policy.Decision, deployment: DeploymentState,
+                   outcome: policy.Outcome, deployment: DeploymentState,
                    seconds: float) -> None:
     """The operator's gauges for one poll (the queue gauges only when Redis was read)."""
     labels = (ref.namespace, ref.name)
     metrics.POLL_DURATION.labels(*labels).observe(seconds)
-    metrics.DESIRED_REPLICAS.labels(*labels).set(decision.replicas)
+    metrics.DESIRED_REPLICAS.labels(*labels).set(outcome.replicas)
     metrics.REPLICAS.labels(*labels).set(deployment.ready_replicas)
     if observation is None:
         return
@@ -97,8 +135,9 @@ def record_metrics(ref: ObjectRef, observation: QueueObservation | None,
     metrics.DELAYED.labels(*labels).set(observation.delayed)
     metrics.DEAD_LETTER.labels(*labels).set(observation.dead_letter)
     metrics.DEAD_LETTER_TRIMMED.labels(*labels).set(observation.dead_letter_trimmed_total)
-    if decision.state.throughput_per_replica is not None:
-        metrics.THROUGHPUT_PER_REPLICA.labels(*labels).set(decision.state.throughput_per_replica)
+    rate = outcome.decision.state.throughput_per_replica
+    if rate is not None:
+        metrics.THROUGHPUT_PER_REPLICA.labels(*labels).set(rate)
     age = observation.oldest_task_age
     if age is not None:
         metrics.OLDEST_TASK_AGE.labels(*labels).set(age)

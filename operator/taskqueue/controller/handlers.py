@@ -80,7 +80,7 @@ async def poll(body: kopf.Body, meta: kopf.Meta, memo: Any, stopped: kopf.Daemon
                **_: Any) -> None:
     loop = asyncio.get_running_loop()
     record = record_of(memo, meta)
-    record.status = record.status or dict(body.get("status") or {}) or None
+    _poller(memo).resume(record, body.get("status"))
     while not stopped:
         started = loop.time()
         record.wake.clear()

@@ -60,6 +60,8 @@ class DeploymentState:
     resource_version: str = ""
     labels: tuple[tuple[str, str], ...] = ()
     """metadata.labels, sorted (a tuple: the state stays hashable)."""
+    pods: int = 0
+    """status.replicas: the pods it has (starting or running, not terminating)."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ def deployment_state(body: Mapping[str, Any]) -> DeploymentState:
         name=meta["name"],
         replicas=int(replicas if replicas is not None else 1),
         ready_replicas=int(status.get("readyReplicas") or 0),
+        pods=int(status.get("replicas") or 0),
         selector=dict((spec.get("selector") or {}).get("matchLabels") or {}),
         owner_uids=tuple(o["uid"] for o in meta.get("ownerReferences") or ()),
         spec_hash=(meta.get("annotations") or {}).get("taskqueue.dev/spec-hash"),
@@ -205,6 +208,7 @@ class KubeClient:
             name=meta.name,
             replicas=int(d.spec.replicas if d.spec.replicas is not None else 1),
             ready_replicas=int(d.status.ready_replicas or 0) if d.status else 0,
+            pods=int(d.status.replicas or 0) if d.status else 0,
             selector=dict(d.spec.selector.match_labels or {}),
             owner_uids=tuple(o.uid for o in meta.owner_references or ()),
             spec_hash=(meta.annotations or {}).get("taskqueue.dev/spec-hash"),

@@ -1,12 +1,16 @@
-"""Observe: read one TaskQueue's queues from Redis in one round trip (`queueops.observe`).
+"""Observe: read one TaskQueue's queues from Redis in one round trip (`queueops.observe`), with the
+history appends of the previous poll in the same round trip (`queueops.observe_appending`).
 
 A Redis that cannot be read is not an exception here: the result says so, with a password-free
-error, and the poll goes on (the policy holds, the status says RedisReachable=False).
+error, and the poll goes on (the policy holds, the status says RedisReachable=False). An append
+Redis refuses does not fail the read either: the result names it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
@@ -15,7 +19,7 @@ from taskqueue.api.models import ScalingSpec
 from taskqueue.redisio import queueops
 from taskqueue.scaling import policy
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.wire import keys
+from taskqueue.wire import history, keys
 
 OBSERVE_TIMEOUT_FLOOR_SECONDS = 5.0
 """The shortest time a Redis read may take before it counts as failed. The timeout is the poll
@@ -25,20 +29,37 @@ that "unreachable" writes a condition, an Event and a status each time (measured
 TaskQueues at 2 s on a loaded 2-vCPU machine)."""
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What one read of a TaskQueue's Redis gave."""
+
+    observation: QueueObservation | None
+    """None when Redis could not be read."""
+    error: str | None = None
+    """Why not (password-free)."""
+    sent: bool = False
+    """The appends reached Redis (the round trip succeeded; each is written or in `refused`)."""
+    refused: tuple[str, ...] = ()
+    """The refusals of appends Redis did not write (password-free), one per distinct error."""
+
+
 def timeout(scaling: ScalingSpec) -> float:
     """Seconds one observation may take: the poll interval, at least the floor."""
     return max(scaling.pollIntervalSeconds, OBSERVE_TIMEOUT_FLOOR_SECONDS)
 
 
-async def observe(client: aioredis.Redis, url: str,
-                  tq: models.TaskQueue) -> tuple[QueueObservation | None, str | None]:
-    """The observation, or None and the error (password-free) when Redis cannot be read."""
+async def observe(client: aioredis.Redis, url: str, tq: models.TaskQueue, schema: keys.KeySchema,
+                  *, appends: Sequence[history.Append] = ()) -> Observed:
+    """The observation of `tq` (keys `schema`) at `url`, `appends` written on the way."""
     try:
-        observation = await asyncio.wait_for(
-            queueops.observe(client, keys.KeySchema.from_spec(tq.spec),
-                             due_within=policy.due_horizon(tq.spec.scaling)),
+        observation, refused = await asyncio.wait_for(
+            queueops.observe_appending(client, schema,
+                                       due_within=policy.due_horizon(tq.spec.scaling),
+                                       appends=appends),
             timeout=timeout(tq.spec.scaling),
         )
     except (aioredis.RedisError, OSError, TimeoutError) as e:
-        return None, f"{redact.url(url)}: {type(e).__name__}: {redact.scrub(str(e))}"
-    return observation, None
+        return Observed(None, f"{redact.url(url)}: {type(e).__name__}: {redact.scrub(str(e))}")
+    errors = dict.fromkeys(f"{type(e).__name__}: {redact.scrub(str(e))}"
+                           for e in refused if e is not None)
+    return Observed(observation, sent=True, refused=tuple(errors))

@@ -1,11 +1,13 @@
-"""One poll of one TaskQueue: observe (Redis) -> decide (`policy`) -> act (scale, status).
+"""One poll of one TaskQueue: observe (Redis) -> decide (`policy`) -> scale-in plan (`quiesce`) ->
+act (quiesce, scale, status) -> journal (history and decision log).
 
-The parts, each in its own module: `observe` (one round trip to Redis), `policy` (the pure
-decision), `scalein` (quiesce before removal: the count that is safe to set now), `act` (scale,
-Events, status writes, metrics), `status` (the pure status), and the
-state they share: `deployments` (the Deployment cache and the one `ensure` of the workload),
-`redisurls` (Redis pools, Secret cache), `record` (what is kept per TaskQueue), `reaper`.
-No kopf here: the handlers call these, and so do the benchmarks and tests.
+The parts, each in its own module: `observe` (one round trip to Redis, which also carries the
+previous poll's history appends), `policy` and `quiesce` (pure decisions), `act` (the writes:
+quiesce, pod-deletion-costs, scale, Events, status, metrics), `status` and `journal` (pure: the
+status, what goes to the history), and the state they share: `deployments` (the Deployment cache
+and the one `ensure` of the workload), `redisurls` (Redis pools, Secret cache), `record` (what is
+kept per TaskQueue: the poller is its one writer), `reaper`. No kopf here: the handlers call
+these, and so do the benchmarks and tests.
 """
 
 from __future__ import annotations
@@ -13,18 +15,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
+
+import redis.asyncio as aioredis
 
 from taskqueue.api.models import TaskQueue
-from taskqueue.controller import admission, scalein, workload
+from taskqueue.controller import admission, journal, workload
 from taskqueue.controller import status as statuses
 from taskqueue.controller.act import Actor, record_metrics
 from taskqueue.controller.deployments import Deployments
-from taskqueue.controller.kube import Kube, ObjectRef
-from taskqueue.controller.observe import observe
+from taskqueue.controller.kube import DeploymentState, Kube, ObjectRef
+from taskqueue.controller.observe import Observed, observe
 from taskqueue.controller.reaper import Reaper
 from taskqueue.controller.record import Record, Records, key_of
 from taskqueue.controller.redisurls import RedisPools, RedisUrls
-from taskqueue.scaling import policy
+from taskqueue.scaling import policy, quiesce
+from taskqueue.scaling.observation import QueueObservation
+from taskqueue.wire import keys
 
 
 @dataclass
@@ -49,42 +56,92 @@ class Poller:
         """A new record for TaskQueue `namespace/name`, known to the reaper while it lives."""
         return self.records.add(Record(namespace, name))
 
+    def resume(self, record: Record, status: dict[str, Any] | None) -> None:
+        """Start from the status the TaskQueue has (a restart), unless polls already ran."""
+        if record.status is None and status:
+            record.status = dict(status)
+            record.last_scale = statuses.last_scale(record.status)
+
     async def poll(self, tq: TaskQueue, *, record: Record,
-                   uid: str, generation: int | None = None) -> policy.Decision:
+                   uid: str, generation: int | None = None) -> policy.Outcome:
         """Observe, decide, scale, write status. Raises SpecError for a spec it cannot use."""
         started = time.perf_counter()
         ns, name = key_of(tq)
         ref = ObjectRef(ns, name, uid)
-        record.tq, record.uid = tq, uid
-        record.url = await self.urls.url(tq)
-        observation, error = await observe(self.pools.get(record.url), record.url, tq)
+        url = await self.urls.url(tq)
+        record.tq, record.uid, record.url = tq, uid, url
+        client, schema = self.pools.get(url), keys.KeySchema.from_spec(tq.spec)
+        observed = await observe(client, url, tq, schema, appends=record.journal.pending)
+        observation = observed.observation
+        await self._appended(ref, record, observed)
         deployment = await self.deployments.ensure(tq, uid=uid)
         state = record.state or statuses.initial_state(
             record.status, slack=statuses.status_slack(tq.spec.scaling))
-        state = replace(state, replicas=deployment.replicas)
-        decision = policy.decide(spec=tq.spec.scaling, observation=observation, state=state,
-                                 now=self.clock(), concurrency=tq.spec.worker.concurrency,
-                                 queue_order=tuple(q.key for q in tq.spec.queues))
-        decision = await scalein.settle_decision(
-            self.kube, self.pools.get(record.url), tq, namespace=ns, deployment=deployment,
-            decision=decision, observation=observation, last_scale=state.last_scale)
-        if decision.changed:
-            await self.actor.scale(ref, deployment, decision, observation)
-        record.state = decision.state
-        await self.actor.redis_read(ref, record, error)
         now = self.clock()
-        new = statuses.build_status(
-            record.status, observation, decision, deployment=deployment.name,
-            ready_replicas=deployment.ready_replicas, error=error, generation=generation,
-            now=now)
-        await self.actor.write_status(ref, record, new, now=now)
-        record_metrics(ref, observation, decision, deployment, time.perf_counter() - started)
-        return decision
+        decision = policy.decide(spec=tq.spec.scaling, observation=observation,
+                                 state=replace(state, replicas=deployment.replicas), now=now,
+                                 concurrency=tq.spec.worker.concurrency,
+                                 queue_order=schema.queue_keys)
+        outcome = policy.Outcome(decision, await self._scale_in(
+            ns, client, schema, deployment, decision, observation))
+        if outcome.changed:
+            await self.actor.scale(ref, deployment, outcome)
+            record.last_scale = now
+        record.state = decision.state
+        await self.actor.redis_read(ref, last=record.last_error, error=observed.error)
+        record.last_error = observed.error
+        record.journal = journal.after_poll(
+            record.journal, spec=tq.spec.history, schema=schema, outcome=outcome,
+            observation=observation, now=now,
+            fleet=journal.Fleet(outcome.replicas, deployment.pods, deployment.ready_replicas))
+        written = self.clock()
+        await self._write_status(ref, record, statuses.build_status(
+            record.status, observation, outcome, deployment=deployment.name,
+            ready_replicas=deployment.ready_replicas, error=observed.error,
+            generation=generation, last_scale=record.last_scale, now=written), now=written)
+        record_metrics(ref, observation, outcome, deployment, time.perf_counter() - started)
+        return outcome
+
+    async def _scale_in(self, namespace: str, client: aioredis.Redis, schema: keys.KeySchema,
+                        deployment: DeploymentState, decision: policy.Decision,
+                        observation: QueueObservation | None) -> quiesce.Settled:
+        """The scale-in of `decision` planned (`quiesce`, pure) and carried out (`act`)."""
+        pods: tuple[quiesce.PodView, ...] = ()
+        if observation is not None and quiesce.needs_pods(
+                target=decision.replicas, current=deployment.replicas, observation=observation):
+            pods = await self.actor.worker_pods(namespace, deployment, observation)
+        plan = quiesce.plan_scale_in(target=decision.replicas, current=deployment.replicas,
+                                     observation=observation, pods=pods)
+        return await self.actor.scale_in(namespace, client, schema, plan)
+
+    async def _appended(self, ref: ObjectRef, record: Record, observed: Observed) -> None:
+        """The pending history appends reached Redis: drop them, and report a refusal (once)."""
+        if not (observed.sent and record.journal.pending):
+            return
+        record.journal = replace(record.journal, pending=())
+        await self.actor.history_refused(ref, last=record.history_error, refused=observed.refused)
+        record.history_error = observed.refused[-1] if observed.refused else None
 
     async def report_problem(self, ref: ObjectRef, record: Record, problem: str, *,
                              reason: str) -> None:
         """A spec the operator cannot act on: condition Ready=False and a Warning Event (once)."""
-        await self.actor.problem(ref, record, problem, reason=reason)
+        if problem != record.last_error:
+            await self.actor.problem(ref, problem, reason=reason)
+        record.last_error = problem
+        now = self.clock()
+        new = statuses.problem_status(record.status, problem, reason=reason, now=now)
+        await self._write_status(ref, record, new, now=now, throttle=False)
+
+    async def _write_status(self, ref: ObjectRef, record: Record, new: statuses.Status, *,
+                            now: float, throttle: bool = True) -> None:
+        """Patch the status when it changed (drift alone at most every STATUS_DRIFT_SECONDS)."""
+        if new == record.status:
+            return
+        if throttle and not statuses.due(record.status, new, written=record.status_written,
+                                         now=now):
+            return
+        await self.actor.write_status(ref, new)
+        record.status, record.status_written = new, now
 
     def forget(self, record: Record) -> None:
         """The TaskQueue is deleted: drop what is kept about it."""

@@ -2,7 +2,8 @@
 
 The record lives in kopf's per-object memo (`handlers.record_of`), so kopf drops it with the
 object; `Records` indexes the live ones by (namespace, name) for the reaper, which runs on pod
-events (another object's memo) and needs the TaskQueue's spec, uid and Redis URL.
+events (another object's memo) and needs the TaskQueue's spec, uid and Redis URL. The poller
+(`taskqueue.controller.poller`) is the one writer of a record; the handlers only set `wake`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from taskqueue.api import manifest, models
+from taskqueue.controller import journal
 from taskqueue.scaling import policy
 
 
@@ -46,11 +48,18 @@ class Record:
     url: str = ""
     """The Redis URL of the last poll (resolved from the Secret, if any)."""
     state: policy.PolicyState | None = None
+    """The policy's state after the last poll (`policy.decide` writes it)."""
+    last_scale: float | None = None
+    """When a poll last changed the replica count (status.lastScaleTime)."""
     status: dict[str, Any] | None = None
     """The status last written (or read from the object)."""
     status_written: float | None = None
     last_error: str | None = None
     """The last problem reported (an Event is posted when it changes)."""
+    journal: journal.Journal = field(default_factory=journal.Journal)
+    """What the history and the decision log need from poll to poll."""
+    history_error: str | None = None
+    """The last refusal of a history write (an Event is posted when it changes)."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the spec changed: the daemon polls at once instead of waiting its interval."""
 

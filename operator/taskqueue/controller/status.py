@@ -10,6 +10,10 @@
 A key whose value is None is sent as null in the merge patch, i.e. removed from the object:
 while Redis cannot be read the counts are removed (unknown must not look like an empty queue;
 `kubectl get tq` shows an empty BACKLOG column) and condition RedisReachable is False.
+
+Every status built here is checked against the status model (`TaskQueueStatus`) before it is
+returned: the API server drops a field its schema does not have without a word, so a misspelt
+key must fail here, in the tests, instead.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import datetime
 from typing import Any
 
 from taskqueue.api.models import ScalingSpec
+from taskqueue.api.statusschema import TaskQueueStatus
 from taskqueue.scaling import policy
 from taskqueue.scaling.observation import QueueObservation, WrongType
 
@@ -96,40 +101,43 @@ def measured(observation: QueueObservation, state: policy.PolicyState) -> dict[s
     service time."""
     waits = {q: round(age, 1) for q in observation.backlog
              if (age := observation.oldest_age(q)) is not None}
-    service = state.rates.service_seconds
+    service = state.rates.service.mean
     return {
         "waitSeconds": waits,
         "waitP95Seconds": {q: round(p95, 1) for q in observation.backlog
-                           if (p95 := state.rates.wait_quantile(q, 0.95)) is not None},
-        "arrivalRate": {q: round(state.rates.arrival_rate(q), 3) for q in observation.backlog},
+                           if (p95 := state.rates.waits.quantile(q, 0.95)) is not None},
+        "arrivalRate": {q: round(state.rates.arrivals.rate(q), 3) for q in observation.backlog},
         "serviceSeconds": None if service is None else float(f"{service:.3g}"),
     }
 
 
 def build_status(previous: Status | None, observation: QueueObservation | None,
-                 decision: policy.Decision, *, deployment: str, ready_replicas: int,
-                 error: str | None, generation: int | None, now: float) -> Status:
-    """The TaskQueue's status after a poll of Deployment `deployment` (None: Redis unreadable)."""
-    state = decision.state
-    paused = decision.reason.startswith("paused")
+                 outcome: policy.Outcome, *, deployment: str, ready_replicas: int,
+                 error: str | None, generation: int | None, last_scale: float | None,
+                 now: float) -> Status:
+    """The TaskQueue's status after a poll of Deployment `deployment` (`observation` None: Redis
+    unreadable) that set the replicas of `outcome`; the count last changed at `last_scale`."""
+    state = outcome.decision.state
+    paused = outcome.rule is policy.Rule.PAUSED
+    reason = outcome.reason
     status = {
         **counts(observation, state),
-        "desiredReplicas": decision.replicas,
+        "desiredReplicas": outcome.replicas,
         "replicas": ready_replicas,
-        "lastScaleTime": iso(state.last_scale),
+        "lastScaleTime": iso(last_scale),
         "lastActiveTime": iso(state.last_active),
-        "reason": decision.reason,
+        "reason": reason,
         "observedGeneration": generation,
     }
     scaling_reason = "Paused" if paused else (
-        "RedisUnreachable" if error else ("Scaled" if decision.changed else "Steady"))
+        "RedisUnreachable" if error else ("Scaled" if outcome.changed else "Steady"))
     status["conditions"] = merge_conditions((previous or {}).get("conditions", []), [
         condition("Ready", True, "DeploymentReady", f"scaling Deployment {deployment}"),
         condition("RedisReachable", error is None, "Error" if error else "Read", error or ""),
-        condition("Scaling", error is None and not paused, scaling_reason, decision.reason),
+        condition("Scaling", error is None and not paused, scaling_reason, reason),
         *([] if observation is None else [key_types(observation.wrong_types)]),
     ], now=now)
-    return status
+    return checked(status)
 
 
 def key_types(wrong: tuple[WrongType, ...]) -> dict[str, Any]:
@@ -149,6 +157,13 @@ def problem_status(previous: Status | None, problem: str, *, reason: str, now: f
     status["conditions"] = merge_conditions(
         status.get("conditions", []), [condition("Ready", False, reason, problem)], now=now)
     status["reason"] = problem
+    return checked(status)
+
+
+def checked(status: Status) -> Status:
+    """`status`, once the status model accepts it (pydantic's ValidationError otherwise: a key
+    the schema does not have, or a value of another type)."""
+    TaskQueueStatus.model_validate(status)
     return status
 
 
@@ -176,6 +191,11 @@ def status_slack(scaling: ScalingSpec) -> float:
     return STATUS_DRIFT_SECONDS + scaling.pollIntervalSeconds
 
 
+def last_scale(status: Status | None) -> float | None:
+    """When the replica count was last changed, as the status last written says."""
+    return from_iso((status or {}).get("lastScaleTime"))
+
+
 def initial_state(status: Status | None, *, slack: float = 0.0) -> policy.PolicyState:
     """The policy state after a restart: the durable part comes from the TaskQueue's status.
 
@@ -191,8 +211,4 @@ def initial_state(status: Status | None, *, slack: float = 0.0) -> policy.Policy
     busy = backlog is None or (backlog or 0) + (in_flight or 0) > 0
     if last_active is not None and busy:
         last_active += slack
-    return policy.PolicyState(
-        replicas=0,
-        last_active=last_active,
-        last_scale=from_iso(status.get("lastScaleTime")),
-    )
+    return policy.PolicyState(replicas=0, last_active=last_active)

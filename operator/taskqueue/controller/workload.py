@@ -65,10 +65,10 @@ def pod_labels(name: str) -> dict[str, str]:
 
 
 def manifest_json(tq: models.TaskQueue) -> str:
-    """TASKQUEUE_MANIFEST: what the worker reads. `scaling` and `scaleTargetRef` are left out (the
-    worker does not read them), so a scaling change does not roll the worker pods."""
+    """TASKQUEUE_MANIFEST: what the worker reads. `scaling`, `scaleTargetRef` and `history` are
+    left out (the worker does not read them), so changing them does not roll the worker pods."""
     spec = tq.spec.model_dump(mode="json", exclude_none=True,
-                              exclude={"scaling", "scaleTargetRef"})
+                              exclude={"scaling", "scaleTargetRef", "history"})
     return json.dumps(
         {
             "apiVersion": models.API_VERSION,

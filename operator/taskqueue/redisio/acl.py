@@ -35,8 +35,10 @@ DIRECT: dict[Component, tuple[str, ...]] = {
     "worker": ("evalsha", "script|load", "lrange", "llen", "zrem", "brpop", "bzpopmin",
                "client|tracking", "type", "zrange"),
     # PING: the connection pool's health check after 30 s idle; MULTI/SADD/SREM/LLEN/EXEC:
-    # quiescing workers before scale-in (queueops.quiesce, one transaction)
-    "operator": ("evalsha", "script|load", "ping", "multi", "sadd", "srem", "llen", "exec"),
+    # quiescing workers before scale-in (queueops.quiesce, one transaction); XADD: the history
+    # and the decision log (queueops.observe_appending; MAXLEN ~ trims them, no XTRIM)
+    "operator": ("evalsha", "script|load", "ping", "multi", "sadd", "srem", "llen", "exec",
+                 "xadd"),
     # enqueue (lpush, zadd), dlq and drain (watched transactions; redis-py sends UNWATCH when
     # one fails), inflight (scan, zrange, type)
     "cli": ("evalsha", "script|load", "lpush", "zadd", "llen", "lrange", "ltrim", "lrem",

@@ -1,7 +1,8 @@
 """Redis operations on a TaskQueue through redis-py, shared by the operator and the CLI.
 
-Reads a whole observation in one round trip (`observe`) and requeues a departed worker's tasks
-atomically (`recover_worker`). The scripts and key names come from `taskqueue.wire.keys`, the calls'
+Reads a whole observation in one round trip (`observe`; `observe_appending` sends the operator's
+history appends in the same round trip) and requeues a departed worker's tasks atomically
+(`recover_worker`). The scripts and key names come from `taskqueue.wire.keys`, the calls'
 KEYS and ARGV from `taskqueue.wire.scripts` (re-exported here: `fetch_args`, `fetch_keys`,
 `recover_call`, `release_call`), which the worker uses without redis-py.
 """
@@ -19,15 +20,15 @@ import redis
 from redis.exceptions import NoPermissionError, NoScriptError
 
 from taskqueue.scaling.observation import QueueObservation, WorkerObservation, WrongType
-from taskqueue.wire import keys, scripts
+from taskqueue.wire import history, keys, scripts
 from taskqueue.wire.scripts import fetch_args, fetch_keys, recover_call, release_call
 
 if TYPE_CHECKING:  # redis.asyncio is loaded where an asyncio client is made
     import redis.asyncio as aioredis
 
-__all__ = ["Script", "fetch_args", "fetch_keys", "observe", "observe_call", "parse_observation",
-           "quiesce", "recover_call", "recover_worker", "release_call", "script",
-           "transaction_error"]
+__all__ = ["Script", "fetch_args", "fetch_keys", "observe", "observe_appending", "observe_call",
+           "parse_observation", "quiesce", "recover_call", "recover_worker", "release_call",
+           "script", "transaction_error"]
 
 _SEEN_WORKERS_MAX = 4096
 _seen_workers: OrderedDict[str, tuple[str, ...]] = OrderedDict()
@@ -124,17 +125,54 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema, *,
     counters, the quiesced workers and the scheduled tasks: one EVALSHA (two when the set of
     workers changed since the last call for this TaskQueue). Delayed tasks due within
     `due_within` seconds from now are counted as `due_soon`."""
+    observation, _ = await observe_appending(client, schema, due_within=due_within)
+    return observation
+
+
+async def observe_appending(
+    client: aioredis.Redis, schema: keys.KeySchema, *, due_within: float = 0.0,
+    appends: Sequence[history.Append] = (),
+) -> tuple[QueueObservation, tuple[redis.RedisError | None, ...]]:
+    """`observe`, with `appends` (XADD ... MAXLEN ~) sent before it in the same round trip (one
+    pipeline, no transaction). The observation is read whatever the appends do; each one Redis
+    refused (NOPERM, WRONGTYPE, ...) is returned in its place, None where it was written."""
     at = time.time()
     horizon = int((at + due_within) * 1000)
     call = script("observe")
     keys_, args = observe_call(schema, _seen_workers.get(schema.workers, ()), horizon_ms=horizon)
-    raw = await call(client, keys=_wire(keys_), args=_wire(args))
+    refused: tuple[redis.RedisError | None, ...] = ()
+    if appends:
+        raw, refused = await _append_and_call(client, appends, call, _wire(keys_), _wire(args))
+    else:
+        raw = await call(client, keys=_wire(keys_), args=_wire(args))
     missing = _missing_workers(raw)
     if missing is not None:
         keys_, args = observe_call(schema, missing, horizon_ms=horizon)
         raw = await call(client, keys=_wire(keys_), args=_wire(args))
     _remember(schema, raw)
-    return parse_observation(raw, schema, at=at)
+    return parse_observation(raw, schema, at=at), refused
+
+
+async def _append_and_call(client: aioredis.Redis, appends: Sequence[history.Append],
+                           call: Script, keys_: Sequence[Any], args: Sequence[Any],
+                           ) -> tuple[Any, tuple[redis.RedisError | None, ...]]:
+    """The XADDs of `appends`, then `call`'s EVALSHA, in one pipeline: the script's reply and
+    each XADD's refusal (None: written). A script not loaded (NOSCRIPT) is loaded and run again."""
+    async with client.pipeline(transaction=False) as pipe:
+        for a in appends:
+            pipe.xadd(a.key, {k: v for k, v in a.fields.items()}, maxlen=a.maxlen,
+                      approximate=True)
+        # execute_command: redis-py's cluster pipeline refuses its evalsha method, not the command
+        # (routed by its first key: every key of a TaskQueue is in one slot)
+        pipe.execute_command("EVALSHA", call.sha, len(keys_), *keys_, *args)
+        *added, raw = await pipe.execute(raise_on_error=False)
+    if isinstance(raw, NoScriptError):
+        raw = await call(client, keys=keys_, args=args)
+    elif isinstance(raw, redis.ResponseError):
+        raise call.explain(raw) from raw
+    elif isinstance(raw, BaseException):
+        raise raw
+    return raw, tuple(r if isinstance(r, redis.RedisError) else None for r in added)
 
 
 def _counters(schema: keys.KeySchema, raw: Any) -> dict[str, int]:

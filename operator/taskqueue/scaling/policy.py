@@ -1,8 +1,10 @@
 """The scaling policy: a purely computational function with no side-effects.
 
-`decide(spec=, observation=, state=, now=)` turns one Redis observation into a replica count and a
-reason. It reads no clock, talks to no Redis and no Kubernetes; the poller
-(`taskqueue.controller.poller`) does the I/O and keeps the returned `PolicyState` for the next call.
+`decide(spec=, observation=, state=, now=)` turns one Redis observation into a replica count, the
+rule that decided it (`Rule`) and a reason. It reads no clock, talks to no Redis and no
+Kubernetes; the poller (`taskqueue.controller.poller`) does the I/O and keeps the returned
+`PolicyState` for the next call. `decide` is the only writer of that state: what the scale-in
+allows afterwards (`taskqueue.scaling.quiesce`) is a separate result, `Outcome`.
 
 The rules, in the order they are applied:
 
@@ -33,7 +35,7 @@ The rules, in the order they are applied:
 6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
    passed since work was last seen; until then one replica stays, or, for arrivals that come in
    batches, the replicas the next batch needs (`waitmodel.WaitSizing.batches`) while the
-   measured arrivals make a lull that long normal (`rates.Rates.lull_expected`).
+   measured arrivals make a lull that long normal (`arrivals.Arrivals.lull_expected`).
 7. Clamp to [minReplicas, maxReplicas].
 8. Up: immediate, at most ``maxScaleUpStep`` added (0 -> n on the first poll that sees a task).
    Down: to the highest recommendation of the last ``scaleDownStabilizationSeconds`` (as the HPA
@@ -49,12 +51,13 @@ pods it removes and removes them once they hold nothing (`taskqueue.scaling.quie
 
 from __future__ import annotations
 
+import enum
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from taskqueue.api.models import ScalingSpec
+from taskqueue.scaling import quiesce, waitpolicy
 from taskqueue.scaling import rates as rates_
-from taskqueue.scaling import waitpolicy
 from taskqueue.scaling.observation import QueueObservation
 
 NO_RATES = rates_.Rates()
@@ -76,8 +79,6 @@ class PolicyState:
     is gone, only these hold the fleet, so the pods added for it leave on the next poll."""
     last_active: float | None = None
     """Last time anything was queued or in flight (unix seconds)."""
-    last_scale: float | None = None
-    """Last time the replica count was changed."""
     completed_total: int | None = None
     """The `completed` counter at the previous observation, for the throughput."""
     completed_at: float | None = None
@@ -90,9 +91,50 @@ class PolicyState:
     podStartupSeconds after theirs (`waitpolicy.standing_slots`)."""
 
 
+class Rule(enum.StrEnum):
+    """Which rule decided a replica count: a stable code for machines (the decision log,
+    docs/contracts.md), beside the reason for people. Those of the scale-in (`quiesce`) say
+    why the count stays above the policy's."""
+
+    SCALE_UP = "scale-up"
+    """More replicas for the load, reached at once."""
+    MAX_SCALE_UP_STEP = "max-scale-up-step"
+    """More replicas for the load, at most maxScaleUpStep more this poll."""
+    SCALE_DOWN = "scale-down"
+    """Fewer replicas for the load, the highest recommendation of the window."""
+    MAX_SCALE_DOWN_STEP = "max-scale-down-step"
+    """Fewer replicas for the load, at most maxScaleDownStep fewer this poll."""
+    HOLD = "hold"
+    """The load needs the replicas there are."""
+    STABILISATION_WINDOW = "stabilisation-window"
+    """Fewer would do, but a recommendation of the scale-down window is higher."""
+    MAX_REPLICAS = "max-replicas"
+    """The load needs more than maxReplicas."""
+    MIN_REPLICAS = "min-replicas"
+    """The load needs fewer than minReplicas."""
+    IDLE_COOLDOWN = "idle-cooldown"
+    """Nothing to do, and idleCooldownSeconds have not passed: one replica stays."""
+    NEXT_BATCH = "next-batch"
+    """Nothing to do, within the cooldown, in a lull the measured batches make normal: the
+    replicas the next batch needs stay."""
+    IDLE = "idle"
+    """Nothing to do for idleCooldownSeconds (or never anything): zero."""
+    PAUSED = "paused"
+    """spec.scaling.paused: the count is held."""
+    REDIS_UNREADABLE = "redis-unreadable"
+    """Redis cannot be read: the count is held."""
+    FALLBACK_REPLICAS = "fallback-replicas"
+    """Redis cannot be read: spec.scaling.fallbackReplicas."""
+    DRAINING = quiesce.DRAINING
+    WORKERS_NOT_PODS = quiesce.WORKERS_NOT_PODS
+    REPLICASET_ORDER = quiesce.REPLICASET_ORDER
+    SCALE_IN_DEFERRED = quiesce.SCALE_IN_DEFERRED
+
+
 @dataclass(frozen=True)
 class Decision:
-    """The outcome of one poll: the replica count to set, why, and the state for the next poll."""
+    """The policy's decision on one poll: the replica count to set, the rule that decided it and
+    why, and the state for the next poll."""
 
     replicas: int
     previous: int
@@ -101,10 +143,51 @@ class Decision:
     recommendation: int
     """The recommendation before stabilisation and step limits."""
     state: PolicyState
+    rule: Rule
 
     @property
     def changed(self) -> bool:
         return self.replicas != self.previous
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A poll's decision as carried out: the policy's `decision` and what the scale-in allows
+    now (`settled`: at or above the decision's count on a scale-in whose victims still hold
+    tasks)."""
+
+    decision: Decision
+    settled: quiesce.Settled = field(default=quiesce.UNCHANGED)
+
+    @property
+    def replicas(self) -> int:
+        """The replica count set on this poll."""
+        return self.decision.replicas if self.settled.replicas is None else self.settled.replicas
+
+    @property
+    def previous(self) -> int:
+        return self.decision.previous
+
+    @property
+    def changed(self) -> bool:
+        return self.replicas != self.previous
+
+    @property
+    def rule(self) -> Rule:
+        """The scale-in's rule where it holds the count above the decision's, else the policy's."""
+        if self.settled.rule and self.replicas != self.decision.replicas:
+            return Rule(self.settled.rule)
+        return self.decision.rule
+
+    @property
+    def reason(self) -> str:
+        """The decision's reason, with what the scale-in did."""
+        reason = self.decision.reason
+        if self.settled.note:
+            reason += f"; {self.settled.note}"
+        if self.replicas != self.decision.replicas:
+            reason += f"; now {self.replicas}"
+        return reason
 
 
 def decide(
@@ -125,7 +208,8 @@ def decide(
         return _on_redis_error(spec, state)
     state = _measure(state, observation, now)
     if spec.paused:
-        return Decision(current, current, f"paused: holding {current}", current, state)
+        return Decision(current, current, f"paused: holding {current}", current, state,
+                        Rule.PAUSED)
     rec = _recommend(spec, observation, state, now,
                      _Fleet(concurrency, queue_order or tuple(observation.backlog)))
     recommendation, why = rec.replicas, rec.why
@@ -133,18 +217,29 @@ def decide(
     history = (*_window(state.recommendations, now, window, current), (now, recommendation))
     steady = (*_window(state.steady_recommendations, now, window, current), (now, rec.steady))
     to_zero = recommendation == 0 and observation.queued + observation.in_flight == 0
-    replicas, how = _bounded(spec, current, recommendation, history if rec.burst else steady,
-                             to_zero=to_zero)
+    replicas, how, stage = _bounded(spec, current, recommendation,
+                                    history if rec.burst else steady, to_zero=to_zero)
     new_state = replace(
         state,
         recommendations=history,
         steady_recommendations=steady,
-        last_scale=now if replicas != current else state.last_scale,
         replicas=replicas,
         scale_ups=_scale_ups(spec, state.scale_ups, now, added=replicas - current),
     )
     reason = f"{why}; {how}" if how else why
-    return Decision(replicas, current, reason, recommendation, new_state)
+    return Decision(replicas, current, reason, recommendation, new_state, _rule(rec.rule, stage))
+
+
+_LIMITS = frozenset({Rule.MAX_SCALE_UP_STEP, Rule.MAX_SCALE_DOWN_STEP, Rule.STABILISATION_WINDOW})
+
+
+def _rule(source: Rule | None, stage: Rule) -> Rule:
+    """The rule that decided the count: a step or the window when one held it from the
+    recommendation, else what made the recommendation (idle, a bound) or, for the load, the
+    direction it moved (`stage`)."""
+    if stage in _LIMITS or source is None:
+        return stage
+    return source
 
 
 SCALE_UPS_KEPT = 32
@@ -166,14 +261,17 @@ def _scale_ups(spec: ScalingSpec, before: tuple[tuple[float, int], ...], now: fl
 def _on_redis_error(spec: ScalingSpec, state: PolicyState) -> Decision:
     current = state.replicas
     if spec.paused:
-        return Decision(current, current, f"paused: holding {current}", current, state)
+        return Decision(current, current, f"paused: holding {current}", current, state,
+                        Rule.PAUSED)
     if spec.fallbackReplicas is None:
-        return Decision(current, current, f"redis unreachable: holding {current}", current, state)
+        return Decision(current, current, f"redis unreachable: holding {current}", current, state,
+                        Rule.REDIS_UNREADABLE)
     target = _clamp(spec.fallbackReplicas, spec)
     if current > 0:
         target = max(target, 1)
     reason = f"redis unreachable: fallbackReplicas {spec.fallbackReplicas} -> {target}"
-    return Decision(target, current, reason, target, replace(state, replicas=target))
+    return Decision(target, current, reason, target, replace(state, replicas=target),
+                    Rule.FALLBACK_REPLICAS)
 
 
 def _measure(state: PolicyState, obs: QueueObservation, now: float) -> PolicyState:
@@ -218,6 +316,8 @@ class _Recommendation:
     """The replicas the measured arrival rates need, without a burst's backlog term."""
     burst: bool = False
     """A backlog beyond the normal fluctuation is being drained."""
+    rule: Rule | None = None
+    """What made the recommendation when not the load: idle, or a bound."""
 
 
 def _recommend(
@@ -239,23 +339,28 @@ def _recommend(
         if wait_rec >= rec:
             rec, burst = wait_rec, sizing.burst
             why = f"{sizing.why} / concurrency {fleet.concurrency} = {wait_rec}"
+    rule: Rule | None = None
     if obs.queued + obs.in_flight + obs.due_soon == 0:
         idle_for = now - (state.last_active if state.last_active is not None else now)
         if state.replicas > 0 and idle_for < spec.idleCooldownSeconds:
             why = f"idle {idle_for:.0f}s < idleCooldownSeconds {spec.idleCooldownSeconds:g}"
             rec = steady = 1
-            if batches > 1 and state.rates.lull_expected(idle_for):
+            rule = Rule.IDLE_COOLDOWN
+            if batches > 1 and state.rates.arrivals.lull_expected(idle_for):
                 rec = steady = batches
+                rule = Rule.NEXT_BATCH
                 why += f": {batches} for the next batch (arrivals come in batches)"
         else:
             rec = steady = 0
+            rule = Rule.IDLE
             if state.replicas > 0:
                 why = f"idle {idle_for:.0f}s >= idleCooldownSeconds {spec.idleCooldownSeconds:g}"
     clamped = _clamp(rec, spec)
     if clamped != rec:
         bound = "maxReplicas" if clamped < rec else "minReplicas"
+        rule = Rule.MAX_REPLICAS if clamped < rec else Rule.MIN_REPLICAS
         why += f"; {bound} {clamped}"
-    return _Recommendation(clamped, why, _clamp(min(steady, rec), spec), burst)
+    return _Recommendation(clamped, why, _clamp(min(steady, rec), spec), burst, rule)
 
 
 def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
@@ -287,10 +392,10 @@ def _held_load(rec: int, why: str, rates: rates_.Rates, fleet: _Fleet,
     time / concurrency, over the queues without a wait target): fewer serve less than arrives,
     and the length target alone would drop the fleet there whenever the backlog is briefly gone."""
     queues = [q for q in fleet.queue_order if q not in exclude]
-    services = rates.service_by_queue(queues) if queues and rates.service_known else None
+    services = rates.service.by_queue(queues) if queues and rates.service.known else None
     if not services:
         return rec, why
-    load = sum(rates.arrival_rate(q) * services[q] for q in queues)
+    load = sum(rates.arrivals.rate(q) * services[q] for q in queues)
     held = math.ceil(load / fleet.concurrency - 1e-9)
     if held > rec:
         load_why = f"the measured load {load:.3g} slots / concurrency {fleet.concurrency}"
@@ -310,7 +415,8 @@ def _window(
 def _bounded(
     spec: ScalingSpec, current: int, rec: int, history: tuple[tuple[float, int], ...], *,
     to_zero: bool = False,
-) -> tuple[int, str]:
+) -> tuple[int, str, Rule]:
+    """The count the recommendation `rec` allows now, how, and the stage that decided it."""
     if rec > current:
         step = spec.maxScaleUpStep
         # minReplicas is a bound, not a load: reached at once, whatever the step (as the HPA)
@@ -318,7 +424,8 @@ def _bounded(
         how = f"scale up {current} -> {target}"
         if target < rec:
             how += f" (maxScaleUpStep {step})"
-        return target, how
+            return target, how, Rule.MAX_SCALE_UP_STEP
+        return target, how, Rule.SCALE_UP
     stabilised = rec if to_zero else _clamp(max(r for _, r in history), spec)
     target = min(current, stabilised)
     step = spec.maxScaleDownStep
@@ -329,13 +436,16 @@ def _bounded(
     target = _clamp(target, spec)
     if target == current:
         if stabilised > rec:
-            return current, f"hold {current} (highest in the stabilisation window: {stabilised})"
-        return current, f"hold {current}"
+            return (current, f"hold {current} (highest in the stabilisation window: {stabilised})",
+                    Rule.STABILISATION_WINDOW if rec < current else Rule.HOLD)
+        return current, f"hold {current}", Rule.HOLD
     how = f"scale down {current} -> {target}"
-    if target > rec:
-        how += f" (stabilised {stabilised}"
-        how += f", maxScaleDownStep {step})" if target > stabilised else ")"
-    return target, how
+    if target <= rec:
+        return target, how, Rule.SCALE_DOWN
+    how += f" (stabilised {stabilised}"
+    if target > stabilised:
+        return target, how + f", maxScaleDownStep {step})", Rule.MAX_SCALE_DOWN_STEP
+    return target, how + ")", Rule.STABILISATION_WINDOW
 
 
 def _clamp(value: int, spec: ScalingSpec) -> int:

@@ -96,12 +96,12 @@ class QueueLoad:
     cv2: float | None = None
     """Squared coefficient of variation of this queue's service time (None: unknown)."""
     arrival_cv2: float | None = None
-    """Index of dispersion of this queue's arrivals per poll (`rates.Rates.arrival_cv2`: 1 for
+    """Index of dispersion of this queue's arrivals per poll (`arrivals.Arrivals.cv2`: 1 for
     Poisson, the mean size of the batch a task arrives in for batches; None: unknown, taken as
     Poisson). Values under 1 are taken as 1."""
     over_budget: bool = False
     """More than 1 - QUANTILE of this queue's recent tasks waited longer than its target
-    (measured by the workers: `rates.Rates.late_share`): its bursts are then started within
+    (measured by the workers: `waits.Waits.late_share`): its bursts are then started within
     the target whenever that is still possible, without the `horizon` floor."""
 
 

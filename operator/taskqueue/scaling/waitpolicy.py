@@ -26,10 +26,10 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
         return None
     service, services = known
     loads = [
-        waitmodel.QueueLoad(key=q, arrival_rate=rates.arrival_rate(q),
+        waitmodel.QueueLoad(key=q, arrival_rate=rates.arrivals.rate(q),
                             queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
                             service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0,
-                            cv2=rates.service_cv2(q), arrival_cv2=rates.arrival_cv2(q),
+                            cv2=rates.service.cv2(q), arrival_cv2=rates.arrivals.cv2(q),
                             over_budget=over_budget(rates, q, targets.get(q)))
         for q in queue_order
     ]
@@ -79,16 +79,16 @@ def service_times(rates: Rates, expected: dict[str, float], queue_order: tuple[s
     completed: the estimate then takes over). Until the fleet's mean is measured, it is the
     higher of the expected times' mean and the lower bound the tasks in hand give, and the
     queues without an expected time have that."""
-    measured = rates.service_known
-    fleet = rates.service_seconds
+    measured = rates.service.known
+    fleet = rates.service.mean
     if not measured and expected:
         prior = sum(expected.values()) / len(expected)
         fleet = prior if fleet is None else max(fleet, prior)
     if fleet is None:
         return None
-    estimated = (rates.service_by_queue(list(queue_order)) or {}) if measured else {}
-    hinted = not measured or rates.reports_service
-    own = {q: rates.measured_service(q) for q in queue_order}
+    estimated = (rates.service.by_queue(list(queue_order)) or {}) if measured else {}
+    hinted = not measured or rates.service.reported
+    own = {q: rates.service.measured(q) for q in queue_order}
     # tasks faster than the workers' millisecond reports (a no-op handler) measure 0 s: they
     # are taken as lasting one millisecond, so the model never divides by a zero service time
     return max(fleet, MIN_SERVICE_SECONDS), {
@@ -103,7 +103,7 @@ def over_budget(rates: Rates, queue: str, target: float | None) -> bool:
     (False without a target or until the workers have measured enough waits)."""
     if target is None:
         return False
-    late = rates.late_share(queue, target)
+    late = rates.waits.late_share(queue, target)
     return late is not None and late > 1 - waitmodel.QUANTILE
 
 

@@ -21,6 +21,8 @@ all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot)
 |                                   |      | dead_trimmed: dead letters dropped by the cap)     |
 |                                   |      | and taken:<queue key> (tasks fetch.lua took)       |
 | <prefix>:quiesced                 | set  | processing-list keys of workers told to stop taking |
+| <prefix>:history                  | stream | one point per spec.history.intervalSeconds       |
+| <prefix>:decisions                | stream | one entry per change of the operator's decision  |
 | <prefix>:done:<task id>           | str  | idempotency: the task completed (PX = window)      |
 | <prefix>:running:<task id>        | str  | idempotency: worker id running it (PX = lease)     |
 | <prefix>:unique:<task id>         | str  | unique enqueue: the id was enqueued (PX = window)  |
@@ -103,7 +105,7 @@ WAIT_EDGES_SECONDS = (0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0
 """The wait histogram's edges: workers count, per queue, the tasks whose wait (enqueue to first
 start, known from the envelope's `enqueued_at`) was longer than each edge, so the operator
 knows the share of a queue's tasks that waited longer than its targetWaitSeconds (interpolated
-between edges: `rates.Rates.late_share`)."""
+between edges: `scaling.waits.Waits.late_share`)."""
 WAITED_FIELD_PREFIX = "waited:"
 """Stats-hash field prefix of the tasks whose wait a worker measured (first attempts of
 envelopes with an `enqueued_at`), per queue; added with each heartbeat."""
@@ -221,6 +223,16 @@ class KeySchema:
     def quiesced(self) -> str:
         """Set of the processing-list keys of quiesced workers: fetch.lua gives them nothing."""
         return keyspace.bookkeeping_key(self.prefix, "quiesced")
+
+    @property
+    def history(self) -> str:
+        """Stream of the TaskQueue's history, one point per interval (`taskqueue.wire.history`)."""
+        return keyspace.bookkeeping_key(self.prefix, "history")
+
+    @property
+    def decisions(self) -> str:
+        """Stream of the operator's decision log, an entry per change (`taskqueue.wire.history`)."""
+        return keyspace.bookkeeping_key(self.prefix, "decisions")
 
     @property
     def taken_fields(self) -> tuple[str, ...]:

@@ -25,6 +25,8 @@ BOOKKEEPING: dict[str, str] = {
     "starvation": "starvation counters hash",
     "stats": "stats hash",
     "quiesced": "quiesced-workers set",
+    "history": "history stream",
+    "decisions": "decision-log stream",
 }
 """`<prefix>:<name>` -> what the key holds."""
 

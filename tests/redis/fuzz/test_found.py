@@ -99,7 +99,8 @@ def _poll(url: str) -> tuple[QueueObservation | None, str | None, status.Status 
     async def run() -> tuple[QueueObservation | None, str | None]:
         client = aioredis.Redis.from_url(url)
         try:
-            return await observe(client, url, tq)
+            got = await observe(client, url, tq, keys.KeySchema.from_spec(tq.spec))
+            return got.observation, got.error
         finally:
             await client.aclose()
 
@@ -109,8 +110,8 @@ def _poll(url: str) -> tuple[QueueObservation | None, str | None, status.Status 
     decision = policy.decide(spec=tq.spec.scaling, observation=observation,
                              state=policy.PolicyState(replicas=1), now=time.time())
     return observation, error, status.build_status(
-        None, observation, decision, deployment="d", ready_replicas=1, error=error,
-        generation=1, now=time.time())
+        None, observation, policy.Outcome(decision), deployment="d", ready_replicas=1,
+        error=error, generation=1, last_scale=None, now=time.time())
 
 
 WRONG = [

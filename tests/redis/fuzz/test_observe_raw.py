@@ -65,7 +65,8 @@ async def _polls(url: str, tq: models.TaskQueue, n: int) -> list[status.Status]:
     try:
         state, statuses = policy.PolicyState(replicas=1), []
         for _ in range(n):
-            observation, error = await observe(client, url, tq)
+            got = await observe(client, url, tq, keys.KeySchema.from_spec(tq.spec))
+            observation, error = got.observation, got.error
             assert error is None, error
             assert observation is not None
             decision = policy.decide(spec=tq.spec.scaling, observation=observation, state=state,
@@ -73,8 +74,9 @@ async def _polls(url: str, tq: models.TaskQueue, n: int) -> list[status.Status]:
                                      queue_order=("q", "z", "h"))
             state = decision.state
             statuses.append(status.build_status(
-                statuses[-1] if statuses else None, observation, decision, deployment="fuzz",
-                ready_replicas=1, error=error, generation=1, now=time.time()))
+                statuses[-1] if statuses else None, observation, policy.Outcome(decision),
+                deployment="fuzz", ready_replicas=1, error=error, generation=1, last_scale=None,
+                now=time.time()))
         return statuses
     finally:
         await client.aclose()

@@ -19,7 +19,7 @@ from taskqueue import client
 from taskqueue.api import manifest, models
 from taskqueue.controller.poller import Poller
 from taskqueue.redisio import acl
-from taskqueue.wire import keys
+from taskqueue.wire import history, keys
 from taskqueue.worker import resp
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers.cli import Run
@@ -86,8 +86,14 @@ class _UrlSecret:
         return self.url
 
 
+HISTORY = (history.Append(SCHEMA.decisions, {"t": "1", "rule": "hold"}, 10),
+           history.Append(SCHEMA.history, {"t": "1", "dt": "10000"}, 10))
+"""A decision entry and a history point, appended with the observe call."""
+
+
 def _operator_round(url: str) -> tuple[Any, str | None]:
-    """What the operator does to a TaskQueue: observe it and recover a departed worker."""
+    """What the operator does to a TaskQueue: observe it (appending to its history), recover a
+    departed worker and quiesce one."""
     tq = models.TaskQueue.model_validate(taskqueue(url, queues=QUEUES))
     poller = Poller(kube=cast(Any, _UrlSecret(url)))  # the URL (with a password) is in a Secret
 
@@ -95,7 +101,7 @@ def _operator_round(url: str) -> tuple[Any, str | None]:
         try:
             client_ = poller.pools.get(url)
             await client_.ping()  # the pool's health check
-            obs, error = await observe_taskqueue(poller, tq)
+            obs, error = await observe_taskqueue(poller, tq, appends=HISTORY)
             if error is None:
                 from taskqueue.redisio import queueops
                 await queueops.recover_worker(client_, SCHEMA, worker_id="dead", max_attempts=3,
@@ -120,6 +126,7 @@ def test_the_operator_works_with_exactly_its_rule(redis_server: RedisServer,
     assert admin.llen("{emails}:vip") == 3  # "held" recovered
     assert admin.zcard("{emails}:normal") == 2 and admin.llen(SCHEMA.dead_letter) == 1
     assert admin.hget(SCHEMA.stats, keys.DEAD_TRIMMED_FIELD) == "1"
+    assert admin.xlen(SCHEMA.decisions) == admin.xlen(SCHEMA.history) == 1
 
 
 @pytest.mark.parametrize("missing", acl.commands("operator"))

@@ -14,7 +14,7 @@ from taskqueue import client
 from taskqueue.api import manifest
 from taskqueue.controller.redisurls import RedisPools
 from taskqueue.redisio import acl, clients, queueops
-from taskqueue.wire import keys
+from taskqueue.wire import history, keys
 from tests.fixtures.redis_cluster import RedisCluster, wait_until
 from tests.helpers.cli import Run
 from tests.redis.topologies import handlers
@@ -79,6 +79,28 @@ async def test_operator_observe_is_one_call_on_the_taskqueues_node(
     assert first == obs.__class__(**{**obs.__dict__, "at": first.at})
     assert obs.backlog == {"{emails}:vip": 2, "{emails}:normal": 0}
     assert [(w.worker_id, w.in_flight) for w in obs.workers] == [("w1", 1)]
+
+
+async def test_history_appends_go_with_the_observe_call_to_the_taskqueues_node(
+        redis_cluster: RedisCluster, cluster_url: str) -> None:
+    appends = (history.Append(SCHEMA.decisions, {"t": "1", "rule": "hold"}, 10),
+               history.Append(SCHEMA.history, {"t": "1", "dt": "10000"}, 10))
+    pools = RedisPools()
+    try:
+        aclient = pools.get(cluster_url)
+        await queueops.observe(aclient, SCHEMA)  # learns the worker set
+        node = redis_cluster.master_of("{emails}").client(decode_responses=True)
+        before = evalsha_calls(node)
+        obs, refused = await queueops.observe_appending(aclient, SCHEMA, appends=appends)
+        assert evalsha_calls(node) - before == 1
+        node.script_flush()  # a failed-over master: NOSCRIPT in the pipeline, loaded, read again
+        again, refused_again = await queueops.observe_appending(aclient, SCHEMA, appends=appends)
+    finally:
+        await pools.close()
+    assert refused == refused_again == (None, None)
+    assert obs.backlog == again.backlog == {"{emails}:vip": 0, "{emails}:normal": 0}
+    assert [f for _, f in node.xrange(SCHEMA.decisions)] == [{"t": "1", "rule": "hold"}] * 2
+    assert node.xlen(SCHEMA.history) == 2
 
 
 async def test_recovery_requeues_on_a_cluster(cluster_url: str) -> None:
@@ -187,14 +209,16 @@ def test_each_component_works_with_its_cluster_acl_rule(
         wait_until(lambda: r.llen(handlers.DONE) >= 2, timeout=20, what="tasks not run")
         pools = RedisPools()
 
-        async def observe() -> int:
+        async def observe() -> tuple[int, tuple[object, ...]]:
             try:
-                return (await queueops.observe(pools.get(urls["operator"]), SCHEMA)).backlog[
-                    "{emails}:vip"]
+                obs, refused = await queueops.observe_appending(
+                    pools.get(urls["operator"]), SCHEMA,
+                    appends=[history.Append(SCHEMA.decisions, {"t": "1"}, 10)])
+                return obs.backlog["{emails}:vip"], refused
             finally:
                 await pools.close()
 
-        assert asyncio.run(observe()) == 0
+        assert asyncio.run(observe()) == (0, (None,))
         stats = cli("stats", "-f", path, "--redis-url", urls["cli"], "--json", "--interval", "0")
         assert stats.code == 0, stats.err
     finally:

@@ -104,6 +104,7 @@ def test_kubernetes_objects_pass_through(schema: dict[str, Any], path: str) -> N
     (".spec.redis", "has(self.url) != has(self.urlSecretRef)"),
     (".spec.worker", "has(self.handler) && has(self.command)"),
     (".spec.scaling", "self.minReplicas <= self.maxReplicas"),
+    (".spec.history", "self.retentionSeconds <= self.intervalSeconds * 100000.0"),
     (".spec", "exists_one"),
 ])
 def test_cel_rules_where_pydantic_validates(

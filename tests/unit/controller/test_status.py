@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from taskqueue.controller import status as st
-from taskqueue.scaling import policy
+from taskqueue.scaling import policy, quiesce
+from taskqueue.scaling.arrivals import Arrivals
 from taskqueue.scaling.observation import QueueObservation, WorkerObservation
 from taskqueue.scaling.rates import Rates
+from taskqueue.scaling.service import ServiceTimes
+from taskqueue.scaling.waits import Waits
 from taskqueue.wire.keys import WAIT_EDGES_SECONDS
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -19,10 +24,11 @@ OBS = QueueObservation(at=T0, backlog={"hi": 3, "lo": 1}, delayed=2, dead_letter
 
 
 def decision(replicas: int = 2, previous: int = 2, reason: str = "steady",
-             **state: Any) -> policy.Decision:
-    return policy.Decision(replicas=replicas, previous=previous, reason=reason,
-                           recommendation=replicas,
-                           state=policy.PolicyState(replicas=replicas, **state))
+             rule: policy.Rule = policy.Rule.HOLD, **state: Any) -> policy.Outcome:
+    """A poll's outcome: the policy's decision, and no scale-in."""
+    return policy.Outcome(policy.Decision(
+        replicas=replicas, previous=previous, reason=reason, recommendation=replicas,
+        state=policy.PolicyState(replicas=replicas, **state), rule=rule))
 
 
 def cond(kind: str, status: str, at: str | None = None, reason: str = "R") -> dict[str, Any]:
@@ -97,8 +103,11 @@ def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
                      {}, id="read-nothing-measured-yet"),
         pytest.param(OBS, None, decision(3, 2, "scale up 2 -> 3"), {"totalBacklog": 4},
                      {"Scaling": ("True", "Scaled")}, id="scaled"),
-        pytest.param(OBS, None, decision(reason="paused at 2"), {"totalBacklog": 4},
-                     {"Scaling": ("False", "Paused")}, id="paused"),
+        pytest.param(OBS, None, decision(reason="holding 2", rule=policy.Rule.PAUSED),
+                     {"totalBacklog": 4}, {"Scaling": ("False", "Paused")}, id="paused-by-rule"),
+        pytest.param(OBS, None, decision(reason="paused queue drained; hold 2"),
+                     {"totalBacklog": 4}, {"Scaling": ("True", "Steady")},
+                     id="a-reason-that-says-paused-is-not-the-rule"),
         pytest.param(None, "redis://h:6379: ConnectionError", decision(reason="redis unreachable"),
                      dict.fromkeys(st.COUNTS),
                      {"RedisReachable": ("False", "Error"),
@@ -106,11 +115,11 @@ def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
     ],
 )
 def test_build_status(observation: QueueObservation | None, error: str | None,
-                      made: policy.Decision, counts: dict[str, Any],
+                      made: policy.Outcome, counts: dict[str, Any],
                       conditions: dict[str, tuple[str, str]]) -> None:
     previous = {"totalBacklog": 7, "conditions": []}
     status = st.build_status(previous, observation, made, deployment="w", ready_replicas=1,
-                             error=error, generation=3, now=T0)
+                             error=error, generation=3, last_scale=None, now=T0)
     assert {k: status[k] for k in counts} == counts
     assert (status["desiredReplicas"], status["replicas"], status["observedGeneration"],
             status["reason"]) == (made.replicas, 1, 3, made.reason)
@@ -144,11 +153,46 @@ def test_an_unknown_delayed_set_is_removed_not_zeroed() -> None:
         ("delayed", "dueSoon", "nextDueTime"))
 
 
+def test_the_scale_in_s_count_and_note_are_the_status_s() -> None:
+    # the policy wants 2 of 3, a victim still finishes its task: 3 stay, and the reason says why
+    made = policy.Outcome(decision(2, 3, "demand 2 / target 1 = 2; scale down 3 -> 2").decision,
+                          quiesce.Settled(3, quiesce.DRAINING, "quiesced 1 pod(s), 0 drained, "
+                                          "1 still finishing their tasks", frozenset({"p"})))
+    status = st.build_status(None, OBS, made, deployment="w", ready_replicas=3, error=None,
+                             generation=1, last_scale=T0 - 60, now=T0)
+    assert status["desiredReplicas"] == 3
+    assert status["reason"].endswith("1 still finishing their tasks; now 3")
+    assert status["lastScaleTime"] == "2025-12-31T23:59:00Z"
+    assert _conditions(status)["Scaling"] == ("True", "Steady")
+
+
+@pytest.mark.parametrize("build", [
+    pytest.param(lambda: st.build_status(None, OBS, decision(), deployment="w", ready_replicas=1,
+                                         error=None, generation=1, last_scale=None, now=T0),
+                 id="after-a-poll"),
+    pytest.param(lambda: st.build_status(None, None, decision(), deployment="w",
+                                         ready_replicas=1, error="e", generation=1,
+                                         last_scale=None, now=T0), id="redis-unreadable"),
+])
+def test_a_misspelt_status_field_fails_instead_of_being_dropped_by_the_api_server(
+        monkeypatch: pytest.MonkeyPatch, build: Callable[[], st.Status]) -> None:
+    real = st.counts
+    monkeypatch.setattr(st, "counts", lambda *a: {**real(*a), "totalBaklog": 4})
+    with pytest.raises(ValidationError, match="totalBaklog"):
+        build()
+
+
+def test_a_problem_status_is_checked_against_the_model() -> None:
+    with pytest.raises(ValidationError, match="inflight"):
+        st.problem_status({"inflight": 2}, "spec.x: bad", reason="InvalidSpec", now=T0)
+
+
 def test_an_unknown_backlog_is_removed_not_kept_or_zeroed() -> None:
     before = st.build_status(None, OBS, decision(), deployment="w", ready_replicas=1,
-                             error=None, generation=1, now=T0)
+                             error=None, generation=1, last_scale=None, now=T0)
     after = st.build_status(before, None, decision(reason="redis unreachable"), deployment="w",
-                            ready_replicas=1, error="e", generation=1, now=T0 + 5)
+                            ready_replicas=1, error="e", generation=1, last_scale=None,
+                            now=T0 + 5)
     assert before["totalBacklog"] == 4
     assert after["totalBacklog"] is None  # null in the merge patch: removed from the object
 
@@ -157,9 +201,10 @@ def test_measured_fields_come_from_the_policy_rates() -> None:
     # 50 tasks into "hi" over 100 s, 20 completions holding 40 task-seconds: 0.5/s, 2 s each
     # and the workers measured 100 waits of "hi", 10 of them over 2 s, none over 3 s: p95 2.5 s
     hist = (100.0, 40.0, 30.0, 10.0, *(0.0,) * (len(WAIT_EDGES_SECONDS) - 3))
-    rates = Rates(at=T0, elapsed=100.0, elapsed_short=100.0, arrivals=(("hi", 50.0),),
-                  arrivals_short=(("hi", 50.0),), busy_seconds=40.0, completions=20.0,
-                  waits=(("hi", hist),))
+    rates = Rates(at=T0, arrivals=Arrivals(elapsed=100.0, elapsed_short=100.0,
+                                           counts=(("hi", 50.0),), counts_short=(("hi", 50.0),)),
+                  service=ServiceTimes(busy_seconds=40.0, completions=20.0),
+                  waits=Waits(sums=(("hi", hist),)))
     fields = st.measured(OBS, policy.PolicyState(replicas=1, rates=rates))
     assert fields == {"waitSeconds": {"hi": 9.6}, "arrivalRate": {"hi": 0.5, "lo": 0.0},
                       "serviceSeconds": 2.0, "waitP95Seconds": {"hi": 2.5}}

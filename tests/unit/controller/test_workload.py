@@ -105,6 +105,7 @@ def test_default_image() -> None:
 
 @pytest.mark.parametrize("change, rolls", [
     pytest.param({"scaling": {"maxReplicas": 50}}, False, id="scaling-does-not-roll"),
+    pytest.param({"history": {"retentionSeconds": 3600}}, False, id="history-does-not-roll"),
     pytest.param({"worker": {"concurrency": 4}}, True, id="worker-change-rolls"),
     pytest.param({"queues": [{"key": "jobs"}, {"key": "more"}]}, True, id="queues-roll"),
 ])

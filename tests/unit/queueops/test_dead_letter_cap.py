@@ -20,8 +20,10 @@ CAP = 5
 def test_the_operator_exports_the_trimmed_count() -> None:
     obs = QueueObservation(at=0.0, backlog={"q": 0}, dead_letter=CAP,
                            dead_letter_trimmed_total=42)
-    decision = policy.Decision(replicas=1, previous=1, reason="", recommendation=1,
-                               state=policy.PolicyState(replicas=1))
+    decision = policy.Outcome(policy.Decision(replicas=1, previous=1, reason="",
+                                              recommendation=1,
+                                              state=policy.PolicyState(replicas=1),
+                                              rule=policy.Rule.HOLD))
     deployment = kube.DeploymentState(name="tq-trim-worker", replicas=1, ready_replicas=1,
                                       selector={})
     act.record_metrics(kube.ObjectRef(namespace="ns", name="tq-trim", uid="u"), obs, decision,

@@ -1,4 +1,4 @@
-"""Tasks that arrive in batches: measuring how bursty arrivals are (`Rates.arrival_cv2`), the
+"""Tasks that arrive in batches: measuring how bursty arrivals are (`Arrivals.cv2`), the
 slots that start a typical batch within the wait target (`waitmodel.batch_slots`), the fleet
 held through the lulls between batches, and the end result in the simulator (pure)."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from taskqueue.api.models import ScalingSpec, TaskQueue
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.scaling.policy import PolicyState, decide
+from taskqueue.scaling.policy import Decision, PolicyState, Rule, decide
 from taskqueue.scaling.rates import Rates, update
 from taskqueue.scaling.waitmodel import QueueLoad, batch_slots, size_for_wait
 from taskqueue.simulate.run import simulate
@@ -57,8 +57,8 @@ def batch_counts(size: int, every: float, polls: int, seed: int = 1) -> list[int
 
 # -- measuring -----------------------------------------------------------------------------------
 def allan(rates: Rates) -> float:
-    """The estimate behind `arrival_cv2`, trusted or not."""
-    (spread,) = rates.spread
+    """The estimate behind `Arrivals.cv2`, trusted or not."""
+    (spread,) = rates.arrivals.spread
     return spread.squares / spread.base
 
 
@@ -91,14 +91,14 @@ def test_how_bursty_the_arrivals_are(counts: list[int], lowest: float, highest: 
     pytest.param([1, 0] * 4, False, id="too-few-tasks"),
 ])
 def test_measured_only_for_batches_that_recur(counts: list[int], trusted: bool) -> None:
-    assert (measured(counts).arrival_cv2("q") is not None) is trusted
+    assert (measured(counts).arrivals.cv2("q") is not None) is trusted
 
 
 def test_a_batch_of_the_measured_size_counts_as_a_rate() -> None:
     # batches of 10 every ~5 s are 2/s; the cap a Poisson count would get (2 x 2 s + 4 sigmas
     # + 3 = 15) would cut the larger counts of two batches in one poll, and the rate with them
     counts = batch_counts(10, 5.0, 300)
-    assert 1.7 <= measured(counts).arrival_rate("q") <= 2.6
+    assert 1.7 <= measured(counts).arrivals.rate("q") <= 2.6
 
 
 @pytest.mark.parametrize("counts, seconds, expected", [
@@ -111,7 +111,7 @@ def test_a_batch_of_the_measured_size_counts_as_a_rate() -> None:
 ])
 def test_a_lull_between_batches_is_expected(counts: list[int], seconds: float,
                                             expected: bool) -> None:
-    assert measured(counts).lull_expected(seconds) is expected
+    assert measured(counts).arrivals.lull_expected(seconds) is expected
 
 
 # -- the model -----------------------------------------------------------------------------------
@@ -153,33 +153,35 @@ def test_a_lower_queue_s_batches_do_not_size_the_higher_one() -> None:
 
 
 # -- the policy ----------------------------------------------------------------------------------
-def decide_idle(rates: Rates, idle_for: float, current: int = 5) -> int:
+def decide_idle(rates: Rates, idle_for: float, current: int = 5) -> Decision:
     spec = ScalingSpec(maxReplicas=20, idleCooldownSeconds=30, scaleDownStabilizationSeconds=0,
                        targetWaitSeconds={"q": 2.0})
     at = POLL * 301
     observation = QueueObservation(at=at, backlog={"q": 0}, taken=dict(rates.taken),
                                    completed_total=rates.completed)
     state = PolicyState(replicas=current, rates=rates, last_active=at - idle_for)
-    return decide(spec=spec, observation=observation, state=state, now=at,
-                  queue_order=("q",)).replicas
+    return decide(spec=spec, observation=observation, state=state, now=at, queue_order=("q",))
 
 
 def with_service(rates: Rates, seconds: float) -> Rates:
-    return replace(rates, measured=(("q", seconds * 100, 100.0),))
+    return replace(rates, service=replace(rates.service, sums=(("q", seconds * 100, 100.0),)))
 
 
-@pytest.mark.parametrize("counts, idle_for, replicas", [
+@pytest.mark.parametrize("counts, idle_for, replicas, rule", [
     # batches of 10 every ~5 s of 0.5 s tasks: the lull between two batches keeps the fleet
     # that starts the next one (batch_slots: 1 + 13.5 / 5 -> 4)
-    pytest.param(batch_counts(10, 5.0, 300), 6.0, 4, id="batches-hold-through-a-lull"),
+    pytest.param(batch_counts(10, 5.0, 300), 6.0, 4, Rule.NEXT_BATCH,
+                 id="batches-hold-through-a-lull"),
     # ... until the lull is longer than batches leave (e^-x < 5 %): one pod, then zero
-    pytest.param(batch_counts(10, 5.0, 300), 20.0, 1, id="batches-long-lull-drops-to-one"),
-    # Poisson arrivals: idle is idle (one pod until the cooldown, as before)
-    pytest.param(poisson_counts(2.0, 300), 6.0, 1, id="poisson-drops-to-one"),
+    pytest.param(batch_counts(10, 5.0, 300), 20.0, 1, Rule.IDLE_COOLDOWN,
+                 id="batches-long-lull-drops-to-one"),
+    # Poisson arrivals: idle is idle (one pod until the cooldown)
+    pytest.param(poisson_counts(2.0, 300), 6.0, 1, Rule.IDLE_COOLDOWN, id="poisson-drops-to-one"),
 ])
-def test_the_fleet_held_through_lulls(counts: list[int], idle_for: float,
-                                      replicas: int) -> None:
-    assert decide_idle(with_service(measured(counts), 0.5), idle_for) == replicas
+def test_the_fleet_held_through_lulls(counts: list[int], idle_for: float, replicas: int,
+                                      rule: Rule) -> None:
+    decision = decide_idle(with_service(measured(counts), 0.5), idle_for)
+    assert (decision.replicas, decision.rule) == (replicas, rule)
 
 
 # -- the whole loop ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from taskqueue.api.models import ScalingSpec
 from taskqueue.scaling.observation import QueueObservation
 from taskqueue.scaling.policy import PolicyState, decide
 from taskqueue.scaling.rates import Rates
+from taskqueue.scaling.service import ServiceTimes
 from taskqueue.scaling.waitpolicy import service_times
 from taskqueue.simulate import trace
 from taskqueue.simulate.run import Settings, simulate
@@ -22,12 +23,12 @@ NOW = 1_000_000.0
 QUEUES = ("high", "low")
 NOTHING = Rates()
 # 2 tasks in hand for 3 s each, none completed: the mean is at least 6 / 2 = 3 s
-STARTED = Rates(at=NOW, busy_seconds=6.0, in_flight=2)
+STARTED = Rates(at=NOW, service=ServiceTimes(busy_seconds=6.0, in_flight=2))
 # 10 completions, 2 s of held time each (Little's law), from workers that report nothing
-COMPLETED = Rates(at=NOW, busy_seconds=20.0, completions=10.0)
+COMPLETED = Rates(at=NOW, service=ServiceTimes(busy_seconds=20.0, completions=10.0))
 # the workers reported 5 attempts of 0.4 s on high
-HIGH_REPORTED = Rates(at=NOW, busy_seconds=2.0, completions=5.0,
-                      reported=(("high", 2.0, 5),), measured=(("high", 2.0, 5.0),))
+HIGH_REPORTED = Rates(at=NOW, service=ServiceTimes(
+    busy_seconds=2.0, completions=5.0, totals=(("high", 2.0, 5),), sums=(("high", 2.0, 5.0),)))
 
 
 @pytest.mark.parametrize("rates, expected, fleet, per_queue", [

@@ -1,5 +1,5 @@
 """A queue whose tasks wait longer than its targetWaitSeconds more than 5 % of the time gets its
-bursts started within the target: the workers' wait histograms (`Rates.late_share`) switch off
+bursts started within the target: the workers' wait histograms (`Waits.late_share`) switch off
 the burst floor for it while the target can still be met (`waitpolicy.over_budget`)."""
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from taskqueue.scaling import waitpolicy
 from taskqueue.scaling.observation import QueueObservation
 from taskqueue.scaling.policy import PolicyState, decide
 from taskqueue.scaling.rates import Rates
+from taskqueue.scaling.service import ServiceTimes
+from taskqueue.scaling.waits import Waits
 from taskqueue.simulate import trace
 from taskqueue.simulate.run import simulate
 from taskqueue.simulate.scalers import OperatorScaler
@@ -25,8 +27,9 @@ def late(share: float, total: int = 200, target: float = 10.0) -> Rates:
     longer than `target` (and than every edge up to it)."""
     over = round(total * share)
     counts = (total, *(over if edge <= target else 0 for edge in WAIT_EDGES_SECONDS))
-    return Rates(at=NOW, reported=(("low", 20.0, 10),), measured=(("low", 20.0, 10.0),),
-                 waited=(("low", counts),), waits=(("low", tuple(map(float, counts))),))
+    return Rates(at=NOW,
+                 service=ServiceTimes(totals=(("low", 20.0, 10),), sums=(("low", 20.0, 10.0),)),
+                 waits=Waits(totals=(("low", counts),), sums=(("low", tuple(map(float, counts))),)))
 
 
 @pytest.mark.parametrize("share, target, over", [
@@ -54,7 +57,8 @@ def test_a_late_queue_gets_more_pods_for_its_burst(share: float, replicas: int) 
                        scaleDownStabilizationSeconds=0)
     rates = late(share)
     observation = QueueObservation(at=NOW, backlog={"low": 60},
-                                   oldest_enqueued_at={"low": NOW - 3}, waited=dict(rates.waited))
+                                   oldest_enqueued_at={"low": NOW - 3},
+                                   waited=dict(rates.waits.totals))
     state = PolicyState(replicas=1, rates=rates)
     decision = decide(spec=spec, observation=observation, state=state, now=NOW, concurrency=1,
                       queue_order=("low",))

@@ -7,9 +7,11 @@ from typing import Any
 import pytest
 
 from taskqueue.api.models import ScalingSpec
+from taskqueue.scaling.arrivals import Arrivals
 from taskqueue.scaling.observation import QueueObservation, WorkerObservation
-from taskqueue.scaling.policy import Decision, PolicyState, decide
+from taskqueue.scaling.policy import Decision, PolicyState, Rule, decide
 from taskqueue.scaling.rates import Rates
+from taskqueue.scaling.service import ServiceTimes
 from taskqueue.scaling.waitpolicy import burst_horizon
 
 NOW = 1_000_000.0
@@ -40,6 +42,50 @@ def run(spec: ScalingSpec, observation: QueueObservation | None, replicas: int,
     state.setdefault("steady_recommendations", state.get("recommendations", ()))
     return decide(spec=spec, observation=observation, state=PolicyState(replicas=replicas, **state),
                   now=NOW)
+
+
+# -- the rule that decided -----------------------------------------------------------------------
+@pytest.mark.parametrize("spec, observation, current, state, replicas, rule", [
+    pytest.param(scaling(), obs(25), 1, {}, 3, Rule.SCALE_UP, id="scale-up"),
+    pytest.param(scaling(maxScaleUpStep=1), obs(25), 1, {}, 2, Rule.MAX_SCALE_UP_STEP,
+                 id="max-scale-up-step"),
+    pytest.param(scaling(), obs(15), 4, {}, 2, Rule.SCALE_DOWN, id="scale-down"),
+    pytest.param(scaling(maxScaleDownStep=1), obs(15), 4, {}, 3, Rule.MAX_SCALE_DOWN_STEP,
+                 id="max-scale-down-step"),
+    pytest.param(scaling(), obs(40), 4, {}, 4, Rule.HOLD, id="hold"),
+    pytest.param(scaling(scaleDownStabilizationSeconds=30), obs(15), 4,
+                 {"recommendations": ((NOW - 10, 4),)}, 4, Rule.STABILISATION_WINDOW,
+                 id="held-in-the-window"),
+    pytest.param(scaling(scaleDownStabilizationSeconds=30), obs(15), 4,
+                 {"recommendations": ((NOW - 10, 3),)}, 3, Rule.STABILISATION_WINDOW,
+                 id="down-to-the-window"),
+    pytest.param(scaling(scaleDownStabilizationSeconds=30), obs(40), 4,
+                 {"recommendations": ((NOW - 10, 6),)}, 4, Rule.HOLD,
+                 id="the-load-holds-whatever-the-window"),
+    pytest.param(scaling(maxReplicas=5), obs(500), 2, {}, 5, Rule.MAX_REPLICAS,
+                 id="max-replicas-up"),
+    pytest.param(scaling(maxReplicas=5), obs(500), 5, {}, 5, Rule.MAX_REPLICAS,
+                 id="held-at-max-replicas"),
+    pytest.param(scaling(minReplicas=2), obs(3), 4, {}, 2, Rule.MIN_REPLICAS,
+                 id="min-replicas"),
+    pytest.param(scaling(idleCooldownSeconds=30), obs(0), 3, {"last_active": NOW - 5}, 1,
+                 Rule.IDLE_COOLDOWN, id="idle-cooldown"),
+    pytest.param(scaling(idleCooldownSeconds=30), obs(0), 1, {"last_active": NOW - 5}, 1,
+                 Rule.IDLE_COOLDOWN, id="held-by-the-idle-cooldown"),
+    pytest.param(scaling(idleCooldownSeconds=30), obs(0), 3, {"last_active": NOW - 60}, 0,
+                 Rule.IDLE, id="idle-past-the-cooldown"),
+    pytest.param(scaling(), obs(0), 0, {}, 0, Rule.IDLE, id="idle-at-zero"),
+    pytest.param(scaling(paused=True), obs(500), 2, {}, 2, Rule.PAUSED, id="paused"),
+    pytest.param(scaling(paused=True), None, 2, {}, 2, Rule.PAUSED, id="paused-redis-unreadable"),
+    pytest.param(scaling(), None, 2, {}, 2, Rule.REDIS_UNREADABLE, id="redis-unreadable"),
+    pytest.param(scaling(fallbackReplicas=4), None, 2, {}, 4, Rule.FALLBACK_REPLICAS,
+                 id="fallback-replicas"),
+])
+def test_every_decision_names_its_rule(spec: ScalingSpec, observation: QueueObservation | None,
+                                       current: int, state: dict[str, Any], replicas: int,
+                                       rule: Rule) -> None:
+    decision = run(spec, observation, current, **state)
+    assert (decision.replicas, decision.rule) == (replicas, rule), decision.reason
 
 
 # -- activation and scale-out --------------------------------------------------------------------
@@ -77,10 +123,10 @@ def test_scale_up_is_immediate_and_bounded_by_step(
         assert "maxScaleUpStep" in decision.reason
 
 
-def test_activation_reason_and_last_scale_recorded() -> None:
+def test_activation_reason_and_rule() -> None:
     decision = run(scaling(), obs(1), 0)
     assert decision.changed
-    assert decision.state.last_scale == NOW
+    assert decision.rule is Rule.SCALE_UP
     assert decision.state.last_active == NOW
     assert "scale up 0 -> 1" in decision.reason
     assert "1 queued" in decision.reason
@@ -312,10 +358,11 @@ def test_a_poll_sequence_burst_then_drain_then_zero() -> None:
 # -- targetWaitSeconds -----------------------------------------------------------------------------
 def measured(rate: dict[str, float], service: float) -> Rates:
     """Rates as if measured over a long busy spell: `rate` tasks/s per queue, `service` s each."""
-    return Rates(at=NOW, elapsed=100.0, elapsed_short=100.0,
-                 arrivals=tuple((q, r * 100) for q, r in rate.items()),
-                 arrivals_short=tuple((q, r * 100) for q, r in rate.items()),
-                 busy_seconds=service * 1000, completions=1000.0, completed=0)
+    counts = tuple((q, r * 100) for q, r in rate.items())
+    return Rates(at=NOW, completed=0,
+                 arrivals=Arrivals(elapsed=100.0, elapsed_short=100.0, counts=counts,
+                                   counts_short=counts),
+                 service=ServiceTimes(busy_seconds=service * 1000, completions=1000.0))
 
 
 def wait_obs(backlog: dict[str, int], *held: int) -> QueueObservation:
@@ -399,8 +446,9 @@ def test_length_target_holds_at_least_the_measured_load(
 
 def test_the_load_floor_waits_for_a_measured_service_time() -> None:
     # arrivals measured, no task completed yet: the length target alone
-    rates = Rates(at=NOW, elapsed=100.0, elapsed_short=100.0, arrivals=(("q", 2000.0),),
-                  arrivals_short=(("q", 2000.0),))
+    rates = Rates(at=NOW, arrivals=Arrivals(elapsed=100.0, elapsed_short=100.0,
+                                            counts=(("q", 2000.0),),
+                                            counts_short=(("q", 2000.0),)))
     state = PolicyState(replicas=5, rates=rates, last_active=NOW)
     decision = decide(spec=scaling(maxReplicas=100), observation=obs(0, 4, 4, 4, 4, 4),
                       state=state, now=NOW, concurrency=4, queue_order=("q",))

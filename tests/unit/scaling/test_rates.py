@@ -1,4 +1,4 @@
-"""Arrival rate per queue and service time measured between polls (pure)."""
+"""The estimators of `rates.update`: arrival rate per queue, service time, waits (pure)."""
 
 from __future__ import annotations
 
@@ -30,26 +30,26 @@ def test_per_queue_arrivals_from_length_change_plus_taken() -> None:
         obs(0, {"high": 0, "low": 10}, taken={"high": 0, "low": 0}),
         obs(10, {"high": 5, "low": 0}, taken={"high": 15, "low": 10}),
     )
-    assert rates.arrival_rate("high") == pytest.approx(2.0)  # (5 + 15) / 10 s
-    assert rates.arrival_rate("low") == pytest.approx(0.0)   # drained, nothing new
+    assert rates.arrivals.rate("high") == pytest.approx(2.0)  # (5 + 15) / 10 s
+    assert rates.arrivals.rate("low") == pytest.approx(0.0)   # drained, nothing new
 
 
 def test_without_counters_all_arrivals_count_against_the_first_queue() -> None:
     rates = feed(obs(0, {"a": 0, "b": 0}), obs(10, {"a": 2, "b": 3}, in_flight=4, completed=11))
-    assert rates.arrival_rate("a") == pytest.approx(2.0)  # 5 queued + 4 held + 11 done
-    assert rates.arrival_rate("b") == 0.0
+    assert rates.arrivals.rate("a") == pytest.approx(2.0)  # 5 queued + 4 held + 11 done
+    assert rates.arrivals.rate("b") == 0.0
 
 
 def test_service_time_is_held_task_seconds_per_completion() -> None:
     rates = feed(*[obs(t, {"q": 0}, in_flight=4, completed=int(t * 2)) for t in range(0, 60, 5)])
-    assert rates.service_seconds == pytest.approx(2.0)  # 4 held / 2 done per s
+    assert rates.service.mean == pytest.approx(2.0)  # 4 held / 2 done per s
 
 
 def test_before_enough_completions_the_service_time_is_a_lower_bound() -> None:
-    assert feed(obs(0, {"q": 0})).service_seconds is None
+    assert feed(obs(0, {"q": 0})).service.mean is None
     # two tasks held for 10 s, none done yet: each takes at least 10 s
     rates = feed(obs(0, {"q": 0}, in_flight=2), obs(10, {"q": 0}, in_flight=2))
-    assert rates.service_seconds == pytest.approx(10.0)
+    assert rates.service.mean == pytest.approx(10.0)
 
 
 def test_an_idle_spell_keeps_the_service_time_and_forgets_the_rate() -> None:
@@ -57,14 +57,14 @@ def test_an_idle_spell_keeps_the_service_time_and_forgets_the_rate() -> None:
     # the last poll interval drains 4 -> 0 in flight: 10 task-seconds, 5 completions
     idle = [obs(t, {"q": 0}, completed=115) for t in range(60, 1000, 5)]
     rates = feed(*busy, *idle)
-    assert rates.service_seconds == pytest.approx(2.0, rel=0.05)
-    assert rates.arrival_rate("q") < 1e-6
+    assert rates.service.mean == pytest.approx(2.0, rel=0.05)
+    assert rates.arrivals.rate("q") < 1e-6
 
 
 def test_a_reset_counter_restarts_the_sums() -> None:
     rates = feed(*[obs(t, {"q": 0}, in_flight=4, completed=100 + t) for t in range(0, 30, 5)],
                  obs(30, {"q": 0}, in_flight=4, completed=3))
-    assert rates.service_seconds is None
+    assert rates.service.mean is None
     assert rates.completed == 3
 
 
@@ -79,15 +79,15 @@ def test_per_queue_service_times_are_told_apart_when_the_mix_varies() -> None:
         observations.append(obs(t, {"fast": 0, "slow": 0}, taken=dict(taken),
                                 in_flight=round(held), completed=done))
         t += 5.0
-    services = feed(*observations).service_by_queue(["fast", "slow"])
+    services = feed(*observations).service.by_queue(["fast", "slow"])
     assert services is not None
     assert services["slow"] > 3 * services["fast"]
 
 
 def test_one_queue_or_no_counters_use_the_mean() -> None:
     rates = feed(*[obs(t, {"q": 0}, in_flight=4, completed=int(t * 2)) for t in range(0, 60, 5)])
-    assert rates.service_by_queue(["q"]) == {"q": pytest.approx(2.0)}
-    assert rates.service_by_queue(["a", "b"]) == {"a": pytest.approx(2.0),
+    assert rates.service.by_queue(["q"]) == {"q": pytest.approx(2.0)}
+    assert rates.service.by_queue(["a", "b"]) == {"a": pytest.approx(2.0),
                                                   "b": pytest.approx(2.0)}
 
 
@@ -118,15 +118,15 @@ def reported(at: float, service: dict[str, tuple[float, int]], *, in_flight: int
 def test_the_workers_totals_give_the_service_time(observations: list[QueueObservation],
                                                   expected: dict[str, float]) -> None:
     rates = feed(*observations)
-    assert rates.service_by_queue(list(expected)) == {
+    assert rates.service.by_queue(list(expected)) == {
         q: v if not isinstance(v, float) else pytest.approx(v) for q, v in expected.items()}
 
 
 def test_too_few_reported_attempts_fall_back_to_the_estimate() -> None:
     sampled = [obs(t, {"q": 0}, in_flight=4, completed=int(t * 2)) for t in range(0, 60, 5)]
     rates = feed(*sampled, reported(60, {"q": (10.0, 2)}, in_flight=4, completed=120))
-    assert rates.measured_service("q") is None
-    assert rates.service_seconds == pytest.approx(2.0, rel=0.05)
+    assert rates.service.measured("q") is None
+    assert rates.service.mean == pytest.approx(2.0, rel=0.05)
 
 
 def steady_then(batch: int, *, rate: float = 2.0, polls: int = 24) -> Rates:
@@ -147,7 +147,7 @@ def steady_then(batch: int, *, rate: float = 2.0, polls: int = 24) -> Rates:
     pytest.param(600, 2.0, 2.5, id="a-batch-counts-only-up-to-the-cap"),
 ])
 def test_a_batch_is_not_a_rate(batch: int, lowest: float, highest: float) -> None:
-    assert lowest <= steady_then(batch).arrival_rate("q") <= highest
+    assert lowest <= steady_then(batch).arrivals.rate("q") <= highest
 
 
 def test_a_real_rise_is_learned_within_a_few_polls() -> None:
@@ -159,7 +159,7 @@ def test_a_real_rise_is_learned_within_a_few_polls() -> None:
         taken += round(rate * 5) if i else 0
         observations.append(obs(t, {"q": 0}, taken={"q": taken}))
         t += 5.0
-    assert feed(*observations).arrival_rate("q") > 10.0
+    assert feed(*observations).arrivals.rate("q") > 10.0
 
 
 @pytest.mark.parametrize("squares, cv2", [
@@ -176,7 +176,7 @@ def test_the_service_time_variance_from_the_workers_squares(
         return QueueObservation(at=t, backlog={"q": 0}, service={"q": (seconds, attempts)},
                                 service_sq={"q": sq} if sq else {})
     rates = feed(at(0, 0.0, 0, (0.0, 0) if squares else None), at(5, 20.0, 10, squares))
-    assert rates.service_cv2("q") == (None if cv2 is None else pytest.approx(cv2))
+    assert rates.service.cv2("q") == (None if cv2 is None else pytest.approx(cv2))
 
 
 def histogram(total: int, over: dict[float, int]) -> tuple[int, ...]:
@@ -201,7 +201,7 @@ SPREAD = histogram(100, {0.5: 60, 1.0: 50, 2.0: 40, 3.0: 20, 5.0: 10, 7.5: 5, 10
 ])
 def test_the_late_share_reads_the_workers_histogram(target: float, share: float) -> None:
     rates = feed(waited(0.0, {"q": SPREAD}))
-    assert rates.late_share("q", target) == pytest.approx(share)
+    assert rates.waits.late_share("q", target) == pytest.approx(share)
 
 
 def test_the_late_share_follows_the_recent_tasks() -> None:
@@ -209,7 +209,7 @@ def test_the_late_share_follows_the_recent_tasks() -> None:
     on_time = histogram(600, {})
     then = (700, *(30 if edge <= 10 else 0 for edge in WAIT_EDGES_SECONDS))
     rates = feed(waited(0.0, {"q": on_time}), waited(2.0, {"q": then}))
-    share = rates.late_share("q", 10.0)
+    share = rates.waits.late_share("q", 10.0)
     assert share is not None and 30 / 700 < share < 30 / 100
 
 
@@ -220,13 +220,13 @@ def test_the_late_share_follows_the_recent_tasks() -> None:
 ])
 def test_no_late_share_until_enough_waits_are_measured(
         counts: dict[str, tuple[int, ...]], share: float | None) -> None:
-    assert feed(waited(0.0, counts)).late_share("q", 10.0) == share
+    assert feed(waited(0.0, counts)).waits.late_share("q", 10.0) == share
 
 
 def test_a_reset_stats_hash_starts_the_late_share_again() -> None:
     late = histogram(100, dict.fromkeys(WAIT_EDGES_SECONDS[:7], 50))
     rates = feed(waited(0.0, {"q": late}), waited(2.0, {"q": histogram(10, {})}))
-    assert rates.late_share("q", 10.0) is None  # counts went down: forgotten, 10 < MIN_WAITED
+    assert rates.waits.late_share("q", 10.0) is None  # counts went down: forgotten, 10 < MIN_WAITED
 
 
 @pytest.mark.parametrize("quantile, wait", [
@@ -236,22 +236,22 @@ def test_a_reset_stats_hash_starts_the_late_share_again() -> None:
 ])
 def test_the_measured_wait_quantile(quantile: float, wait: float) -> None:
     rates = feed(waited(0.0, {"q": SPREAD}))
-    assert rates.wait_quantile("q", quantile) == pytest.approx(wait)
-    assert rates.late_share("q", wait) == pytest.approx(1 - quantile)
+    assert rates.waits.quantile("q", quantile) == pytest.approx(wait)
+    assert rates.waits.late_share("q", wait) == pytest.approx(1 - quantile)
 
 
 def test_past_the_last_edge_the_quantile_is_the_last_edge() -> None:
     counts = histogram(100, dict.fromkeys(WAIT_EDGES_SECONDS, 50))
-    assert feed(waited(0.0, {"q": counts})).wait_quantile("q", 0.95) == WAIT_EDGES_SECONDS[-1]
+    assert feed(waited(0.0, {"q": counts})).waits.quantile("q", 0.95) == WAIT_EDGES_SECONDS[-1]
 
 
 def test_a_histogram_that_is_gone_is_forgotten() -> None:
     # the stats hash was deleted: no share from before it, and a new one starts afresh
     late = histogram(100, dict.fromkeys(WAIT_EDGES_SECONDS[:7], 50))
     rates = feed(waited(0.0, {"q": late}), waited(2.0, {}))
-    assert rates.late_share("q", 10.0) is None
+    assert rates.waits.late_share("q", 10.0) is None
     rates = update(rates, waited(4.0, {"q": histogram(40, {})}))
-    assert rates.late_share("q", 10.0) == 0.0
+    assert rates.waits.late_share("q", 10.0) == 0.0
 
 
 def polled(reported_mean: float, *, held: list[int], completed_per_poll: int,
@@ -294,16 +294,16 @@ def test_reports_missing_the_running_slow_tasks_are_raised_to_littles_law(
         cv2: float | None, expected: float) -> None:
     rates = polled(reported_mean, held=held, completed_per_poll=per_poll, interval=interval,
                    cv2=cv2)
-    assert rates.measured_service("q") == pytest.approx(expected, rel=0.01)
-    assert rates.service_seconds == pytest.approx(expected, rel=0.01)
+    assert rates.service.measured("q") == pytest.approx(expected, rel=0.01)
+    assert rates.service.mean == pytest.approx(expected, rel=0.01)
 
 
 def test_a_restarted_operator_trusts_the_reported_history_until_it_has_its_own() -> None:
     # the first totals are history; the slots have no completions of their own yet
     rates = feed(reported(0, {"q": (600.0, 100)}, in_flight=40, completed=500),
                  reported(5, {"q": (610.0, 101)}, in_flight=40, completed=501))
-    assert rates.unfinished_factor == 1.0
-    assert rates.measured_service("q") == pytest.approx(6.0, rel=0.02)
+    assert rates.service.unfinished_factor == 1.0
+    assert rates.service.measured("q") == pytest.approx(6.0, rel=0.02)
 
 
 def test_failed_attempts_end_on_the_slots_as_completed_ones_do() -> None:
@@ -315,5 +315,5 @@ def test_failed_attempts_end_on_the_slots_as_completed_ones_do() -> None:
                                completed=7 * i)
         observations.append(replace(observation, failed_total=3 * i))
     rates = feed(*observations)
-    assert rates.unfinished_factor == pytest.approx(1.0)
-    assert rates.service_seconds == pytest.approx(20.0, rel=0.01)
+    assert rates.service.unfinished_factor == pytest.approx(1.0)
+    assert rates.service.mean == pytest.approx(20.0, rel=0.01)

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from taskqueue.api.models import ScalingSpec
+from taskqueue.scaling.arrivals import Arrivals
 from taskqueue.scaling.observation import QueueObservation, WorkerObservation
 from taskqueue.scaling.policy import PolicyState, decide
 from taskqueue.scaling.rates import Rates
+from taskqueue.scaling.service import ServiceTimes
 from taskqueue.scaling.waitmodel import NO_STANDING, QueueLoad, Standing, size_for_wait
 from taskqueue.scaling.waitpolicy import standing_slots
 
@@ -138,8 +140,8 @@ def test_standing_slots(held: tuple[int, ...], quiesced: tuple[str, ...], replic
 # -- the policy, poll after poll -------------------------------------------------------------------
 def measured(service: float) -> Rates:
     """The service time known from a long history, no arrivals now."""
-    return Rates(at=NOW, elapsed=100.0, elapsed_short=100.0, busy_seconds=service * 1000,
-                 completions=1000.0, completed=0)
+    return Rates(at=NOW, completed=0, arrivals=Arrivals(elapsed=100.0, elapsed_short=100.0),
+                 service=ServiceTimes(busy_seconds=service * 1000, completions=1000.0))
 
 
 @pytest.mark.parametrize("target", [15.0, 20.0, 30.0])
