@@ -199,12 +199,27 @@ def test_a_due_entry_of_a_skipped_queue_is_named_for_what_it_is(
                      id="not-json"),
         pytest.param(MARK + "2.5,\"enqueued_at\":0,\"id\":\"x\",\"payload\":\"p\"}",
                      id="attempts-not-an-integer"),
+        pytest.param(MARK + "2,\"enqueued_at\":01,\"payload\":\"p\"}",
+                     id="number-with-a-leading-zero"),
+        pytest.param(MARK + "2,\"enqueued_at\":+1,\"payload\":\"p\"}",
+                     id="number-with-a-plus"),
+        pytest.param(MARK + "2,\"enqueued_at\":1.,\"payload\":\"p\"}",
+                     id="number-ending-in-a-dot"),
+        pytest.param(MARK + "2,\"enqueued_at\":0x10,\"payload\":\"p\"}",
+                     id="hex-number"),
+        pytest.param(MARK + "2,\"enqueued_at\":inf,\"payload\":\"p\"}",
+                     id="lowercase-inf"),
+        pytest.param(MARK + "2,\"enqueued_at\":nan,\"payload\":\"p\"}",
+                     id="lowercase-nan"),
+        pytest.param(MARK + "2,\"enqueued_at\":0,\"payload\":\"a\tb\"}",
+                     id="control-character-in-a-string"),
     ],
 )
 def test_recovery_dead_letters_a_malformed_envelope_byte_for_byte(
         raw: redis.Redis, store: Store, element: str) -> None:
     """recover.lua raises the attempt count of each envelope it requeues: one it cannot read
     goes to the dead-letter list unchanged, never half-rewritten."""
+    assert keys.unwrap(element).problem, "the worker's Python reads it as malformed too"
     _recover(raw, store, [_b(f"q\n\n{element}")])
     [record] = _records(raw)
     assert record["payload"] == element

@@ -76,6 +76,46 @@ local function is_score(s)
   return n ~= 0 or not string.find(mantissa, '[1-9]')
 end
 
+-- is_json_number(token): true when `token` is a number as JSON (and Python's json) writes it:
+-- no leading zero, no '+', no bare '.', no hex; or one of Python's NaN, Infinity, -Infinity.
+local function is_json_number(token)
+  if token == 'NaN' or token == 'Infinity' or token == '-Infinity' then return true end
+  local rest = string.match(token, '^%-?0(.*)$') or string.match(token, '^%-?[1-9]%d*(.*)$')
+  if not rest then return false end
+  rest = string.match(rest, '^%.%d+(.*)$') or rest
+  rest = string.match(rest, '^[eE][%+%-]?%d+(.*)$') or rest
+  return rest == ''
+end
+
+local LITERALS = {['true'] = true, ['false'] = true, ['null'] = true}
+
+-- json_is_strict(text): false when `text`, which cjson decoded, holds what Python's json refuses
+-- and cjson accepts: a number such as 01, +1, 1., 0x10, inf or nan, or a control character
+-- inside a string. The worker decodes envelopes with Python's json: an envelope one side reads
+-- and the other does not would be run by one and dead-lettered, rewritten, by the other.
+local function json_is_strict(text)
+  local i = 1
+  while true do
+    local j = string.find(text, '[\"%+%-%.%w]', i)
+    if not j then return true end
+    if string.byte(text, j) == 34 then -- a string: to its closing quote
+      local k = j + 1
+      while true do
+        local m = string.find(text, '[%z\1-\31\\"]', k)
+        if not m then return false end
+        local c = string.byte(text, m)
+        if c == 34 then i = m + 1; break end
+        if c ~= 92 then return false end
+        k = m + 2
+      end
+    else
+      local token = string.match(text, '^[%+%-%.%w]+', j)
+      if not LITERALS[token] and not is_json_number(token) then return false end
+      i = j + #token
+    end
+  end
+end
+
 -- read_envelope(element) -> envelope, attempts; or nil, problem: `element` (which starts with
 -- MARK) decoded, with the rule it breaks otherwise. The rules, order and words of
 -- taskqueue.wire.keys._read_envelope.
@@ -85,7 +125,9 @@ local function read_envelope(element)
     return nil, 'attempts is not a count'
   end
   local ok, env = pcall(cjson.decode, element)
-  if not ok or type(env) ~= 'table' then return nil, 'not valid JSON' end
+  if not ok or type(env) ~= 'table' or not json_is_strict(element) then
+    return nil, 'not valid JSON'
+  end
   if env['attempts'] ~= tonumber(digits) then return nil, 'attempts is not a count' end
   if type(env['payload']) ~= 'string' then return nil, 'payload is not a string' end
   if env['id'] ~= nil and type(env['id']) ~= 'string' then return nil, 'id is not a string' end
