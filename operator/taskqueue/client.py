@@ -44,7 +44,7 @@ import redis.retry
 from redis.backoff import NoBackoff
 
 from taskqueue.redisio import clients
-from taskqueue.wire import keys, scripts
+from taskqueue.wire import keys, lifecycle, scripts
 
 WAIT_TIMEOUT_MS = 2000
 
@@ -357,7 +357,8 @@ def enqueue_sync(client: redis.Redis, key: str, payload: Payload, *,
                  priority: float | None = None, task_id: str | None = None,
                  delay: float | timedelta | None = None, at: When | None = None,
                  unique_for: float | None = None, key_prefix: str | None = None,
-                 wait_replicas: int = 0, wait_timeout_ms: int = WAIT_TIMEOUT_MS) -> str:
+                 wait_replicas: int = 0, wait_timeout_ms: int = WAIT_TIMEOUT_MS,
+                 track: bool = False) -> str:
     """Push one task; a `priority` makes it a ZADD to a zset queue. Returns the task id (also
     when `unique_for` found it already enqueued). See the module doc for the options."""
     push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
@@ -367,6 +368,10 @@ def enqueue_sync(client: redis.Redis, key: str, payload: Payload, *,
         push_durably(client, [push], replicas=wait_replicas, timeout_ms=wait_timeout_ms)
     else:
         push_sync(client, push)
+    if track:
+        index, fields = track_index(push, key_prefix=key_prefix)
+        client.hset(index, items=fields)
+        client.expire(index, lifecycle.TRACK_TTL_SECONDS)
     return push.task_id
 
 
@@ -374,7 +379,8 @@ async def enqueue(client: aioredis.Redis, key: str, payload: Payload, *,
                   priority: float | None = None, task_id: str | None = None,
                   delay: float | timedelta | None = None, at: When | None = None,
                   unique_for: float | None = None, key_prefix: str | None = None,
-                  wait_replicas: int = 0, wait_timeout_ms: int = WAIT_TIMEOUT_MS) -> str:
+                  wait_replicas: int = 0, wait_timeout_ms: int = WAIT_TIMEOUT_MS,
+                  track: bool = False) -> str:
     """Push one task; a `priority` makes it a ZADD to a zset queue. Returns the task id (also
     when `unique_for` found it already enqueued). See the module doc for the options."""
     push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
@@ -390,7 +396,62 @@ async def enqueue(client: aioredis.Redis, key: str, payload: Payload, *,
         await client.zadd(push.target, {push.data: push.score})
     else:
         await client.lpush(push.target, push.data)
+    if track:
+        index, fields = track_index(push, key_prefix=key_prefix)
+        await client.hset(index, items=fields)
+        await client.expire(index, lifecycle.TRACK_TTL_SECONDS)
     return push.task_id
+
+
+def track_index(push: Push, *, key_prefix: str | None) -> tuple[str, list[str | int]]:
+    """The task-index key of `push` and its first fields, flat (`track=True`,
+    spec.worker.tracking): queued in its queue, or delayed until its due time. Pure."""
+    schema = keys.KeySchema(prefix=key_prefix or push.queue_key, queues=(), dead_letter="")
+    state = "queued" if push.target == push.queue_key else "delayed"
+    fields: list[str | int] = ["state", state, "queue", push.queue_key,
+                               "at", int(time.time() * 1000)]
+    if state == "delayed":
+        fields += ["due", int(push.score)]
+    return schema.task(push.task_id), fields
+
+
+def _schema(key_prefix: str) -> keys.KeySchema:
+    return keys.KeySchema(prefix=key_prefix, queues=(), dead_letter="")
+
+
+def status_sync(client: redis.Redis, task_id: str, *, key_prefix: str) -> lifecycle.TaskStatus:
+    """Where task `task_id` of the TaskQueue with spec.keyPrefix `key_prefix` is (one call of
+    status.lua; `taskqueue.wire.lifecycle`)."""
+    schema = _schema(key_prefix)
+    keys_, args = lifecycle.status_call(schema, task_id)
+    reply = client.register_script(scripts.lua("status"))(keys=keys_, args=args)
+    return lifecycle.read_status(task_id, reply, processing_prefix=schema.processing_prefix)
+
+
+async def status(client: aioredis.Redis, task_id: str, *,
+                 key_prefix: str) -> lifecycle.TaskStatus:
+    """`status_sync` on an asyncio client."""
+    schema = _schema(key_prefix)
+    keys_, args = lifecycle.status_call(schema, task_id)
+    reply = await client.register_script(scripts.lua("status"))(keys=keys_, args=args)
+    return lifecycle.read_status(task_id, reply, processing_prefix=schema.processing_prefix)
+
+
+def cancel_sync(client: redis.Redis, task_id: str, *,
+                key_prefix: str) -> lifecycle.CancelResult:
+    """Cancel task `task_id` (cancel.lua): queued or delayed, it is never run; running, its
+    worker stops it within a second. Never retried; counted in the stats' `cancelled`."""
+    keys_, args = lifecycle.cancel_call(_schema(key_prefix), task_id)
+    reply = client.register_script(scripts.lua("cancel"))(keys=keys_, args=args)
+    return lifecycle.read_cancel(task_id, reply)
+
+
+async def cancel(client: aioredis.Redis, task_id: str, *,
+                 key_prefix: str) -> lifecycle.CancelResult:
+    """`cancel_sync` on an asyncio client."""
+    keys_, args = lifecycle.cancel_call(_schema(key_prefix), task_id)
+    reply = await client.register_script(scripts.lua("cancel"))(keys=keys_, args=args)
+    return lifecycle.read_cancel(task_id, reply)
 
 
 def enqueue_many_sync(client: redis.Redis, key: str, payloads: Sequence[Payload], *,

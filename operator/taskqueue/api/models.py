@@ -172,6 +172,14 @@ class WorkerSpec(_Model):
         description="Skip redeliveries of task ids completed within windowSeconds and never "
         "run one id twice at once (unset: off).",
     )
+    tracking: bool = Field(
+        default=False,
+        description="Keep a task index per task id (<prefix>:task:<id>, a small hash that "
+        "expires a day after its last change) so `taskqueue status ID` can say where any "
+        "task is: queued, delayed, running, done, dead or cancelled. Costs one HSET and "
+        "PEXPIRE inside the scripts per move of a task (no round trip); off: status knows "
+        "only cancels, running and done tasks of idempotent workers.",
+    )
 
     @model_validator(mode="after")
     def _handler_or_command(self) -> WorkerSpec:

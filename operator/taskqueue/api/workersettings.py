@@ -73,6 +73,7 @@ class Declared:
     grace_seconds: float
     metrics_port: int | None
     idempotency_window: float | None
+    tracking: bool
 
 
 def declare(spec: TaskQueueSpec, *, tls_dir: str) -> dict[str, Any]:
@@ -104,6 +105,7 @@ def declare(spec: TaskQueueSpec, *, tls_dir: str) -> dict[str, Any]:
             "terminationGracePeriodSeconds": w.terminationGracePeriodSeconds,
             "metricsPort": w.metricsPort,
             "idempotencyWindowSeconds": w.idempotency.windowSeconds if w.idempotency else None,
+            "tracking": w.tracking,
         },
     }
 
@@ -161,4 +163,5 @@ def _read(r: dict[str, Any], k: dict[str, Any], w: dict[str, Any]) -> Declared:
         grace_seconds=float(w["terminationGracePeriodSeconds"]),
         metrics_port=None if w["metricsPort"] is None else int(w["metricsPort"]),
         idempotency_window=_optional_float(w["idempotencyWindowSeconds"]),
+        tracking=bool(w.get("tracking", False)),
     )

@@ -26,6 +26,9 @@ all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot)
 | <prefix>:done:<task id>           | str  | idempotency: the task completed (PX = window)      |
 | <prefix>:running:<task id>        | str  | idempotency: worker id running it (PX = lease)     |
 | <prefix>:unique:<task id>         | str  | unique enqueue: the id was enqueued (PX = window)  |
+| <prefix>:cancels                  | zset | cancelled task id -> when the cancel expires (ms)  |
+| <prefix>:task:<task id>           | hash | task index (spec.worker.tracking): state, queue... |
+| <prefix>:progress:<worker id>     | hash | task id -> its last progress report (JSON)         |
 | <dead-letter key>                 | list | JSON records of tasks that failed for good, newest |
 |                                   |      | first, at most spec.retry.deadLetterMaxLength      |
 
@@ -270,6 +273,34 @@ class KeySchema:
     def running(self, task_id: str) -> str:
         """Idempotency lease: the worker id running `task_id` (expires with its heartbeat)."""
         return keyspace.family_prefix(self.prefix, "running") + task_id
+
+    @property
+    def cancels(self) -> str:
+        """Zset of cancelled task ids -> when the cancel expires (unix ms): fetch.lua drops
+        them, workers stop them (`taskqueue.wire.lifecycle`)."""
+        return keyspace.bookkeeping_key(self.prefix, "cancels")
+
+    @property
+    def cancel_channel(self) -> str:
+        """Pub/sub channel a cancel is published on (the id); every worker subscribes."""
+        return f"{self.prefix}:cancel"
+
+    @property
+    def task_prefix(self) -> str:
+        """The start of every task-index key (`task`)."""
+        return keyspace.family_prefix(self.prefix, "task")
+
+    def task(self, task_id: str) -> str:
+        """Task index hash of `task_id` (spec.worker.tracking): state, queue, at, ..."""
+        return self.task_prefix + task_id
+
+    @property
+    def progress_prefix(self) -> str:
+        return keyspace.family_prefix(self.prefix, "progress")
+
+    def progress(self, worker_id: str) -> str:
+        """Hash of `worker_id`'s running tasks' last progress reports (task id -> JSON)."""
+        return self.progress_prefix + worker_id
 
     def unique(self, task_id: str) -> str:
         """Unique enqueue: `task_id` was enqueued (expires after `unique_for`)."""

@@ -27,6 +27,7 @@ BOOKKEEPING: dict[str, str] = {
     "quiesced": "quiesced-workers set",
     "history": "history stream",
     "decisions": "decision-log stream",
+    "cancels": "cancelled task ids zset",
 }
 """`<prefix>:<name>` -> what the key holds."""
 
@@ -35,6 +36,8 @@ FAMILIES: dict[str, str] = {
     "done": "idempotency done markers",
     "running": "idempotency running leases",
     "unique": "unique-enqueue markers",
+    "task": "task index hashes (spec.worker.tracking)",
+    "progress": "progress hashes of the workers",
 }
 """`<prefix>:<name>:<id>` -> what the keys of the family hold."""
 

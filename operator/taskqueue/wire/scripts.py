@@ -96,7 +96,7 @@ def release_call(schema: keys.KeySchema, worker_id: str,
 def fetch_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
     """KEYS of fetch.lua for `worker_id`: the bookkeeping keys, then every queue."""
     return [schema.processing(worker_id), schema.delayed, schema.starvation, schema.stats,
-            schema.dead_letter, schema.quiesced, *schema.queue_keys]
+            schema.dead_letter, schema.quiesced, schema.cancels, *schema.queue_keys]
 
 
 def fetch_queue_args(schema: keys.KeySchema, *, skip: Collection[str] = ()) -> list[str]:
@@ -110,10 +110,17 @@ def fetch_queue_args(schema: keys.KeySchema, *, skip: Collection[str] = ()) -> l
 
 
 def fetch_args(schema: keys.KeySchema, *, now_ms: int | None, count: int, hold: bool,
-               acks: Sequence[str] = (), skip: Collection[str] = ()) -> list[str | int]:
+               acks: Sequence[str] = (), skip: Collection[str] = (),
+               tracking: bool = False) -> list[str | int]:
     """The whole ARGV of one fetch.lua call (the worker pre-encodes the same parts itself)."""
     return [schema.dead_letter_max_length, "" if now_ms is None else now_ms, count,
-            "1" if hold else "0", len(acks), *acks, *fetch_queue_args(schema, skip=skip)]
+            "1" if hold else "0", len(acks), *acks, *fetch_queue_args(schema, skip=skip),
+            tracking_arg(schema, tracking=tracking)]
+
+
+def tracking_arg(schema: keys.KeySchema, *, tracking: bool) -> str:
+    """The last ARGV of fetch.lua and fail.lua: the task index's key prefix, "" when off."""
+    return schema.task_prefix if tracking else ""
 
 
 @cache

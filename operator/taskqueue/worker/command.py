@@ -63,6 +63,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dead-letter-max-length", type=int, metavar="N",
                    help="newest records the dead-letter list keeps")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument("--tracking", action="store_true", default=None,
+                   help="keep the task index (spec.worker.tracking) for `taskqueue status`")
     p.add_argument("--idempotency-window", type=float, metavar="S",
                    help="idempotent consumption: skip ids completed within S seconds")
     p.add_argument("--metrics-address",
@@ -96,7 +98,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     worker = {"handler": args.handler, "command": args.command,
               "concurrency": args.concurrency, "prefetch": args.prefetch,
               "taskTimeoutSeconds": args.task_timeout, "heartbeatSeconds": args.heartbeat,
-              "metricsPort": args.metrics_port,
+              "metricsPort": args.metrics_port, "tracking": args.tracking,
               "idempotency": ({"windowSeconds": args.idempotency_window}
                               if args.idempotency_window is not None else None)}
     retry = {"maxAttempts": args.max_attempts, "backoffSeconds": args.backoff,

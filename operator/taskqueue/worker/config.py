@@ -62,6 +62,8 @@ class WorkerConfig:
     """Serve Prometheus metrics on this port."""
     idempotency_window: float | None = None
     """Idempotent consumption: seconds a completed id is remembered (None: off)."""
+    tracking: bool = False
+    """spec.worker.tracking: keep the task index the scripts write (`wire.lifecycle`)."""
     wait_replicas: int = 0
     """Durable mode (spec.redis.waitForReplicas): WAIT for this many replicas after a fetch."""
 
@@ -138,5 +140,6 @@ def from_declared(d: Declared, *, redis_url: str | None = None,
         grace_seconds=d.grace_seconds,
         metrics_port=d.metrics_port,
         idempotency_window=d.idempotency_window,
+        tracking=d.tracking,
         wait_replicas=d.wait_replicas,
     )

@@ -101,7 +101,8 @@ class Dispatcher:
         self.wakeup = wakeup
         self.held = config.delivery == "AtLeastOnce"
         self.store = Store(url=config.redis_url, schema=config.schema,
-                           worker_id=config.worker_id, wait_replicas=config.wait_replicas)
+                           worker_id=config.worker_id, wait_replicas=config.wait_replicas,
+                           tracking=config.tracking)
         self.fetching = Fetching(store=self.store, state=state, name="dispatch",
                                  held=self.held)
         self.cond = wakeup.cond

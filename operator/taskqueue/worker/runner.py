@@ -29,6 +29,7 @@ from taskqueue.worker.fetching import fetch_mode
 from taskqueue.worker.handlers import AsyncHandler, Handler
 from taskqueue.worker.heartbeat import Heartbeat
 from taskqueue.worker.idempotency import LeaseKeeper, Leases
+from taskqueue.worker.lifecycle import Lifecycle
 from taskqueue.worker.promoter import Promoter
 from taskqueue.worker.slot import Slot
 from taskqueue.worker.state import WorkerState
@@ -60,6 +61,10 @@ class Worker:
                        if mode in ("held", "unheld") else None)
         self.heartbeat = Heartbeat(config=config)
         self.promoter = Promoter(config=config, stopping=self.state.stopping)
+        self.lifecycle = Lifecycle(url=config.redis_url, schema=config.schema,
+                                   worker_id=config.worker_id,
+                                   heartbeat_seconds=config.heartbeat_seconds)
+        """Hears cancels for the running tasks and writes their progress reports."""
         leases = Leases() if config.idempotency_window is not None else None
         self.lease_keeper = (LeaseKeeper(config=config, leases=leases)
                              if leases is not None else None)
@@ -101,6 +106,7 @@ class Worker:
             self.wakeup.start()
         self.heartbeat.loop.start()
         self.promoter.loop.start()
+        self.lifecycle.loop.start()
         if self.lease_keeper is not None:
             self.lease_keeper.loop.start()
         for slot in self.slots:
@@ -167,6 +173,7 @@ class Worker:
         if stuck:
             self._give_back_stuck(stuck)
         self.heartbeat.stop()
+        self.lifecycle.loop.halt()
         if self.lease_keeper is not None:
             self.lease_keeper.stop()
         self._deregister()
@@ -224,7 +231,8 @@ class Worker:
         """The long-lived threads; each must live until the worker stops (the watchdog's
         counts once `run_until_signal` started it)."""
         threads = [slot.thread for slot in self.slots]
-        loops = [self.heartbeat.loop, self.promoter.loop, self.watchdog.loop]
+        loops = [self.heartbeat.loop, self.promoter.loop, self.lifecycle.loop,
+                 self.watchdog.loop]
         if self.lease_keeper is not None:
             loops.append(self.lease_keeper.loop)
         threads += [loop.thread for loop in loops]

@@ -56,7 +56,8 @@ class Slot:
         self.dispatcher = dispatcher
         self.mode = fetch_mode(config)
         self.store = Store(url=config.redis_url, schema=config.schema,
-                           worker_id=config.worker_id, wait_replicas=config.wait_replicas)
+                           worker_id=config.worker_id, wait_replicas=config.wait_replicas,
+                           tracking=config.tracking)
         self.executor = Executor(config=config, handler=handler, store=self.store,
                                  stopping=state.stopping, name=f"slot-{index}")
         self.acks: list[str] = []

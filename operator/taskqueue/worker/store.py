@@ -83,8 +83,10 @@ class Store:
     """Redis operations of one worker thread over a connection of its own."""
 
     def __init__(self, *, url: str, schema: keys.KeySchema, worker_id: str,
-                 wait_replicas: int = 0) -> None:
+                 wait_replicas: int = 0, tracking: bool = False) -> None:
         self.schema = schema
+        self.tracking = scripts.tracking_arg(schema, tracking=tracking)
+        """The task index's key prefix ("" when spec.worker.tracking is off)."""
         self.wait_replicas = wait_replicas
         self.worker_id = worker_id
         self.processing = schema.processing(worker_id)
@@ -102,6 +104,8 @@ class Store:
         queue_args = scripts.fetch_queue_args(schema, skip=skip)
         fetch_keys = scripts.fetch_keys(schema, self.worker_id)
         # EVALSHA <sha> <numkeys> <keys...> max | now count hold nacks acks... | queue args...
+        # tracking
+        queue_args = [*queue_args, self.tracking]
         head: list[str | int] = ["EVALSHA", scripts.script("fetch").sha, len(fetch_keys),
                                  *fetch_keys, schema.dead_letter_max_length]
         self._fetch_head = b"".join(bulk(a) for a in head)
@@ -177,9 +181,16 @@ class Store:
         applied = self.script(
             "fail", [self.processing, s.delayed, s.dead_letter, s.stats],
             ["1" if held else "0", entry, "dead" if dead else "retry", value, due_ms,
-             s.dead_letter_max_length],
+             s.dead_letter_max_length, self.tracking],
         )
         return bool(applied)
+
+    def cancelled(self, *, entry: str, held: bool, task_id: str) -> bool:
+        """Finish a running task that was cancelled: out of the processing list, counted, its
+        cancel spent; never retried (cancelled.lua). False when it was no longer held."""
+        s = self.schema
+        return bool(self.script("cancelled", [self.processing, s.stats, s.cancels],
+                                ["1" if held else "0", entry, task_id, self.tracking]))
 
     def release(self, entries: Sequence[str]) -> int:
         """Give back held entries unrun (attempts unchanged); see release.lua."""

@@ -1,8 +1,8 @@
 -- fetch.lua: ack finished tasks, promote due retries, then take up to COUNT tasks by priority and
 -- starvation limits, moving each into the caller's processing list, all in one atomic call.
 -- KEYS[1] processing list of the caller, KEYS[2] delayed zset, KEYS[3] starvation hash,
--- KEYS[4] stats hash, KEYS[5] dead-letter list, KEYS[6] quiesced set, KEYS[7..] every queue of
--- the TaskQueue in priority order.
+-- KEYS[4] stats hash, KEYS[5] dead-letter list, KEYS[6] quiesced set, KEYS[7] cancels zset,
+-- KEYS[8..] every queue of the TaskQueue in priority order.
 -- A caller whose processing list is in KEYS[6] (quiesced by the operator) acks and promotes but
 -- takes nothing. Each take adds to the stats field "taken:<queue key>" (keys.TAKEN_FIELD_PREFIX).
 -- ARGV[1] dead-letter list's maximum length, ARGV[2] now (unix ms; "" skips promoting due
@@ -10,7 +10,10 @@
 -- entries into KEYS[1] (AtLeastOnce); "0": hand them out unheld (AtMostOnce)), ARGV[5] number of
 -- acks A, ARGV[6..5+A] processing entries to ack, then per queue: type ("list"|"zset"),
 -- starvation limit ("" for none) and take ("1"; "0": the caller skips the queue, its key holds
--- another type).
+-- another type), then the task index's key prefix ("" or absent: tracking off).
+-- Tasks cancelled while queued (their id in KEYS[7]) are dropped, counted and never handed out;
+-- with tracking on, the taken tasks are tracked as running and the acked ones as done
+-- (lib/lifecycle.lua).
 -- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken.
 -- Nothing is written before every check passed: each key written holds its type or nothing
 -- (else a WRONGTYPE error naming it, and no write), and each due delayed entry is placed
@@ -22,15 +25,18 @@
 -- include: entry
 -- include: count
 -- include: moves
+-- include: lifecycle
 local max_dead, now, count = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local hold, nacks = ARGV[4] == '1', tonumber(ARGV[5])
 local first_queue_arg = 6 + nacks
 local taking = count > 0 and redis.call('SISMEMBER', KEYS[6], KEYS[1]) == 0
 
+local FIRST_QUEUE = 8
+local task_prefix = ARGV[first_queue_arg + (#KEYS - FIRST_QUEUE + 1) * 3]
 local keys, types, limits = {}, {}, {}
 local any_limit = false
-for i = 7, #KEYS do
-  local a = first_queue_arg + (i - 7) * 3
+for i = FIRST_QUEUE, #KEYS do
+  local a = first_queue_arg + (i - FIRST_QUEUE) * 3
   if ARGV[a + 2] == '1' then
     local n = #keys + 1
     keys[n], types[n], limits[n] = KEYS[i], ARGV[a], tonumber(ARGV[a + 1])
@@ -45,12 +51,13 @@ if taking then
   if hold and nacks == 0 then wrong = wrong or wrong_type(KEYS[1], 'list') end
   for i = 1, #keys do wrong = wrong or wrong_type(keys[i], types[i]) end
   if any_limit then wrong = wrong or wrong_type(KEYS[3], 'hash') end
+  wrong = wrong or wrong_type(KEYS[7], 'zset')
 end
 if wrong then return wrong end
 local moves = {}
 local due = now and redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000) or {}
 if #due > 0 then
-  local queue_set, seen, rejects = queue_types(7, first_queue_arg, 3), {}, false
+  local queue_set, seen, rejects = queue_types(FIRST_QUEUE, first_queue_arg, 3), {}, false
   for _, entry in ipairs(due) do
     local reason, queue, score, element = place(entry, queue_set, seen)
     moves[#moves + 1] = {entry, reason, queue, score, element}
@@ -61,10 +68,13 @@ if #due > 0 then
 end
 
 if nacks > 0 then
-  local acked = 0
+  local acked, done = 0, {}
   for i = 6, 5 + nacks do
-    acked = acked + redis.call('LREM', KEYS[1], -1, ARGV[i])
+    local n = redis.call('LREM', KEYS[1], -1, ARGV[i])
+    acked = acked + n
+    if n > 0 then done[#done + 1] = ARGV[i] end
   end
+  track_entries(task_prefix, done, 'done')
   if acked > 0 then add_count(KEYS[4], 'completed', acked) end
 end
 
@@ -146,5 +156,7 @@ else
   for i = 1, nq do flat[#flat + 1] = keys[i]; flat[#flat + 1] = counts[i] end
   redis.call('HSET', KEYS[3], unpack(flat))
 end
+out = drop_cancelled(KEYS[7], KEYS[4], out, task_prefix)
+track_entries(task_prefix, out, 'running', KEYS[1])
 if hold and #out > 0 then redis.call('LPUSH', KEYS[1], unpack(out)) end
 return out
