@@ -43,7 +43,7 @@ import redis.asyncio.retry
 import redis.retry
 from redis.backoff import NoBackoff
 
-from taskqueue.redisio import clients
+from taskqueue.redisio import clients, queueops
 from taskqueue.wire import keys, lifecycle, scripts
 
 WAIT_TIMEOUT_MS = 2000
@@ -424,7 +424,7 @@ def status_sync(client: redis.Redis, task_id: str, *, key_prefix: str) -> lifecy
     status.lua; `taskqueue.wire.lifecycle`)."""
     schema = _schema(key_prefix)
     keys_, args = lifecycle.status_call(schema, task_id)
-    reply = client.register_script(scripts.lua("status"))(keys=keys_, args=args)
+    reply = queueops.script("status").sync(client, keys=keys_, args=args)
     return lifecycle.read_status(task_id, reply, processing_prefix=schema.processing_prefix)
 
 
@@ -433,7 +433,7 @@ async def status(client: aioredis.Redis, task_id: str, *,
     """`status_sync` on an asyncio client."""
     schema = _schema(key_prefix)
     keys_, args = lifecycle.status_call(schema, task_id)
-    reply = await client.register_script(scripts.lua("status"))(keys=keys_, args=args)
+    reply = await queueops.script("status")(client, keys=keys_, args=args)
     return lifecycle.read_status(task_id, reply, processing_prefix=schema.processing_prefix)
 
 
@@ -442,7 +442,7 @@ def cancel_sync(client: redis.Redis, task_id: str, *,
     """Cancel task `task_id` (cancel.lua): queued or delayed, it is never run; running, its
     worker stops it within a second. Never retried; counted in the stats' `cancelled`."""
     keys_, args = lifecycle.cancel_call(_schema(key_prefix), task_id)
-    reply = client.register_script(scripts.lua("cancel"))(keys=keys_, args=args)
+    reply = queueops.script("cancel").sync(client, keys=keys_, args=args)
     return lifecycle.read_cancel(task_id, reply)
 
 
@@ -450,7 +450,7 @@ async def cancel(client: aioredis.Redis, task_id: str, *,
                  key_prefix: str) -> lifecycle.CancelResult:
     """`cancel_sync` on an asyncio client."""
     keys_, args = lifecycle.cancel_call(_schema(key_prefix), task_id)
-    reply = await client.register_script(scripts.lua("cancel"))(keys=keys_, args=args)
+    reply = await queueops.script("cancel")(client, keys=keys_, args=args)
     return lifecycle.read_cancel(task_id, reply)
 
 

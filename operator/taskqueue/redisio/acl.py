@@ -44,10 +44,10 @@ DIRECT: dict[Component, tuple[str, ...]] = {
     "operator": ("evalsha", "script|load", "ping", "multi", "sadd", "srem", "llen", "exec",
                  "xadd"),
     # enqueue (lpush, zadd), dlq and drain (watched transactions; redis-py sends UNWATCH when
-    # one fails), inflight (scan, zrange, type), enqueue --track (hset, expire)
+    # one fails), inflight (scan, zrange, type)
     "cli": ("evalsha", "script|load", "lpush", "zadd", "llen", "lrange", "ltrim", "lrem",
             "rpush", "zcard", "zrange", "zremrangebyrank", "unlink", "type", "scan", "watch",
-            "multi", "exec", "unwatch", "hset", "expire"),
+            "multi", "exec", "unwatch"),
 }
 """Commands each component sends itself (cluster clients add the commands below)."""
 

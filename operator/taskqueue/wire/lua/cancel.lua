@@ -7,7 +7,10 @@
 -- Returns {state the index knows ("" when untracked or expired), 1 when the cancel was recorded
 -- (0: the task had already finished: done, dead or cancelled), workers told}.
 -- include: entry
--- include: lifecycle
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local wrong = misfit({KEYS[1], 'zset', KEYS[2], 'hash'})
 if wrong then return wrong end
 local now = now_ms()

@@ -6,8 +6,10 @@
 -- id) or "", the running worker's heartbeat deadline ms or "", its progress report or "",
 -- Redis's now ms}. The progress hash and the worker are found from the index or the lease, so
 -- their keys are not in KEYS (they share the TaskQueue's {hash tag}). Reads only.
--- include: entry
--- include: lifecycle
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local index = redis.call('HGETALL', KEYS[1])
 local fields = {}
 for i = 1, #index, 2 do fields[index[i]] = index[i + 1] end
@@ -21,5 +23,6 @@ if worker ~= '' then
   deadline = redis.call('ZSCORE', KEYS[5], worker) or ''
   progress = redis.call('HGET', ARGV[3] .. worker, ARGV[1]) or ''
 end
-return {index, redis.call('ZSCORE', KEYS[2], ARGV[1]) or '', redis.call('EXISTS', KEYS[3]),
-  lease, deadline, progress, now_ms()}
+local cancel = redis.call('ZSCORE', KEYS[2], ARGV[1]) or ''
+local done = redis.call('EXISTS', KEYS[3])
+return {index, cancel, done, lease, deadline, progress, now_ms()}
