@@ -12,10 +12,18 @@
 local TRACK_TTL_MS = 86400000 -- taskqueue.wire.lifecycle.TRACK_TTL_SECONDS * 1000
 local CANCELLED = 'cancelled' -- taskqueue.wire.lifecycle.CANCELLED_FIELD
 
--- task_id(element): the envelope id of `element`, nil for a raw payload or an id with escapes.
+-- task_id(element): the envelope id of `element` (nil for a raw payload or an envelope without
+-- a non-empty id). The id is read where the client writes it, before "payload"; an envelope with
+-- its fields in another order, or an id with escapes, is decoded.
 local function task_id(element)
   if string.sub(element, 1, #MARK) ~= MARK then return nil end
-  return string.match(element, ',"id":"([^"\\]+)","payload":', #MARK + 1)
+  local id = string.match(element, ',"id":"([^"\\]+)","payload":', #MARK + 1)
+  if id or not string.find(element, '"id"', #MARK + 1, true) then return id end
+  local ok, env = pcall(cjson.decode, element)
+  if ok and type(env) == 'table' and type(env['id']) == 'string' and env['id'] ~= '' then
+    return env['id']
+  end
+  return nil
 end
 
 -- now_ms(): the server's clock, unix ms.
