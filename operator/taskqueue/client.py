@@ -31,6 +31,7 @@ the task twice); such an error means the push may or may not have happened. Pass
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -252,10 +253,27 @@ When = float | datetime
 """A point in time: unix seconds or an aware datetime (a naive one is taken as UTC)."""
 
 
-def envelope(payload: Payload, *, task_id: str | None = None) -> tuple[str, str]:
-    """(task id, element) for `payload`."""
+def envelope(payload: Payload, *, task_id: str | None = None,
+             trace: dict[str, str] | None = None) -> tuple[str, str]:
+    """(task id, element) for `payload`; `trace`: the W3C trace context (`trace_context`)."""
     tid = _task_id(task_id) or keys.new_task_id()
-    return tid, keys.wrap(payload_text(payload), task_id=tid, enqueued_at=time.time())
+    trace = trace or {}
+    return tid, keys.wrap(payload_text(payload), task_id=tid, enqueued_at=time.time(),
+                          traceparent=trace.get("traceparent", ""),
+                          tracestate=trace.get("tracestate", ""))
+
+
+def trace_context() -> dict[str, str]:
+    """The W3C trace context of the current OpenTelemetry span (`traceparent`, `tracestate`),
+    injected by the globally configured propagator; {} when the application has not imported
+    OpenTelemetry (nothing is imported here for it) or no span is recording."""
+    if "opentelemetry.trace" not in sys.modules:
+        return {}
+    from opentelemetry import propagate
+
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
 
 
 def due_ms(*, delay: float | timedelta | None, at: When | None, now: float) -> int | None:
@@ -323,8 +341,11 @@ def plan(key: str, payload: Payload, *, priority: float | None = None,
     due = due_ms(delay=delay, at=at, now=now)
     # a scheduled task is queued from its due time: its wait (and its age in the queue) starts
     # then, not when it was scheduled
+    trace = trace_context()
     element = keys.wrap(text, task_id=tid,
-                        enqueued_at=now if due is None else max(now, due / 1000))
+                        enqueued_at=now if due is None else max(now, due / 1000),
+                        traceparent=trace.get("traceparent", ""),
+                        tracestate=trace.get("tracestate", ""))
     prefix = key_prefix or key
     schema = keys.KeySchema(prefix=prefix, queues=(), dead_letter="")
     unique_ms = max(1, int(unique_for * 1000)) if unique_for else 0
@@ -465,7 +486,8 @@ def enqueue_many_sync(client: redis.Redis, key: str, payloads: Sequence[Payload]
     if priority is not None:
         priority = PRIORITY.check("priority", priority)
     wait_replicas, wait_timeout_ms = durability(wait_replicas, wait_timeout_ms)
-    pairs = [envelope(p) for p in payloads]
+    trace = trace_context()
+    pairs = [envelope(p, trace=trace) for p in payloads]
     if not pairs:
         return []
     elements = [wire(e) for _, e in pairs]

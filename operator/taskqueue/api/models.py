@@ -108,6 +108,17 @@ class IdempotencySpec(_Model):
     )
 
 
+class TracingSpec(_Model):
+    """OpenTelemetry traces of the tasks (the `taskqueue-operator[otel]` extra in the image)."""
+
+    producerSpan: Literal["parent", "link"] = Field(
+        default="parent",
+        description="How each attempt's CONSUMER span refers to the producer's span carried in "
+        "the envelope (traceparent): as its parent (one trace from producer to handler) or as "
+        "a link (a trace per attempt; for large fan-outs).",
+    )
+
+
 class WorkerSpec(_Model):
     """The worker pods: what runs each task and how the pods look."""
 
@@ -171,6 +182,12 @@ class WorkerSpec(_Model):
         default=None,
         description="Skip redeliveries of task ids completed within windowSeconds and never "
         "run one id twice at once (unset: off).",
+    )
+    tracing: TracingSpec | None = Field(
+        default=None,
+        description="Export a CONSUMER span per attempt over OTLP/HTTP, configured by the "
+        "standard OTEL_* environment variables (unset: off; nothing of OpenTelemetry is "
+        "imported).",
     )
     tracking: bool = Field(
         default=False,

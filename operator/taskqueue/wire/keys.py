@@ -365,6 +365,9 @@ class Task:
     id: str = ""
     enqueued_at: float | None = None
     enveloped: bool = False
+    traceparent: str = ""
+    """The producer's W3C trace context (`traceparent` header value), "" when none."""
+    tracestate: str = ""
     problem: str = ""
     """Why the element cannot be run ("malformed envelope: ..."); the payload is then the whole
     element, and the worker dead-letters it unrun."""
@@ -382,12 +385,18 @@ def task_identity(task: Task) -> str:
 
 
 def wrap(payload: str, *, attempts: int = 0, task_id: str | None = None,
-         enqueued_at: float | None = None) -> str:
-    """The envelope of `payload`, keys in the fixed order the Lua scripts rely on."""
+         enqueued_at: float | None = None, traceparent: str = "", tracestate: str = "") -> str:
+    """The envelope of `payload`, keys in the fixed order the Lua scripts rely on; the W3C
+    trace context of the producer's span, when given, after the payload."""
+    trace = ""
+    if traceparent:
+        trace = f",\"traceparent\":{json.dumps(traceparent)}"
+        if tracestate:
+            trace += f",\"tracestate\":{json.dumps(tracestate)}"
     return (
         f"{ENVELOPE_MARK}{attempts},\"enqueued_at\":{enqueued_at or time.time():.3f},"
         f"\"id\":{json.dumps(task_id or new_task_id())},"
-        f"\"payload\":{json.dumps(payload, ensure_ascii=False)}}}"
+        f"\"payload\":{json.dumps(payload, ensure_ascii=False)}{trace}}}"
     )
 
 
@@ -401,7 +410,16 @@ def unwrap(element: str) -> Task:
     if data is None:
         return Task(payload=element, problem=f"malformed envelope: {problem}")
     return Task(payload=data["payload"], attempts=data["attempts"], id=data.get("id", ""),
-                enqueued_at=float(data["enqueued_at"]) or None, enveloped=True)
+                enqueued_at=float(data["enqueued_at"]) or None, enveloped=True,
+                traceparent=_text_field(data, "traceparent"),
+                tracestate=_text_field(data, "tracestate"))
+
+
+def _text_field(data: dict[str, Any], name: str) -> str:
+    """An optional string field of an envelope ("" when absent or not a string: a field the
+    rules do not name never makes an envelope malformed)."""
+    value = data.get(name, "")
+    return value if isinstance(value, str) else ""
 
 
 def _read_envelope(element: str) -> tuple[dict[str, Any] | None, str]:
@@ -441,7 +459,8 @@ def _is_time(value: Any) -> bool:
 def rewrap(task: Task, *, attempts: int) -> str:
     """The element that carries `task` again with a new attempt count."""
     return wrap(task.payload, attempts=attempts, task_id=task.id or None,
-                enqueued_at=task.enqueued_at)
+                enqueued_at=task.enqueued_at, traceparent=task.traceparent,
+                tracestate=task.tracestate)
 
 
 DEAD_LETTER_FIELDS = ("queue", "payload", "attempts", "error", "failed_at", "id")

@@ -63,6 +63,9 @@ class WorkerConfig:
     idempotency_window: float | None = None
     """Idempotent consumption: seconds a completed id is remembered (None: off)."""
     tracking: bool = False
+    tracing: str | None = None
+    """spec.worker.tracing.producerSpan ("parent" | "link"): a CONSUMER span per attempt
+    (`worker.tracing`, the otel extra); None: off."""
     """spec.worker.tracking: keep the task index the scripts write (`wire.lifecycle`)."""
     wait_replicas: int = 0
     """Durable mode (spec.redis.waitForReplicas): WAIT for this many replicas after a fetch."""
@@ -141,5 +144,6 @@ def from_declared(d: Declared, *, redis_url: str | None = None,
         metrics_port=d.metrics_port,
         idempotency_window=d.idempotency_window,
         tracking=d.tracking,
+        tracing=d.tracing,
         wait_replicas=d.wait_replicas,
     )

@@ -180,7 +180,8 @@ class Executor:
                ) -> tuple[TaskContext, tally.QueueTally]:
         m = self.counts.queue(entry.queue)
         ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
-                          enqueued_at=task.enqueued_at, control=RUNNING.start(task.id))
+                          enqueued_at=task.enqueued_at, traceparent=task.traceparent,
+                          control=RUNNING.start(task.id))
         if task.enqueued_at and not task.attempts:
             waited = max(0.0, time.time() - task.enqueued_at)
             m.pickup.observe(waited)

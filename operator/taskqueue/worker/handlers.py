@@ -45,6 +45,8 @@ class TaskContext:
     """This attempt's number, 1 for the first."""
     enqueued_at: float | None = None
     """Unix time the producer enqueued it (envelopes only)."""
+    traceparent: str = ""
+    """The producer's W3C trace context from the envelope ("" when none)."""
     control: Control = field(default_factory=lambda: Control(""), repr=False, compare=False)
     """The worker's hold on the running task (cancel, progress)."""
 
