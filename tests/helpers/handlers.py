@@ -340,3 +340,13 @@ async def async_until_cancelled(payload: str, ctx: TaskContext) -> None:
             client().rpush(CANCELLED, ctx.id)
             raise
     record(payload)
+
+
+ENVELOPES = "test:envelopes"
+
+
+def record_envelope(payload: str, ctx: TaskContext) -> None:
+    """Records what the handler got of its envelope (tests/vectors)."""
+    client().rpush(ENVELOPES, json.dumps({"payload": payload, "id": ctx.id,
+                                          "attempt": ctx.attempt,
+                                          "traceparent": ctx.traceparent}))
