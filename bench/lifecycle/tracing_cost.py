@@ -46,13 +46,13 @@ class Drop(BaseHTTPRequestHandler):
         pass
 
 
-def drain(url: str, n: int, tracing: str | None, endpoint: str) -> float:
+def drain(url: str, n: int, tracing: str | None, endpoint: str, pythonpath: str = "") -> float:
     r = redis.Redis.from_url(url)
     r.flushall()
     for start in range(0, n, 5000):
         client.enqueue_many_sync(r, "q", ["x"] * min(5000, n - start))
     env = {**os.environ, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": os.pathsep.join(filter(None, [pythonpath, str(ROOT)]))}
     args = ["--redis-url", url, "--queue", "q", "--handler", "taskqueue.worker.builtin:noop",
             "--prefetch", "20"] + (["--tracing", tracing] if tracing else [])
     t0 = time.perf_counter()
@@ -81,6 +81,9 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--tasks", type=int, default=20000)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--modes", default="off,parent,link")
+    p.add_argument("--baseline", default="",
+                   help="another checkout's operator/ dir: its worker runs as 'baseline'")
     args = p.parse_args()
     print(f"load average: {os.getloadavg()}")
     server = RedisServer(data_dir=Path(tempfile.mkdtemp()))
@@ -88,12 +91,15 @@ def main() -> int:
     http = ThreadingHTTPServer(("127.0.0.1", 0), Drop)
     threading.Thread(target=http.serve_forever, daemon=True).start()
     endpoint = f"http://127.0.0.1:{http.server_address[1]}/v1/traces"
-    rates: dict[str, list[float]] = {"off": [], "parent": [], "link": []}
+    rates: dict[str, list[float]] = {m: [] for m in args.modes.split(",")}
+    if args.baseline:
+        rates["baseline"] = []
     try:
         for _ in range(args.rounds):
             for mode in rates:
-                rates[mode].append(drain(server.url, args.tasks, None if mode == "off" else mode,
-                                         endpoint))
+                tracing = None if mode in ("off", "baseline") else mode
+                path = args.baseline if mode == "baseline" else ""
+                rates[mode].append(drain(server.url, args.tasks, tracing, endpoint, path))
     finally:
         server.stop()
         http.shutdown()
