@@ -1,7 +1,6 @@
-"""Process-wide state a test changes does not reach the next test (tests/conftest.py): the
-signal handlers a worker run in-process installs, the root logger's handlers. The pairs of
-tests run in a pytest of their own with the root conftest as a plugin, each change right
-before its check."""
+"""Process-wide state a test changes does not reach the next test (tests/fixtures/hygiene.py):
+the signal handlers a worker run in-process installs, the root logger's handlers. The pairs of
+tests run in a pytest of their own with that plugin, each change right before its check."""
 
 from __future__ import annotations
 
@@ -26,9 +25,8 @@ CHANGED_THEN_AS_IT_WAS = {
 
 def test_the_next_test_finds_it_as_it_was(pytester: pytest.Pytester,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(ROOT), str(ROOT / "devcluster"), os.environ.get("PYTHONPATH", "")]))
-    pytester.makeconftest("pytest_plugins = ['tests.conftest']")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    pytester.makeconftest("pytest_plugins = ['tests.fixtures.hygiene']")
     source = ["import logging", "import signal"]
     for name, (change, check) in CHANGED_THEN_AS_IT_WAS.items():
         source += [f"def test_{name}_changed():\n    {change}",
