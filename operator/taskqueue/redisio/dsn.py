@@ -12,8 +12,6 @@ A `RedisSettings` is parsed from a DSN in the style of arq's `RedisSettings.from
 `rediss+cluster://` and `rediss+sentinel://` use TLS to the data nodes (and to the sentinels).
 Query parameters are redis-py's (`ssl_ca_certs`, `ssl_certfile`, `ssl_keyfile`, `ssl_cert_reqs`,
 `socket_timeout`, …); `sentinel_password` / `sentinel_username` authenticate to the sentinels.
-Secrets (password, CA, client certificate) come from files mounted from Kubernetes Secrets:
-`with_files()` reads them; nothing secret needs to be in the DSN or the environment.
 `dsn_for`, `with_tls_dir` and `with_sentinel_password` turn spec.redis into a DSN; `redact`
 masks every password in one for logs, events and status.
 """
@@ -21,7 +19,7 @@ masks every password in one for logs, events and status.
 from __future__ import annotations
 
 import urllib.parse
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from taskqueue.api.redact import url as redact_url
@@ -99,25 +97,6 @@ class RedisSettings:
     @property
     def tls(self) -> bool:
         return self.scheme == "rediss"
-
-    def with_files(self, *, password_file: str | None = None, username: str | None = None,
-                   ca_file: str | None = None, cert_file: str | None = None,
-                   key_file: str | None = None,
-                   sentinel_password_file: str | None = None) -> RedisSettings:
-        """These settings with secrets read from mounted files (Kubernetes Secret volumes)."""
-        query = dict(self.query)
-        for name, path in (("ssl_ca_certs", ca_file), ("ssl_certfile", cert_file),
-                           ("ssl_keyfile", key_file)):
-            if path:
-                query[name] = path
-        return replace(
-            self,
-            username=username or self.username,
-            password=_read(password_file) if password_file else self.password,
-            sentinel_password=(_read(sentinel_password_file) if sentinel_password_file
-                               else self.sentinel_password),
-            query=tuple(query.items()),
-        )
 
     def node_url(self, host: str | None = None, port: int | None = None) -> str:
         """A plain redis:// (rediss://, unix://) URL of one data node with these credentials."""
@@ -199,11 +178,6 @@ def _host(host: str) -> str:
 
 def _unquote(text: str | None) -> str | None:
     return urllib.parse.unquote(text) if text else None
-
-
-def _read(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read().strip()
 
 
 def redact(dsn: str) -> str:

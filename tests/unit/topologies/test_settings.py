@@ -4,7 +4,6 @@ Redis Cluster (admission names the fix)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -69,17 +68,6 @@ def test_bad_dsns_say_what_to_write(dsn: str, mode: clients.Mode | None,
                                     message: str) -> None:
     with pytest.raises(SettingsError, match=re.escape(message)):
         RedisSettings.from_dsn(dsn, mode=mode)
-
-
-def test_secrets_come_from_mounted_files(tmp_path: Path) -> None:
-    pw = tmp_path / "password"
-    pw.write_text("s3cret\n")
-    s = RedisSettings.from_dsn("rediss://worker@r:6380/0").with_files(
-        password_file=str(pw), ca_file="/etc/tq/ca.crt", cert_file="/etc/tq/tls.crt",
-        key_file="/etc/tq/tls.key")
-    assert s.password == "s3cret"
-    assert dict(s.query) == {"ssl_ca_certs": "/etc/tq/ca.crt", "ssl_certfile": "/etc/tq/tls.crt",
-                             "ssl_keyfile": "/etc/tq/tls.key"}
 
 
 @pytest.mark.parametrize(
