@@ -113,12 +113,13 @@ def resolve(args: argparse.Namespace) -> Target:
         )
     if args.redis_url:
         _check_url(args.redis_url, "--redis-url")
+    given = "--redis-url" if args.redis_url else "spec.redis"
     if args.file:
         tq = manifest.load(args.file)
-        return _from_object(tq, url=args.redis_url or _spec_url(tq, args.file))
+        return _from_object(tq, url=args.redis_url or _spec_url(tq, args.file), given=given)
     if args.name:
         tq, url = _from_cluster(args)
-        return _from_object(tq, url=args.redis_url or url)
+        return _from_object(tq, url=args.redis_url or url, given=given)
     return _from_flags(args)
 
 
@@ -129,10 +130,12 @@ def _check_url(url: str, source: str) -> None:
         raise CliError(problem, EXIT_USAGE if source.startswith("--") else EXIT_TARGET)
 
 
-def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
+def _from_object(tq: models.TaskQueue, *, url: str, given: str) -> Target:
+    """The target of a TaskQueue whose Redis URL is `url` (checked), from `given`."""
     ns = tq.metadata.namespace
     name = f"{ns}/{tq.metadata.name}" if ns else tq.metadata.name
     url = clients.dsn_for(url, tq.spec.redis.mode, sentinel=tq.spec.redis.sentinel)
+    _check_url(url, given)  # the DSN of spec.redis's topology (mode cluster: database 0 only)
     url = clients.with_sentinel_password(
         url, os.environ.get("TASKQUEUE_REDIS_SENTINEL_PASSWORD"))
     tls_dir = os.environ.get("TASKQUEUE_REDIS_TLS_DIR")

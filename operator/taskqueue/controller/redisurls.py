@@ -56,9 +56,13 @@ class RedisUrls:
 
     async def url(self, tq: models.TaskQueue) -> str:
         """The DSN spec.redis names (`taskqueue.redisio.dsn`): its URL or Secret, topology, sentinel
-        password and TLS files; SpecError naming the field when a Secret is missing."""
+        password and TLS files; SpecError naming the field when a Secret is missing or the DSN
+        is not usable."""
         redis = tq.spec.redis
         url = clients.dsn_for(await self._url(tq), redis.mode, sentinel=redis.sentinel)
+        problem = redact.check(url, field="spec.redis")  # the topology's DSN (cluster: db 0)
+        if problem is not None:
+            raise SpecError(problem)
         ns = tq.metadata.namespace or "default"
         if redis.sentinel is not None and redis.sentinel.passwordSecretRef is not None:
             ref = redis.sentinel.passwordSecretRef

@@ -26,14 +26,13 @@ from taskqueue.redisio.dsn import (
     SettingsError,
     dsn_for,
     is_cluster_dsn,
-    redact,
     with_sentinel_password,
     with_tls_dir,
 )
 
 __all__ = [
     "AsyncClient", "Mode", "RedisSettings", "SettingsError", "SyncClient", "async_client",
-    "dsn_for", "is_cluster_dsn", "master_address", "redact", "sync_client",
+    "dsn_for", "is_cluster_dsn", "master_address", "sync_client",
     "with_sentinel_password", "with_tls_dir",
 ]
 

@@ -44,7 +44,7 @@ class Clock:
 def taskqueue(redis: dict[str, Any]) -> models.TaskQueue:
     return models.TaskQueue.model_validate({
         "metadata": {"name": "tq", "namespace": "ns"},
-        "spec": {"queues": [{"key": "q"}], "worker": {"image": "w:1", "handler": "m:f"},
+        "spec": {"queues": [{"key": "{q}"}], "worker": {"image": "w:1", "handler": "m:f"},
                  "redis": redis}})
 
 
@@ -107,3 +107,9 @@ async def test_an_unusable_url_is_refused_and_its_fix_read_at_once() -> None:
     secrets.values[("redis", "url")] = "redis://r:6379/0"
     assert await resolver.url(tq) == "redis://r:6379/0"
     assert len(secrets.reads) == 2
+
+
+async def test_the_dsn_of_the_topology_is_checked() -> None:
+    resolver, _, _ = urls({})
+    with pytest.raises(SpecError, match=r"^spec\.redis: Redis Cluster has only database 0"):
+        await resolver.url(taskqueue({"url": "redis://r:6379/3", "mode": "cluster"}))
