@@ -37,6 +37,7 @@ import redis
 
 from taskqueue import client as producer
 from taskqueue.api import models
+from taskqueue.api.limits import Bounds
 from taskqueue.cli import numbers
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.records import is_utf8
@@ -49,11 +50,10 @@ _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$")
 _MAX_DAYS = producer.MAX_AHEAD_SECONDS // 86400
 
-IN = producer.Bounds(producer.DELAY.low, producer.DELAY.high,
-                     f"a duration from 0s to {_MAX_DAYS}d (30s, 5m, 2h, 1d or seconds)")
-UNIQUE_FOR = producer.Bounds(producer.UNIQUE_FOR.low, producer.UNIQUE_FOR.high,
-                             f"a duration from 0.001s to {_MAX_DAYS}d (30s, 5m, 2h, 1d or "
-                             "seconds)")
+IN = Bounds(producer.DELAY.low, producer.DELAY.high,
+            f"a duration from 0s to {_MAX_DAYS}d (30s, 5m, 2h, 1d or seconds)")
+UNIQUE_FOR = Bounds(producer.UNIQUE_FOR.low, producer.UNIQUE_FOR.high,
+                    f"a duration from 0.001s to {_MAX_DAYS}d (30s, 5m, 2h, 1d or seconds)")
 
 
 def duration(text: str) -> float:
@@ -239,14 +239,9 @@ def _fate(reply: object) -> str:
 def _batch(client: redis.Redis, batch: list[producer.Push],
            wait_replicas: int) -> tuple[list[str], redis.RedisError | None]:
     """Send one batch: the fate of each push and the first error reply (raises when the batch
-    got no reply)."""
-    if wait_replicas:
-        created = producer.push_durably(client, batch, replicas=wait_replicas)
-        return [PUSHED if c else EXISTING for c in created], None
-    pipe = client.pipeline(transaction=False)
-    for p in batch:
-        producer.push_sync(pipe, p)
-    replies = pipe.execute(raise_on_error=False)
+    got no reply, NotReplicated when the replicas did not confirm it)."""
+    replies = producer.send(client, producer.Send.of(batch, replicas=wait_replicas),
+                            raise_on_error=False)
     errors = [r for r in replies if isinstance(r, redis.RedisError)]
     return [_fate(r) for r in replies], errors[0] if errors else None
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from taskqueue.api import manifest
+from taskqueue.api.limits import Bounds
 from taskqueue.api.models import TaskQueue
 from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
 from taskqueue.cli.numbers import require
-from taskqueue.client import Bounds
 from taskqueue.simulate import report, trace
 from taskqueue.simulate.run import Result, Scaler, Settings, simulate
 from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler

@@ -27,10 +27,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from taskqueue.api import redact
+from taskqueue.api.limits import Bounds
 from taskqueue.cli import numbers, ui
 from taskqueue.cli.errors import EXIT_USAGE, CliError
 from taskqueue.cli.target import Target
-from taskqueue.client import Bounds
 from taskqueue.redisio import queueops
 from taskqueue.scaling import rates
 from taskqueue.scaling.observation import QueueObservation
