@@ -17,7 +17,7 @@ import redis
 
 from taskqueue.cli import ui
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
-from taskqueue.cli.target import Target
+from taskqueue.cli.target import Target, target_options
 
 DEFAULT_BATCH = 1000
 
@@ -85,9 +85,8 @@ def run_drain(client: redis.Redis, key: str, *, batch: int, expected: int | None
     return done
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("drain", parents=parents, help="delete a queue's tasks in batches",
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:
+    p = sub.add_parser("drain", parents=target_options(), help=help,
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("key", metavar="KEY", help="the queue (list or zset) to empty")
     p.add_argument("--batch", type=int, default=DEFAULT_BATCH,

@@ -31,18 +31,20 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import redis
 
 from taskqueue import client as producer
-from taskqueue.api import models
 from taskqueue.api.limits import Bounds
 from taskqueue.cli import numbers
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.records import is_utf8
-from taskqueue.cli.target import Target
-from taskqueue.wire import keys
+from taskqueue.cli.target import Target, target_options
+from taskqueue.wire import keys, keyspace
+
+if TYPE_CHECKING:
+    from taskqueue.api import models
 
 PIPELINE_BATCH = 1000
 
@@ -91,9 +93,8 @@ def point_in_time(text: str) -> float:
     return seconds
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("enqueue", parents=parents, help="push tasks to a queue",
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:
+    p = sub.add_parser("enqueue", parents=target_options(), help=help,
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("key", metavar="KEY", help="queue key")
     p.add_argument("payloads", metavar="PAYLOAD", nargs="+",
@@ -179,7 +180,7 @@ def where(items: Sequence[Item]) -> str:
 def queue_type(client: redis.Redis, target: Target, key: str,
                priority: float | None) -> models.QueueType:
     """The declared type, else the key's type in Redis, else zset with --priority or list."""
-    if not models.is_valid_key(key) or not is_utf8(key):
+    if not keyspace.is_valid_key(key) or not is_utf8(key):
         raise CliError(f"{key!r} is not a valid queue key (1-512 characters of UTF-8 text, no "
                        "spaces)", EXIT_USAGE)
     if target.schema is not None and target.schema.queues and target.queue_type(key) is None:

@@ -15,9 +15,14 @@ parts of it that CEL can express into the CRD.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
+
+KEY_PATTERN = r"^[^\s]{1,512}$"
+"""A Redis key usable as a queue or a dead-letter list: 1 to 512 characters, no whitespace (an
+entry's header separates its parts with newlines)."""
 
 DEAD_SUFFIX = ":dead"
 """The default dead-letter list of a TaskQueue is its first queue key plus this."""
@@ -51,6 +56,11 @@ FAMILIES: dict[str, Owned] = {
 
 DEAD_LETTER_TYPE = "list"
 """The dead-letter list's type (a queue's type is its spec's: list or zset)."""
+
+
+def is_valid_key(key: str) -> bool:
+    """True when `key` matches KEY_PATTERN."""
+    return re.match(KEY_PATTERN, key) is not None
 
 
 def default_dead_letter(first_queue: str) -> str:
