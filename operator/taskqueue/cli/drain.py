@@ -1,9 +1,9 @@
 """`taskqueue drain KEY`: empty a queue in small batches, never one blocking DEL of a huge key.
 
-Deleting a list of millions of elements with DEL blocks Redis for seconds (seed 004's last row).
-A drain removes the elements the key held when it started, oldest (lowest score) first, `batch`
-at a time (LTRIM for a list, ZREMRANGEBYRANK for a zset, each O(batch)). Tasks pushed to a list
-meanwhile are kept (in a zset they may score lower and go instead). When the last batch is all
+Deleting a list of millions of elements with DEL blocks Redis for seconds. A drain removes the
+elements the key held when it started, oldest (lowest score) first, `batch` at a time (LTRIM
+for a list, ZREMRANGEBYRANK for a zset, each O(batch)). Tasks pushed to a list meanwhile are
+kept (in a zset they may score lower and go instead). When the last batch is all
 the key holds, the key is UNLINKed (freed off the main thread). The plan is pure (`plan`);
 `run_drain` does the I/O.
 """

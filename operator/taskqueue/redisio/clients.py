@@ -152,8 +152,8 @@ class _FollowMaster(redis.sentinel.SentinelManagedConnection):
     """A Sentinel-managed connection that asks for the master again on every reconnect.
 
     redis-py re-resolves the master only in `connect()`; a command that reconnects after an
-    error goes through `connect_check_health()` to the old address, so a retried command kept
-    knocking at the dead master. This asks Sentinel there too."""
+    error goes through `connect_check_health()` to the old address, so a retried command would
+    knock at the dead master again. This asks Sentinel there too."""
 
     def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
         if self._sock is None and self.connection_pool.is_master:
