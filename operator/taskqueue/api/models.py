@@ -109,7 +109,7 @@ class WorkerSpec(_Model):
     )
     handler: str | None = Field(
         default=None,
-        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$",
         description="Python handler as 'package.module:function', called with the payload.",
     )
     command: list[str] | None = Field(

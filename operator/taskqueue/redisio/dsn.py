@@ -46,6 +46,17 @@ _SCHEMES: dict[str, tuple[Mode, str]] = {
     "rediss+sentinel": ("sentinel", "rediss"),
 }
 _SENTINEL_QUERY = ("sentinel_password", "sentinel_username")
+_CREDENTIALS_QUERY = ("username", "password")
+"""Credentials a URL may give in its query (`?password=...`) instead of its userinfo, which wins
+when it has them (as in redis-py); they become the settings' own, so every client uses them."""
+
+
+def _credentials(query: list[tuple[str, str]], *, username: str | None, password: str | None
+                 ) -> tuple[str | None, str | None, tuple[tuple[str, str], ...]]:
+    """The username and password (the userinfo's, else the query's) and the query without them."""
+    given = dict(query)
+    return (username or given.get("username") or None, password or given.get("password") or None,
+            tuple((k, v) for k, v in query if k not in _CREDENTIALS_QUERY))
 
 
 class SettingsError(ValueError):
@@ -81,9 +92,11 @@ class RedisSettings:
         mode, data_scheme = _SCHEMES[dsn.split("://", 1)[0]]
         if data_scheme == "unix":
             parts = urllib.parse.urlsplit(dsn)
+            username, password, query = _credentials(
+                urllib.parse.parse_qsl(parts.query), username=_unquote(parts.username),
+                password=_unquote(parts.password))
             return cls(mode="standalone", scheme="unix", hosts=(), unix_path=parts.path,
-                       username=_unquote(parts.username), password=_unquote(parts.password),
-                       query=tuple(urllib.parse.parse_qsl(parts.query)))
+                       username=username, password=password, query=query)
         return _parse_network(dsn, mode, data_scheme)
 
     @property
@@ -128,11 +141,13 @@ def _parse_network(dsn: str, mode: Mode, data_scheme: str) -> RedisSettings:
     master = segments.pop(0) if mode == "sentinel" else None
     db = int(segments[0]) if segments else int(dict(urllib.parse.parse_qsl(query_text))
                                                .get("db", 0))
+    user, secret, options = _credentials(query, username=_unquote(username),
+                                         password=_unquote(password))
     return RedisSettings(
         mode=mode, scheme=data_scheme, hosts=hosts, master_name=master, db=db,
-        username=_unquote(username) or None, password=_unquote(password) or None,
+        username=user, password=secret,
         sentinel_username=extra.get("sentinel_username"),
-        sentinel_password=extra.get("sentinel_password"), query=tuple(query),
+        sentinel_password=extra.get("sentinel_password"), query=options,
     )
 
 

@@ -20,9 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-KEY_PATTERN = r"^[^\s]{1,512}$"
-"""A Redis key usable as a queue or a dead-letter list: 1 to 512 characters, no whitespace (an
-entry's header separates its parts with newlines)."""
+KEY_PATTERN = r"^[^\x00-\x20\x7f]{1,512}$"
+r"""A Redis key usable as a queue or a dead-letter list: 1 to 512 characters, no space or control
+character (an entry's header separates its parts with newlines). Written with explicit code
+points, not `\s`: the API server's regex engine (Go), pydantic's (Rust) and Python's each read
+`\s` differently."""
+_KEY_RE = re.compile(KEY_PATTERN)
 
 DEAD_SUFFIX = ":dead"
 """The default dead-letter list of a TaskQueue is its first queue key plus this."""
@@ -59,8 +62,9 @@ DEAD_LETTER_TYPE = "list"
 
 
 def is_valid_key(key: str) -> bool:
-    """True when `key` matches KEY_PATTERN."""
-    return re.match(KEY_PATTERN, key) is not None
+    """True when `key` can name a queue (KEY_PATTERN: 1..512 characters, no space or control
+    character)."""
+    return _KEY_RE.match(key) is not None
 
 
 def default_dead_letter(first_queue: str) -> str:

@@ -11,12 +11,13 @@
 -- ARGV[6] longest deferral (ms).
 -- A key holding another type fails the call before any write (WRONGTYPE naming it).
 -- include: entry
+-- include: count
 local held = ARGV[4] == '1'
 if redis.call('EXISTS', KEYS[2]) == 1 then
   local wrong = misfit({KEYS[1], 'list', KEYS[5], 'hash'})
   if wrong then return wrong end
   if held then redis.call('LREM', KEYS[1], -1, ARGV[1]) end
-  redis.call('HINCRBY', KEYS[5], 'duplicates', 1)
+  add_count(KEYS[5], 'duplicates', 1)
   return 'done'
 end
 if held and not redis.call('LPOS', KEYS[1], ARGV[1]) then return 'gone' end
@@ -28,7 +29,7 @@ if owner and owner ~= ARGV[2] then
   if wrong then return wrong end
   if held then redis.call('LREM', KEYS[1], -1, ARGV[1]) end
   redis.call('ZADD', KEYS[4], tonumber(ARGV[5]) + wait, ARGV[1])
-  redis.call('HINCRBY', KEYS[5], 'deferred', 1)
+  add_count(KEYS[5], 'deferred', 1)
   return 'deferred'
 end
 redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])

@@ -9,6 +9,7 @@
 -- Returns 1 when the entry was acked, 0 when it was not held. A key holding another type fails
 -- the call before any write (WRONGTYPE naming it).
 -- include: entry
+-- include: count
 local held = ARGV[5] == '1'
 local wrong = held and misfit({KEYS[1], 'list', KEYS[4], 'hash'})
 if wrong then return wrong end
@@ -16,7 +17,7 @@ local owner = redis.call('GET', KEYS[3])
 redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])
 if owner == ARGV[2] then redis.call('DEL', KEYS[3]) end
 if held and redis.call('LREM', KEYS[1], -1, ARGV[1]) > 0 then
-  redis.call('HINCRBY', KEYS[4], 'completed', 1)
+  add_count(KEYS[4], 'completed', 1)
   return 1
 end
 return 0

@@ -8,16 +8,17 @@
 -- Returns 1 when applied, 0 when the entry was no longer held. A key holding another type fails
 -- the call before any write (WRONGTYPE naming it): the entry stays held.
 -- include: entry
+-- include: count
 -- include: moves
 local retry = ARGV[3] == 'retry'
 local wrong = misfit({KEYS[1], 'list', retry and KEYS[2] or KEYS[3], retry and 'zset' or 'list',
   KEYS[4], 'hash'})
 if wrong then return wrong end
 if ARGV[1] == '1' and redis.call('LREM', KEYS[1], -1, ARGV[2]) == 0 then return 0 end
-redis.call('HINCRBY', KEYS[4], 'failed', 1)
+add_count(KEYS[4], 'failed', 1)
 if retry then
   redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
-  redis.call('HINCRBY', KEYS[4], 'retried', 1)
+  add_count(KEYS[4], 'retried', 1)
 else
   push_dead(KEYS[3], KEYS[4], tonumber(ARGV[6]), ARGV[4])
 end

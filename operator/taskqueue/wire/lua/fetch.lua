@@ -20,6 +20,7 @@
 -- non-empty later queue and the counter restarts. Without any limit the queues are simply drained
 -- in order (one pop per queue, no length reads).
 -- include: entry
+-- include: count
 -- include: moves
 local max_dead, now, count = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local hold, nacks = ARGV[4] == '1', tonumber(ARGV[5])
@@ -64,7 +65,7 @@ if nacks > 0 then
   for i = 6, 5 + nacks do
     acked = acked + redis.call('LREM', KEYS[1], -1, ARGV[i])
   end
-  if acked > 0 then redis.call('HINCRBY', KEYS[4], 'completed', acked) end
+  if acked > 0 then add_count(KEYS[4], 'completed', acked) end
 end
 
 -- promote due retries back to the right end of their list (served next) or into their zset
@@ -95,7 +96,7 @@ local function take(i, n)
     end
   end
   local got = #out - before
-  if got > 0 then redis.call('HINCRBY', KEYS[4], 'taken:' .. keys[i], got) end
+  if got > 0 then add_count(KEYS[4], 'taken:' .. keys[i], got) end
   return got
 end
 

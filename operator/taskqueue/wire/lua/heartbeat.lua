@@ -10,10 +10,11 @@
 -- Returns {now (unix ms, Redis clock), {ids of expired workers (never the caller)}}. A key
 -- holding another type fails the call before any write (WRONGTYPE naming it).
 -- include: entry
+-- include: count
 local wrong = misfit({KEYS[1], 'zset', KEYS[2], 'hash'})
 if wrong then return wrong end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-for i = 3, #ARGV, 2 do redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) end
+for i = 3, #ARGV, 2 do add_count(KEYS[2], ARGV[i], ARGV[i + 1]) end
 return {now, redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, 100)}

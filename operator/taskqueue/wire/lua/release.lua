@@ -9,6 +9,7 @@
 -- go back (not an entry, a queue the TaskQueue no longer has, a score its queue's type does not
 -- take, a queue key holding another type: lib/entry.lua `place`) goes to the dead-letter list.
 -- include: entry
+-- include: count
 -- include: moves
 local wrong = misfit({KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'hash'})
 if wrong then return wrong end
