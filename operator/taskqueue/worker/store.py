@@ -99,14 +99,13 @@ class Store:
         declared to fetch.lua, so due entries of theirs are judged, not taken for strangers)."""
         schema = self.schema
         self.queue_keys = tuple(k for k in schema.queue_keys if k not in skip)
-        queue_args = scripts.fetch_queue_args(schema, skip=skip)
         fetch_keys = scripts.fetch_keys(schema, self.worker_id)
-        # EVALSHA <sha> <numkeys> <keys...> max | now count hold nacks acks... | queue args...
+        # EVALSHA <sha> <numkeys> <keys...> <max> <queue options> | <now> <count> <hold> acks...
         head: list[str | int] = ["EVALSHA", scripts.script("fetch").sha, len(fetch_keys),
-                                 *fetch_keys, schema.dead_letter_max_length]
+                                 *fetch_keys, schema.dead_letter_max_length,
+                                 scripts.fetch_options(schema, skip=skip)]
         self._fetch_head = b"".join(bulk(a) for a in head)
-        self._fetch_tail = b"".join(bulk(a) for a in queue_args)
-        self._fetch_fixed = 3 + len(fetch_keys) + 5 + len(queue_args)
+        self._fetch_fixed = len(head) + 3
 
     def key_types(self) -> dict[str, str]:
         """The type Redis holds at each key fetch.lua touches ("none" when absent)."""
@@ -178,7 +177,7 @@ class Store:
         packed = b"".join((
             b"*%d\r\n" % (self._fetch_fixed + len(acks)), self._fetch_head,
             bulk(now), bulk(count if self.queue_keys else 0), self._hold_flag[hold],
-            bulk(len(acks)), *[bulk(a) for a in acks], self._fetch_tail,
+            *[bulk(a) for a in acks],
         ))
         result: list[str] = self._evalsha("fetch", packed)
         return result
