@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from taskqueue.api import models, redact
+from taskqueue.api import models, redact, redisspec
 from taskqueue.wire import keyspace
 
 OUTPUT = Path("crds") / f"{models.GROUP}_{models.PLURAL}.yaml"
@@ -84,6 +84,20 @@ RULES: dict[str, list[Rule]] = {
         f"|| self.url.matches('{redact.PASSWORD_IN_QUERY}'))",
         models.PASSWORD_IN_URL,
         ".url",
+    ), Rule(
+        "!has(self.tls) || !has(self.url) || self.url.startsWith('rediss')",
+        "spec.redis.tls needs a TLS URL: use rediss:// (rediss+cluster://, rediss+sentinel://)",
+        ".tls",
+    ), Rule(
+        "!has(self.sentinel) || !has(self.mode) || self.mode != 'cluster'",
+        "set spec.redis.mode cluster or spec.redis.sentinel, not both (Redis Cluster fails "
+        "over by itself)",
+        ".sentinel",
+    )],
+    "RedisTLSSpec": [Rule(
+        "has(self.certKey) == has(self.keyKey)",
+        "spec.redis.tls: set both certKey and keyKey (a client certificate and its key, e.g. "
+        "tls.crt and tls.key) or neither",
     )],
     "WorkerSpec": [Rule(
         "!(has(self.handler) && has(self.command))",
@@ -128,7 +142,13 @@ RULES: dict[str, list[Rule]] = {
         f"'spec.retry.deadLetterKey ' + {_DEAD} + ' is one of the own keys of the TaskQueue with "
         f"keyPrefix ' + {_PREFIX} + ' ({_OWNED_NAMES}); use another deadLetterKey or set "
         "spec.keyPrefix'",
-    ), Rule(
+    ), *(Rule(
+        f"!has(self.scaling) || !has(self.scaling.{name}) || "
+        f"self.scaling.{name}.all(k, self.queues.exists(q, q.key == k))",
+        f"spec.scaling.{name} names a key that is not in spec.queues; use the key of one of "
+        "the queues",
+        f".scaling.{name}",
+    ) for name in ("targetWaitSeconds", "expectedServiceSeconds")), Rule(
         _ONE_SLOT,
         "spec.redis.mode cluster: every key of a TaskQueue (spec.queues[*].key, keyPrefix, "
         "retry.deadLetterKey) must share one hash tag so that all of them live in one slot; "
@@ -143,6 +163,10 @@ FIELD_EXTRAS: dict[tuple[str, str], Schema] = {
     ("RedisSpec", "url"): {
         "pattern": "^(rediss?(\\+(cluster|sentinel))?|unix)://", "maxLength": 4096},
     ("QueueSpec", "key"): {"maxLength": 512},
+    ("ScalingSpec", "targetWaitSeconds"): {"maxProperties": 32},
+    ("ScalingSpec", "expectedServiceSeconds"): {"maxProperties": 32},
+    ("SentinelSpec", "addresses"): {"items": {"type": "string", "maxLength": 300,
+                                              "pattern": redisspec.ADDRESS_PATTERN}},
     ("RetrySpec", "deadLetterKey"): {"maxLength": 512},
     ("TaskQueueSpec", "keyPrefix"): {"maxLength": 512},
 }

@@ -11,6 +11,29 @@ from pydantic import ValidationError
 
 from taskqueue.api.models import KIND, TaskQueue
 
+MAX_NESTING = 64
+"""The deepest nesting of collections a manifest file may have (a TaskQueue needs about 8):
+PyYAML builds nested collections recursively, so a deeper file would end in a RecursionError
+(at a depth that depends on the stack in use)."""
+TOO_DEEP = f"collections nested more than {MAX_NESTING} deep (a manifest needs a few levels)"
+
+
+def nesting(text: str) -> int:
+    """The deepest nesting of collections in YAML `text`, from its tokens (the scanner is not
+    recursive); raises yaml.YAMLError where the text does not scan."""
+    import yaml
+
+    depth = deepest = 0
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if isinstance(token, yaml.BlockMappingStartToken | yaml.BlockSequenceStartToken
+                      | yaml.FlowMappingStartToken | yaml.FlowSequenceStartToken):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif isinstance(token, yaml.BlockEndToken | yaml.FlowMappingEndToken
+                        | yaml.FlowSequenceEndToken):
+            depth -= 1
+    return deepest
+
 
 class ManifestError(ValueError):
     """A manifest that cannot be used; the message names the field and what to do."""
@@ -22,12 +45,22 @@ def describe(error: ValidationError, *, root: str = "") -> str:
     for item in error.errors():
         path = root
         for part in item["loc"]:
-            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+            path += _step(part, first=not path)
         msg = item["msg"].removeprefix("Value error, ")
         # a message that names its fields itself (`spec.retry.deadLetterKey 'r' is ...`)
         lines.append(msg if path and msg.startswith(f"{path}.") else
                      f"{path or '(manifest)'}: {msg}")
     return "\n".join(lines)
+
+
+def _step(part: int | str, *, first: bool) -> str:
+    """One step of a field's path: `[0]`, `.key`, or `['a b']` for a map key that is not
+    printable without a space (a `\r` in a key would break the line)."""
+    if isinstance(part, int):
+        return f"[{part}]"
+    if not part.isprintable() or any(c.isspace() for c in part):
+        return f"[{part!r}]"
+    return part if first else f".{part}"
 
 
 def parse(data: Any) -> TaskQueue:
@@ -38,10 +71,24 @@ def parse(data: Any) -> TaskQueue:
         raise ManifestError(f"kind: {data.get('kind')!r} is not {KIND}; pass a TaskQueue manifest")
     try:
         return TaskQueue.model_validate(
-            {k: v for k, v in data.items() if k in ("apiVersion", "kind", "metadata", "spec")}
+            {k: as_stored(v) for k, v in data.items()
+             if k in ("apiVersion", "kind", "metadata", "spec")}
         )
     except ValidationError as exc:
         raise ManifestError(describe(exc)) from None
+
+
+def as_stored(value: Any) -> Any:
+    """`value` with every number that has a zero fraction (`3.0`) as an integer, as the API
+    server stores a TaskQueue (an integer field takes it), so a file given with -f reads as the
+    same object in the cluster would (a null field is no field: `statusschema.SpecModel`)."""
+    if isinstance(value, dict):
+        return {k: as_stored(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_stored(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def load(path: str | Path) -> TaskQueue:
@@ -54,9 +101,12 @@ def load(path: str | Path) -> TaskQueue:
         raise ManifestError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
                             ) from None
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        too_deep = nesting(text) > MAX_NESTING
+        docs = [] if too_deep else [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         raise ManifestError(yaml_problem(path, exc, text)) from None
+    if too_deep:
+        raise ManifestError(f"{path}: not valid YAML: {TOO_DEEP}")
     for doc in docs:
         if isinstance(doc, dict) and doc.get("kind") == KIND:
             return parse(doc)
@@ -88,6 +138,9 @@ def yaml_problem(path: str | Path, error: Exception, text: str) -> str:
 def loads_json(text: str) -> TaskQueue:
     """A TaskQueue from JSON text (how the operator hands the spec to worker pods)."""
     try:
-        return parse(json.loads(text))
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ManifestError(f"manifest JSON: {exc}") from None
+    except RecursionError:
+        raise ManifestError(f"manifest JSON: {TOO_DEEP}") from None
+    return parse(data)

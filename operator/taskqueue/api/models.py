@@ -29,8 +29,10 @@ PLURAL = "taskqueues"
 SINGULAR = "taskqueue"
 SHORT_NAMES = ("tq",)
 
-#: A Redis key usable as a queue: printable, no whitespace (the processing-entry header uses "\n").
-KEY_PATTERN = r"^[^\s]{1,512}$"
+#: A Redis key usable as a queue: 1 to 512 characters, no space or control character (the
+#: processing-entry header uses "\n"). Written with explicit code points, not `\s`: the API
+#: server's regex engine (Go), pydantic's (Rust) and Python's each read `\s` differently.
+KEY_PATTERN = r"^[^\x00-\x20\x7f]{1,512}$"
 _KEY_RE = re.compile(KEY_PATTERN)
 
 Delivery = Literal["AtLeastOnce", "AtMostOnce"]
@@ -113,7 +115,7 @@ class WorkerSpec(_Model):
     )
     handler: str | None = Field(
         default=None,
-        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$",
         description="Python handler as 'package.module:function', called with the payload.",
     )
     command: list[str] | None = Field(
@@ -279,5 +281,5 @@ class TaskQueue(_Model):
 
 
 def is_valid_key(key: str) -> bool:
-    """True when `key` can name a queue (no whitespace, 1..512 characters)."""
+    """True when `key` can name a queue (1..512 characters, no space or control character)."""
     return bool(_KEY_RE.match(key))

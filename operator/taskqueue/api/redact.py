@@ -44,6 +44,14 @@ TLS_OPTIONS = frozenset({"ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_key
 the operator) both take."""
 CERT_REQS = ("none", "optional", "required")
 """The values of `ssl_cert_reqs`."""
+URL_OPTIONS = frozenset({"db", "socket_timeout", "socket_connect_timeout", "max_connections",
+                         "health_check_interval", "username", "password", "sentinel_username",
+                         "sentinel_password"})
+"""The other options of a Redis URL: those the worker's own connection and redis-py (the CLI, the
+operator) both take, and two that only size and check redis-py's pool (max_connections,
+health_check_interval; the worker keeps one connection per thread). redis-py would pass any other
+name to its connection class, which fails with a TypeError when the first command is sent."""
+_OPTION_NAME = re.compile(r"[A-Za-z0-9_]{1,40}")
 _INT_PARAMS = ("db", "max_connections", "health_check_interval")
 _FLOAT_PARAMS = ("socket_timeout", "socket_connect_timeout")
 
@@ -112,15 +120,29 @@ def problem(text: str) -> str | None:
     except ValueError:
         return ("a query parameter that takes a number has another value (db, "
                 "max_connections, health_check_interval, socket timeouts)")
-    tls = tls_problem(urllib.parse.parse_qsl(parts.query), tls=parts.scheme.startswith("rediss"))
-    if tls is not None:
-        return tls
+    query = urllib.parse.parse_qsl(parts.query)
+    found = option_problem(query) or tls_problem(query, tls=parts.scheme.startswith("rediss"))
+    if found is not None:
+        return found
     if not parts.hostname:
         return "host is missing; use redis://host:6379/0"
     database = parts.path.lstrip("/")
     if "+" not in parts.scheme and database and not database.isdigit():
         return "database (the path after the port) is not a number; use /0"
     return None
+
+
+def option_problem(query: list[tuple[str, str]]) -> str | None:
+    """The first query option of a URL that is neither in URL_OPTIONS nor an `ssl_*` option
+    (`tls_problem` judges those), named when it looks like an option name (never a value, nor
+    a name that could be a fragment of one); None when there is none."""
+    unknown = sorted({k for k, _ in query} - URL_OPTIONS - {k for k, _ in query
+                                                          if k.startswith("ssl_")})
+    if not unknown:
+        return None
+    name = unknown[0] if _OPTION_NAME.fullmatch(unknown[0]) else "(a query parameter)"
+    return (f"Redis URL option {name} is not supported; use {', '.join(sorted(URL_OPTIONS))}, "
+            "or an ssl_* option with rediss://")
 
 
 def tls_problem(query: list[tuple[str, str]], *, tls: bool) -> str | None:

@@ -20,7 +20,9 @@ PASSWORD_IN_URL = (
 )
 RedisMode = Literal["standalone", "cluster"]
 
-_ADDRESS_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?$")
+ADDRESS_PATTERN = r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:[0-9]{1,5})?$"
+"""A sentinel address, host:port (RE2 and Python syntax: the CRD checks it too)."""
+_ADDRESS_RE = re.compile(ADDRESS_PATTERN)
 
 
 class SecretKeyRef(SpecModel):
@@ -34,7 +36,7 @@ class SentinelSpec(SpecModel):
     """Redis behind Sentinel: the sentinels name the master and follow its failovers."""
 
     masterName: str = Field(
-        min_length=1, max_length=256, pattern=r"^[^\s/]+$",
+        min_length=1, max_length=256, pattern=r"^[^\x00-\x20\x7f/]+$",
         description="Name the sentinels monitor the master under (sentinel monitor <name> ...).",
     )
     addresses: list[str] = Field(

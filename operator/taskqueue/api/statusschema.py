@@ -17,6 +17,7 @@ from pydantic import (
     ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_validator,
+    model_validator,
 )
 from pydantic.fields import FieldInfo
 
@@ -38,6 +39,15 @@ class SpecModel(ApiModel):
     A number out of its field's bounds fails with one message that states the range."""
 
     model_config = ConfigDict(strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        """A field given as null is a field not given, as the API server prunes it before it
+        validates (no field of the CRD is nullable); an unknown field stays one, null or not."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v is not None or k not in cls.model_fields}
+        return data
 
     @field_validator("*", mode="wrap")
     @classmethod

@@ -190,7 +190,8 @@ def run_requeue(target: Target, args: argparse.Namespace) -> int:
         raise CliError("dlq requeue: give exactly one of --id ID..., --count N, --all",
                        EXIT_USAGE)
     if args.to is not None and not models.is_valid_key(args.to):
-        raise CliError(f"--to {args.to!r}: not a valid key (1-512 characters, no spaces)",
+        raise CliError(f"--to {args.to!r}: not a valid key (1-512 characters, no space or "
+                       "control character)",
                        EXIT_USAGE)
     client = target.connect()
     total = _check_list(client, schema.dead_letter)

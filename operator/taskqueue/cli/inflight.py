@@ -84,7 +84,8 @@ def holdings(client: redis.Redis, schema: keys.KeySchema, *, limit: int,
         if worker in deadlines:
             left = deadlines[worker] / 1000 - now
             state = "alive" if left >= 0 else "expired"
-            heartbeat: float | None = round(left, 3)
+            # a deadline of +-inf (a member written by hand) has no time to show
+            heartbeat: float | None = round(left, 3) if math.isfinite(left) else None
         else:
             state, heartbeat = "unregistered", None
         result.append(WorkerHolding(worker, state, heartbeat, length, entries))

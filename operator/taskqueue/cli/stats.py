@@ -28,7 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from taskqueue.api import redact
 from taskqueue.cli import numbers, ui
-from taskqueue.cli.errors import EXIT_USAGE, CliError
+from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.target import Target
 from taskqueue.client import Bounds
 from taskqueue.redisio import queueops
@@ -194,12 +194,17 @@ def _client(target: Target) -> aioredis.Redis:
 
 
 async def _observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObservation:
-    """One sample, within SAMPLE_TIMEOUT (a Ctrl-C cancels it at once)."""
+    """One sample, within SAMPLE_TIMEOUT (a Ctrl-C cancels it at once); a CliError naming the
+    first key that holds another type than its own."""
     try:
         async with asyncio.timeout(SAMPLE_TIMEOUT):
-            return await queueops.observe(client, schema)
+            obs = await queueops.observe(client, schema)
     except TimeoutError:
         raise RedisTimeoutError(f"no reply within {SAMPLE_TIMEOUT:g}s") from None
+    if obs.wrong_types:
+        first = obs.wrong_types[0]
+        raise wrong_type(first.key, first.held, first.expected)
+    return obs
 
 
 async def _once(target: Target, schema: keys.KeySchema, args: argparse.Namespace,

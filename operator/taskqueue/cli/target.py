@@ -167,7 +167,8 @@ def _from_flags(args: argparse.Namespace) -> Target:
     queues = tuple(keys.QueueRef(key=k, type=t) for k, t in (args.queues or []))
     for q in queues:
         if not models.is_valid_key(q.key):
-            raise CliError(f"--queue {q.key!r}: not a valid key (1-512 characters, no spaces)",
+            raise CliError(f"--queue {q.key!r}: not a valid key (1-512 characters, no space or "
+                           "control character)",
                            EXIT_USAGE)
     if not queues and not args.dead_letter_key:
         return Target(redis_url=url, schema=None, name="(flags)")

@@ -19,7 +19,7 @@ from typing import Any
 
 from taskqueue.api.models import ScalingSpec
 from taskqueue.scaling import policy
-from taskqueue.scaling.observation import QueueObservation
+from taskqueue.scaling.observation import QueueObservation, WrongType
 
 Status = dict[str, Any]
 
@@ -127,8 +127,20 @@ def build_status(previous: Status | None, observation: QueueObservation | None,
         condition("Ready", True, "DeploymentReady", f"scaling Deployment {deployment}"),
         condition("RedisReachable", error is None, "Error" if error else "Read", error or ""),
         condition("Scaling", error is None and not paused, scaling_reason, decision.reason),
+        *([] if observation is None else [key_types(observation.wrong_types)]),
     ], now=now)
     return status
+
+
+def key_types(wrong: tuple[WrongType, ...]) -> dict[str, Any]:
+    """Condition KeyTypes: False naming the first key that holds another type than its own
+    (and how many more), True when every key of the TaskQueue holds its type or nothing."""
+    if not wrong:
+        return condition("KeyTypes", True, "Expected")
+    more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+    return condition("KeyTypes", False, "WrongType",
+                     f"{wrong[0].describe()}{more}: delete or fix it; until then it is read as "
+                     "empty and no worker takes from or writes to it")
 
 
 def problem_status(previous: Status | None, problem: str, *, reason: str, now: float) -> Status:

@@ -48,6 +48,17 @@ _SCHEMES: dict[str, tuple[Mode, str]] = {
     "rediss+sentinel": ("sentinel", "rediss"),
 }
 _SENTINEL_QUERY = ("sentinel_password", "sentinel_username")
+_CREDENTIALS_QUERY = ("username", "password")
+"""Credentials a URL may give in its query (`?password=...`) instead of its userinfo, which wins
+when it has them (as in redis-py); they become the settings' own, so every client uses them."""
+
+
+def _credentials(query: list[tuple[str, str]], *, username: str | None, password: str | None
+                 ) -> tuple[str | None, str | None, tuple[tuple[str, str], ...]]:
+    """The username and password (the userinfo's, else the query's) and the query without them."""
+    given = dict(query)
+    return (username or given.get("username") or None, password or given.get("password") or None,
+            tuple((k, v) for k, v in query if k not in _CREDENTIALS_QUERY))
 
 
 class SettingsError(ValueError):
@@ -91,9 +102,11 @@ class RedisSettings:
             if final != "standalone":
                 raise SettingsError("unix:// sockets reach one server; drop mode cluster/sentinel")
             parts = urllib.parse.urlsplit(dsn)
+            username, password, query = _credentials(
+                urllib.parse.parse_qsl(parts.query), username=_unquote(parts.username),
+                password=_unquote(parts.password))
             return cls(mode="standalone", scheme="unix", hosts=(), unix_path=parts.path,
-                       username=_unquote(parts.username), password=_unquote(parts.password),
-                       query=tuple(urllib.parse.parse_qsl(parts.query)))
+                       username=username, password=password, query=query)
         return _parse_network(dsn, final, data_scheme)
 
     @property
@@ -173,11 +186,13 @@ def _parse_network(dsn: str, mode: Mode, data_scheme: str) -> RedisSettings:
         raise SettingsError(f"{_redact(dsn)!r}: the database must be a number (/0)") from None
     if mode == "cluster" and db != 0:
         raise SettingsError("Redis Cluster has only database 0; drop the /N from the URL")
+    user, secret, options = _credentials(query, username=_unquote(username),
+                                         password=_unquote(password))
     return RedisSettings(
         mode=mode, scheme=data_scheme, hosts=hosts, master_name=master, db=db,
-        username=_unquote(username) or None, password=_unquote(password) or None,
+        username=user, password=secret,
         sentinel_username=extra.get("sentinel_username"),
-        sentinel_password=extra.get("sentinel_password"), query=tuple(query),
+        sentinel_password=extra.get("sentinel_password"), query=options,
     )
 
 

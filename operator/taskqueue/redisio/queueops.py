@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from redis.exceptions import NoPermissionError, NoScriptError
 
-from taskqueue.scaling.observation import QueueObservation, WorkerObservation
+from taskqueue.scaling.observation import QueueObservation, WorkerObservation, WrongType
 from taskqueue.wire import keys, scripts
 from taskqueue.wire.scripts import fetch_args, fetch_keys, recover_call, release_call
 
@@ -78,7 +78,14 @@ def script(name: str) -> Script:
 
 
 def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    """A reply value as text; bytes that are not UTF-8 (a worker id someone wrote by hand) as
+    surrogate escapes, so they go back to Redis as they came (`_wire`)."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def _wire(values: Sequence[Any]) -> list[Any]:
+    """KEYS or ARGV with every text as its exact bytes (`_text` in reverse)."""
+    return [v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v for v in values]
 
 
 def observe_call(schema: keys.KeySchema, worker_ids: Sequence[str], *, horizon_ms: int | None = None
@@ -121,11 +128,11 @@ async def observe(client: aioredis.Redis, schema: keys.KeySchema, *,
     horizon = int((at + due_within) * 1000)
     call = script("observe")
     keys_, args = observe_call(schema, _seen_workers.get(schema.workers, ()), horizon_ms=horizon)
-    raw = await call(client, keys=keys_, args=args)
+    raw = await call(client, keys=_wire(keys_), args=_wire(args))
     missing = _missing_workers(raw)
     if missing is not None:
         keys_, args = observe_call(schema, missing, horizon_ms=horizon)
-        raw = await call(client, keys=keys_, args=args)
+        raw = await call(client, keys=_wire(keys_), args=_wire(args))
     _remember(schema, raw)
     return parse_observation(raw, schema, at=at)
 
@@ -157,9 +164,23 @@ def _time(text: str) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
+_DEADLINE_BOUND = 2.0 ** 62
+"""Deadlines beyond this many ms (inf: a member someone wrote by hand) are held at it."""
+
+
+def _deadline_ms(text: str) -> int:
+    """A heartbeat deadline (a zset score: any double, inf included) as whole milliseconds."""
+    return int(max(-_DEADLINE_BOUND, min(float(text), _DEADLINE_BOUND)))
+
+
+def _wrong_types(flat: Any) -> tuple[WrongType, ...]:
+    return tuple(WrongType(key=_text(flat[i]), held=_text(flat[i + 1]),
+                           expected=_text(flat[i + 2])) for i in range(0, len(flat), 3))
+
+
 def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueObservation:
     """The observe.lua reply as a `QueueObservation` (a worker not declared counts 0)."""
-    lengths, oldest, counters, flat_workers, per_queue, quiesced, scheduled = raw
+    lengths, oldest, counters, flat_workers, per_queue, quiesced, scheduled, wrong = raw
     backlog = {q.key: int(n) for q, n in zip(schema.queues, lengths, strict=True)}
     # "" (no envelope time) and 0 (raw payloads recover.lua wrapped) mean unknown
     oldest_at: dict[str, float] = {}
@@ -170,7 +191,7 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
     workers = tuple(
         WorkerObservation(
             worker_id=_text(flat_workers[i]),
-            deadline_ms=int(float(_text(flat_workers[i + 1]))),
+            deadline_ms=_deadline_ms(_text(flat_workers[i + 1])),
             in_flight=max(0, int(flat_workers[i + 2])),
         )
         for i in range(0, len(flat_workers), 3)
@@ -186,7 +207,8 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
         service={q: (ms[q] / 1000, served[q]) for q in served if q in ms},
         service_sq={q: (squares[q] / 1e6, counted[q]) for q in counted if q in squares},
         waited=_waited(schema, per_queue[5 * n:]),
-        quiesced=frozenset(schema.worker_of(_text(k)) for k in quiesced),
+        quiesced=frozenset(schema.worker_of(k) for k in map(_text, quiesced)
+                           if k.startswith(schema.processing_prefix)),
         backlog=backlog,
         delayed=int(counters[0]),
         dead_letter=int(counters[1]),
@@ -198,6 +220,7 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
         due_soon=int(scheduled[0]),
         next_due_at=float(_text(scheduled[1])) / 1000 if _text(scheduled[1]) else None,
         duplicates_total=int(scheduled[2]),
+        wrong_types=_wrong_types(wrong),
     )
 
 
@@ -207,11 +230,11 @@ async def quiesce(client: aioredis.Redis, schema: keys.KeySchema, *, add: Sequen
     of `add`, in one MULTI/EXEC: a length read here is final, a quiesced worker takes nothing."""
     async with client.pipeline(transaction=True) as pipe:
         if add:
-            pipe.sadd(schema.quiesced, *(schema.processing(w) for w in add))
+            pipe.sadd(schema.quiesced, *_wire([schema.processing(w) for w in add]))
         if remove:
-            pipe.srem(schema.quiesced, *(schema.processing(w) for w in remove))
-        for w in add:
-            pipe.llen(schema.processing(w))
+            pipe.srem(schema.quiesced, *_wire([schema.processing(w) for w in remove]))
+        for key in _wire([schema.processing(w) for w in add]):
+            pipe.llen(key)
         try:
             replies = await pipe.execute()
         except redis.ResponseError as exc:

@@ -18,6 +18,19 @@ class WorkerObservation:
 
 
 @dataclass(frozen=True)
+class WrongType:
+    """A key of the TaskQueue that holds another type than the one the project gives it."""
+
+    key: str
+    held: str
+    expected: str
+
+    def describe(self) -> str:
+        """`key 'h' holds a hash, not a list`."""
+        return f"key {self.key!r} holds a {self.held}, not a {self.expected}"
+
+
+@dataclass(frozen=True)
 class QueueObservation:
     """Counts read in one round trip; `at` is the wall-clock time of the read (unix seconds)."""
 
@@ -52,6 +65,9 @@ class QueueObservation:
     heartbeat; absent when never written)."""
     quiesced: frozenset[str] = frozenset()
     """Worker ids the operator has quiesced (they take no task)."""
+    wrong_types: tuple[WrongType, ...] = ()
+    """Keys of this TaskQueue that hold another type than theirs, read as empty (observe.lua
+    reports them instead of failing the whole read)."""
 
     def oldest_age(self, queue: str) -> float | None:
         """Seconds the oldest task of `queue` has waited (None: empty or unknown)."""

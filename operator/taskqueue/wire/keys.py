@@ -126,12 +126,14 @@ def wait_fields(queue: str) -> tuple[str, ...]:
 
 
 OBSERVE_REPLY = ("lengths", "oldest", "counts", "workers", "queue_counters", "quiesced",
-                 "scheduled")
+                 "scheduled", "wrong")
 """observe.lua's reply, in order: per-queue lengths and oldest envelope times, {delayed, dead,
 completed, failed, dead trimmed}, flat (worker id, deadline ms, in flight)*, the per-queue counters
 (`KeySchema.queue_counter_fields`: taken, service ms, served, squared service ms, attempts
 squared, then the wait histogram of each queue; "" when never written), the
-quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates}. One EVALSHA."""
+quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates}, then flat
+(key, type held, type expected)* of the keys that hold another type (read as empty). One
+EVALSHA."""
 
 ENVELOPE_MARK = '{"__taskqueue__":1,"attempts":'
 """Every envelope starts with these characters; no other element is taken for one."""

@@ -19,8 +19,9 @@ from taskqueue.wire import keys
 
 _LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
 
-LUA_CALL = re.compile(r"redis\.call\(\s*'([A-Za-z]+)'")
-"""A Redis command called from Lua; group 1 is its name (for ACL rules and NOPERM messages)."""
+LUA_CALL = re.compile(r"redis\.p?call\(\s*'([A-Za-z]+)'")
+"""A Redis command called from Lua (`redis.call` or `redis.pcall`); group 1 is its name (for
+ACL rules and NOPERM messages)."""
 
 _SCRIPT_LINE = re.compile(r"@user_script:(\d+)")
 T = TypeVar("T")

@@ -22,4 +22,4 @@ def test_the_observe_call_layout() -> None:
               "served:low", "service_sq_ms2:high", "service_sq_ms2:low", "served_sq:high",
               "served_sq:low", *keys.wait_fields("high"), *keys.wait_fields("low")]
     assert args == [2, len(fields), "list", "list", *fields, 1234]
-    assert len(keys.OBSERVE_REPLY) == 7
+    assert len(keys.OBSERVE_REPLY) == 8

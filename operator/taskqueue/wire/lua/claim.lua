@@ -17,11 +17,12 @@ local now = tonumber(ARGV[5])           -- unix ms
 local max_defer_ms = tonumber(ARGV[6])  -- longest deferral
 -- A key holding another type fails the call before any write (WRONGTYPE naming it).
 -- include: entry
+-- include: count
 if redis.call('EXISTS', done) == 1 then
   local wrong = misfit({processing, 'list', stats, 'hash'})
   if wrong then return wrong end
   if held then redis.call('LREM', processing, -1, entry) end
-  redis.call('HINCRBY', stats, 'duplicates', 1)
+  add_count(stats, 'duplicates', 1)
   return 'done'
 end
 if held and not redis.call('LPOS', processing, entry) then return 'gone' end
@@ -33,7 +34,7 @@ if holder and holder ~= owner then
   if wrong then return wrong end
   if held then redis.call('LREM', processing, -1, entry) end
   redis.call('ZADD', delayed, now + wait, entry)
-  redis.call('HINCRBY', stats, 'deferred', 1)
+  add_count(stats, 'deferred', 1)
   return 'deferred'
 end
 redis.call('SET', running, owner, 'PX', lease_ms)

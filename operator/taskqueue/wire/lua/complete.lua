@@ -14,13 +14,14 @@ local held = ARGV[5] == '1'  -- "1": AtLeastOnce, the entry is in `processing`; 
 -- Returns 1 when the entry was acked, 0 when it was not held. A key holding another type fails
 -- the call before any write (WRONGTYPE naming it).
 -- include: entry
+-- include: count
 local wrong = held and misfit({processing, 'list', stats, 'hash'})
 if wrong then return wrong end
 local holder = redis.call('GET', running)
 redis.call('SET', done, now, 'PX', window_ms)
 if holder == owner then redis.call('DEL', running) end
 if held and redis.call('LREM', processing, -1, entry) > 0 then
-  redis.call('HINCRBY', stats, 'completed', 1)
+  add_count(stats, 'completed', 1)
   return 1
 end
 return 0

@@ -14,15 +14,16 @@ local max_dead = tonumber(ARGV[6])  -- the dead-letter list's maximum length
 -- Returns 1 when applied, 0 when the entry was no longer held. A key holding another type fails
 -- the call before any write (WRONGTYPE naming it): the entry stays held.
 -- include: entry
+-- include: count
 -- include: moves
 local wrong = misfit({processing, 'list', retry and delayed or dead_letter,
   retry and 'zset' or 'list', stats, 'hash'})
 if wrong then return wrong end
 if held and redis.call('LREM', processing, -1, entry) == 0 then return 0 end
-redis.call('HINCRBY', stats, 'failed', 1)
+add_count(stats, 'failed', 1)
 if retry then
   redis.call('ZADD', delayed, due_ms, value)
-  redis.call('HINCRBY', stats, 'retried', 1)
+  add_count(stats, 'retried', 1)
 else
   push_dead(dead_letter, stats, max_dead, value)
 end

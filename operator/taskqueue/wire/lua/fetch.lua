@@ -29,6 +29,7 @@ local FIRST_ACK = 6                 -- ARGV[6..]: processing entries to ack
 -- next non-empty later queue and the counter restarts. Without any limit the queues are simply
 -- drained in order (one pop per queue, no length reads).
 -- include: entry
+-- include: count
 -- include: moves
 local nacks = #ARGV - FIRST_ACK + 1
 local taking = count > 0 and redis.call('SISMEMBER', quiesced, processing) == 0
@@ -87,7 +88,7 @@ if nacks > 0 then
   for a = FIRST_ACK, #ARGV do
     acked = acked + redis.call('LREM', processing, -1, ARGV[a])
   end
-  if acked > 0 then redis.call('HINCRBY', stats, 'completed', acked) end
+  if acked > 0 then add_count(stats, 'completed', acked) end
 end
 
 -- promote due retries back to the right end of their list (served next) or into their zset
@@ -118,7 +119,7 @@ local function take(q, n)
     end
   end
   local got = #out - before
-  if got > 0 then redis.call('HINCRBY', stats, 'taken:' .. keys[q], got) end
+  if got > 0 then add_count(stats, 'taken:' .. keys[q], got) end
   return got
 end
 

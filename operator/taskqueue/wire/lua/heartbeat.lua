@@ -15,10 +15,11 @@ local FIRST_FIELD = 3        -- ARGV[3..]: pairs of stats field and integer incr
 -- Returns {now (unix ms, Redis clock), {ids of expired workers (never the caller)}}. A key
 -- holding another type fails the call before any write (WRONGTYPE naming it).
 -- include: entry
+-- include: count
 local wrong = misfit({workers, 'zset', stats, 'hash'})
 if wrong then return wrong end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', workers, now + window_ms, worker_id)
-for i = FIRST_FIELD, #ARGV, 2 do redis.call('HINCRBY', stats, ARGV[i], ARGV[i + 1]) end
+for i = FIRST_FIELD, #ARGV, 2 do add_count(stats, ARGV[i], ARGV[i + 1]) end
 return {now, redis.call('ZRANGEBYSCORE', workers, '-inf', '(' .. now, 'LIMIT', 0, 100)}

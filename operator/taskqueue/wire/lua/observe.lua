@@ -13,14 +13,29 @@
 -- caller then calls again with it: a key is only read when declared, as Redis Cluster requires),
 -- queue_counters the M per-queue fields ("" when never written), quiesced the members of
 -- KEYS[5], and scheduled is {due by the horizon (0 without one), the earliest due time (ms, ""
--- when none), duplicates skipped}. The layout is documented once more in keys.OBSERVE_REPLY.
+-- when none), duplicates skipped}, and wrong: flat (key, type it holds, type expected)* of
+-- every key read here that holds another type than its own (it is then read as empty: no
+-- worker takes from or writes to it, and one bad key does not blind the whole read). The
+-- layout is documented once more in keys.OBSERVE_REPLY.
 -- include: entry
 local nq, nf = tonumber(ARGV[1]), tonumber(ARGV[2])
+local wrong = {}
+-- usable(key, kind): true when `key` holds a `kind` or nothing; else noted in `wrong`
+local function usable(key, kind)
+  local held = type_of(key)
+  if held == 'none' or held == kind then return true end
+  wrong[#wrong + 1] = key
+  wrong[#wrong + 1] = held
+  wrong[#wrong + 1] = kind
+  return false
+end
 local lengths, oldest = {}, {}
 for i = 1, nq do
   local key, kind = KEYS[5 + i], ARGV[2 + i]
   local head
-  if kind == 'zset' then
+  if not usable(key, kind) then
+    lengths[i] = 0
+  elseif kind == 'zset' then
     lengths[i] = redis.call('ZCARD', key)
     head = redis.call('ZRANGE', key, 0, 0)[1]
   else
@@ -39,26 +54,31 @@ local processing = {}
 -- the m-th worker id ARGV[3 + N + M + m] goes with KEYS[5 + N + m]
 for j = 4 + nq + nf, #ARGV do processing[ARGV[j]] = KEYS[j + 2 - nf] end
 local workers = {}
-local ids = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local ids = usable(KEYS[1], 'zset') and redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') or {}
 for i = 1, #ids, 2 do
   local key = processing[ids[i]]
   workers[#workers + 1] = ids[i]
   workers[#workers + 1] = ids[i + 1]
-  workers[#workers + 1] = key and redis.call('LLEN', key) or -1
+  workers[#workers + 1] = key and (usable(key, 'list') and redis.call('LLEN', key) or 0) or -1
 end
-local counters = redis.call('HMGET', KEYS[4], 'completed', 'failed', 'duplicates', DEAD_TRIMMED)
+local stats = usable(KEYS[4], 'hash')
+local counters = stats and redis.call('HMGET', KEYS[4], 'completed', 'failed', 'duplicates',
+                                      DEAD_TRIMMED) or {}
 local per_queue = {}
 if nf > 0 then
-  local raw = redis.call('HMGET', KEYS[4], unpack(ARGV, 3 + nq, 2 + nq + nf))
+  local raw = stats and redis.call('HMGET', KEYS[4], unpack(ARGV, 3 + nq, 2 + nq + nf)) or {}
   for i = 1, nf do per_queue[i] = raw[i] or '' end
 end
 local horizon = ARGV[3 + nq + nf]
 if horizon == '' then horizon = nil end
-local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-local scheduled = {horizon and redis.call('ZCOUNT', KEYS[2], '-inf', horizon) or 0,
+local delayed = usable(KEYS[2], 'zset')
+local head = delayed and redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES') or {}
+local scheduled = {delayed and horizon and redis.call('ZCOUNT', KEYS[2], '-inf', horizon) or 0,
                    head[2] or '', tonumber(counters[3] or '0') or 0}
 return {lengths, oldest,
-        {redis.call('ZCARD', KEYS[2]), redis.call('LLEN', KEYS[3]),
+        {delayed and redis.call('ZCARD', KEYS[2]) or 0,
+         usable(KEYS[3], 'list') and redis.call('LLEN', KEYS[3]) or 0,
          tonumber(counters[1] or '0') or 0, tonumber(counters[2] or '0') or 0,
          tonumber(counters[4] or '0') or 0},
-        workers, per_queue, redis.call('SMEMBERS', KEYS[5]), scheduled}
+        workers, per_queue,
+        usable(KEYS[5], 'set') and redis.call('SMEMBERS', KEYS[5]) or {}, scheduled, wrong}

@@ -13,6 +13,7 @@
 -- Returns {requeued, dead_lettered}. Two callers recovering the same worker cannot both move a
 -- task: the script runs atomically and the first one empties the list.
 -- include: entry
+-- include: count
 -- include: moves
 local wrong = misfit({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'list', KEYS[4], 'hash'})
 if wrong then return wrong end
@@ -42,5 +43,5 @@ while true do
   end
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
-if requeued > 0 then redis.call('HINCRBY', KEYS[4], 'recovered', requeued) end
+if requeued > 0 then add_count(KEYS[4], 'recovered', requeued) end
 return {requeued, dead}

@@ -12,6 +12,7 @@ local first_entry = FIRST_TYPE + #KEYS - FIRST_QUEUE + 1  -- ARGV[first_entry..]
 -- go back (not an entry, a queue the TaskQueue no longer has, a score its queue's type does not
 -- take, a queue key holding another type: lib/entry.lua `place`) goes to the dead-letter list.
 -- include: entry
+-- include: count
 -- include: moves
 local wrong = misfit({processing, 'list', dead_letter, 'list', stats, 'hash'})
 if wrong then return wrong end

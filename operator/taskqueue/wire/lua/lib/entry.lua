@@ -8,7 +8,8 @@
 -- before its first write: the type each key holds (`misfit`), an entry's queue, score and the
 -- queue key's type (`place`), an envelope's fields (`read_envelope`). Redis does not roll back a
 -- script that fails half-way, so nothing may fail after a write: what cannot be used goes to the
--- dead-letter list with the reason (lib/moves.lua). Reads only: the one command here is TYPE
+-- dead-letter list with the reason (lib/moves.lua); a counter's value is never checked, as no
+-- script fails on one (lib/count.lua). Reads only: the one command here is TYPE
 -- (taskqueue.redisio.acl derives each component's ACL rule from the commands its scripts name).
 
 local MARK = '{"__taskqueue__":1,"attempts":'

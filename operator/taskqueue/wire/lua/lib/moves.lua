@@ -1,8 +1,9 @@
--- lib/moves.lua (included by `-- include: moves`, after lib/entry.lua): the writes the scripts
--- that move entries share: an entry back to its queue (`put`), and the dead-letter list, which
--- only `push_dead` pushes to: LPUSH, then LTRIM to spec.retry.deadLetterMaxLength, counting the
--- dropped records. Every write here follows the checks of lib/entry.lua (`misfit`, `place`), so
--- none can fail half-way through a script.
+-- lib/moves.lua (included by `-- include: moves`, after lib/entry.lua and lib/count.lua): the
+-- writes the scripts that move entries share: an entry back to its queue (`put`), and the
+-- dead-letter list, which only `push_dead` pushes to: LPUSH, then LTRIM to
+-- spec.retry.deadLetterMaxLength, counting the dropped records. Every write here follows the
+-- checks of lib/entry.lua (`misfit`, `place`), and counters cannot fail (lib/count.lua), so none
+-- can fail half-way through a script.
 
 -- now_seconds(): the server's clock (unix seconds, 3 decimals).
 local function now_seconds()
@@ -25,10 +26,10 @@ end
 -- caller has checked that `dead` holds a list and `stats` a hash.
 local function push_dead(dead, stats, max_length, record)
   local n = redis.call('LPUSH', dead, record)
-  redis.call('HINCRBY', stats, 'dead', 1)
+  add_count(stats, 'dead', 1)
   if n > max_length then
     redis.call('LTRIM', dead, 0, max_length - 1)
-    redis.call('HINCRBY', stats, DEAD_TRIMMED, n - max_length)
+    add_count(stats, DEAD_TRIMMED, n - max_length)
   end
 end
 
