@@ -37,12 +37,12 @@ from tests.fixtures.redis_server import RedisServer  # noqa: E402
 
 from taskqueue.wire import keys, scripts  # noqa: E402
 
-QUIESCE_LINE = ("local taking = count > 0 and redis.call('SISMEMBER', KEYS[6], KEYS[1]) == 0")
+QUIESCE_LINE = ("local taking = count > 0 and redis.call('SISMEMBER', quiesced, processing) == 0")
 NO_QUIESCE_LINE = "local taking = count > 0"
-CHECK_LINE = "local wrong = wrong_type(KEYS[4], 'hash')\n"
+CHECK_LINE = "local wrong = wrong_type(stats, 'hash')\n"
 """The first line of fetch.lua's key-type checks, which end at the first CHECKS_END."""
 CHECKS_END = "if wrong then return wrong end\n"
-TAKEN_LINE = ("if got > 0 then redis.call('HINCRBY', KEYS[4], 'taken:' .. keys[i], got) end")
+TAKEN_LINE = ("if got > 0 then redis.call('HINCRBY', stats, 'taken:' .. keys[q], got) end")
 SCHEMA = keys.KeySchema(prefix="tq:bench", queues=(keys.QueueRef(key="tasks"),),
                         dead_letter="tq:bench:dead")
 
