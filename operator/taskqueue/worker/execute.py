@@ -26,8 +26,8 @@ from taskqueue.wire import keys
 from taskqueue.worker import backoff, servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import AsyncHandler, Handler, TaskContext
-from taskqueue.worker.lifecycle import RUNNING
 from taskqueue.worker.logs import task_extra
+from taskqueue.worker.running import RUNNING
 from taskqueue.worker.store import REDIS_ERRORS, Store, now_ms
 
 log = logging.getLogger("taskqueue.worker.task")

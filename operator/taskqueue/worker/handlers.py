@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from taskqueue.worker.lifecycle import Control
+from taskqueue.worker.running import Control
 
 if TYPE_CHECKING:  # asyncio is imported when a coroutine handler first runs (start-up time)
     import asyncio

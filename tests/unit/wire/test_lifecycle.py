@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from taskqueue.cli.task import render
+from taskqueue.cli.status import render
 from taskqueue.wire import lifecycle
 
 P = "q:processing:"

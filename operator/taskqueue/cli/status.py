@@ -1,4 +1,5 @@
-"""`taskqueue status ID` and `taskqueue cancel ID`: one task by its envelope id.
+"""`taskqueue status ID`: where one task is, by its envelope id (`taskqueue cancel ID`:
+`taskqueue.cli.cancel`).
 
 `status` says where the task is in one Redis call (status.lua): queued (which queue), delayed
 (due when), running (which worker, since when, which attempt, its last progress report), done,
@@ -18,7 +19,7 @@ import time
 
 from taskqueue import client
 from taskqueue.cli import ui
-from taskqueue.cli.target import Target
+from taskqueue.cli.target import Target, target_options
 from taskqueue.wire import lifecycle
 
 
@@ -48,18 +49,12 @@ def render(s: lifecycle.TaskStatus, *, now: float) -> str:
     return "\n".join(lines)
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("status", parents=parents, help="where one task is, by id",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:
+    p = sub.add_parser("status", parents=target_options(), help=help, description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("id", help="the task id (what enqueue printed)")
     p.add_argument("--json", action="store_true", help="the status as one JSON object")
     p.set_defaults(run=run_status)
-    c = sub.add_parser("cancel", parents=parents, help="cancel one task, by id",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("id", help="the task id (what enqueue printed)")
-    c.add_argument("--json", action="store_true", help="the result as one JSON object")
-    c.set_defaults(run=run_cancel)
 
 
 def run_status(target: Target, args: argparse.Namespace) -> int:
@@ -68,17 +63,3 @@ def run_status(target: Target, args: argparse.Namespace) -> int:
     print(json.dumps(s.as_dict(), ensure_ascii=False) if args.json else
           render(s, now=time.time()))
     return 0
-
-
-def run_cancel(target: Target, args: argparse.Namespace) -> int:
-    schema = target.require_schema("cancel")
-    r = client.cancel_sync(target.connect(), args.id, key_prefix=schema.prefix)
-    if args.json:
-        print(json.dumps(r.__dict__))
-    elif r.recorded:
-        where = f" (it was {r.state})" if r.state else ""
-        print(f"cancelled {r.id}{where}: a queued or delayed task will not run; "
-              f"{r.workers_told} worker(s) told, a running one stops within a second")
-    else:
-        print(f"{r.id} is {r.state} already: nothing to cancel")
-    return 0 if r.recorded else 1
