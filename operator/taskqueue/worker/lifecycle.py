@@ -2,8 +2,8 @@
 
 `running.RUNNING` registers each running task that has an id. A cancel (cancel.lua) is
 PUBLISHed on the TaskQueue's cancel channel; the `Lifecycle` thread holds a subscribed
-connection, so a running task hears of its cancel within a round trip: `Control.cancel` sets the event a sync handler sees
-(`ctx.cancelled`), cancels an async handler's asyncio task, and signals a command's process
+connection, so a running task hears of its cancel within a round trip: `Control.cancel` sets
+the event a sync handler sees (`ctx.cancelled`), cancels an async handler's asyncio task, and signals a command's process
 group (`handlers.run_command`). On every (re)subscription the thread reads the cancels zset,
 so a cancel published while it was not subscribed still reaches a task that is running.
 Queued and delayed tasks never reach a worker: fetch.lua drops them.
