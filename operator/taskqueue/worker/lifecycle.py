@@ -3,10 +3,10 @@
 `running.RUNNING` registers each running task that has an id. A cancel (cancel.lua) is
 PUBLISHed on the TaskQueue's cancel channel; the `Lifecycle` thread holds a subscribed
 connection, so a running task hears of its cancel within a round trip: `Control.cancel` sets
-the event a sync handler sees (`ctx.cancelled`), cancels an async handler's asyncio task, and signals a command's process
-group (`handlers.run_command`). On every (re)subscription the thread reads the cancels zset,
-so a cancel published while it was not subscribed still reaches a task that is running.
-Queued and delayed tasks never reach a worker: fetch.lua drops them.
+the event a sync handler sees (`ctx.cancelled`), cancels an async handler's asyncio task, and
+signals a command's process group (`handlers.run_command`). On every (re)subscription the
+thread reads the cancels zset, so a cancel published while it was not subscribed still reaches
+a task that is running. Queued and delayed tasks never reach a worker: fetch.lua drops them.
 
 Progress (`ctx.progress`) is kept in memory and written by the same thread at most once per
 `PROGRESS_EVERY_SECONDS` into the worker's `<prefix>:progress:<worker id>` hash (task id ->

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from taskqueue.redisio import queueops
-from taskqueue.wire import keys
+from taskqueue.wire import keys, scripts
 
 SCHEMA = keys.KeySchema(prefix="q", queues=(keys.QueueRef("q"),), dead_letter="q:dead")
 
@@ -18,8 +18,8 @@ SCHEMA = keys.KeySchema(prefix="q", queues=(keys.QueueRef("q"),), dead_letter="q
 def fetch(r: redis.Redis, *, count: int, acks: tuple[str, ...] = (),
           tracking: bool = True) -> list[str]:
     return list(queueops.script("fetch").sync(
-        r, keys=queueops.fetch_keys(SCHEMA, "w"),
-        args=queueops.fetch_args(SCHEMA, now_ms=None, count=count, hold=True, acks=acks,
+        r, keys=scripts.fetch_keys(SCHEMA, "w"),
+        args=scripts.fetch_args(SCHEMA, now_ms=None, count=count, hold=True, acks=acks,
                                  tracking=tracking)))
 
 
