@@ -28,6 +28,9 @@ SCHEMA = keys.KeySchema(prefix="p", dead_letter="p:dead",
     pytest.param("p:done:t1", "string", id="done"),
     pytest.param("p:running:t1", "string", id="running"),
     pytest.param("p:unique:t1", "string", id="unique"),
+    pytest.param("p:cancels", "zset", id="cancels"),
+    pytest.param("p:task:t1", "hash", id="task-index"),
+    pytest.param("p:progress:w1", "hash", id="progress"),
     pytest.param("p:other", None, id="not-owned"),
     pytest.param("a:dead", None, id="another-name"),
 ])
@@ -39,7 +42,8 @@ def test_expected_types_are_the_fixed_keys_then_the_processing_lists() -> None:
     assert SCHEMA.expected_types(processing=["p:processing:w1"]) == {
         "a": "list", "b": "zset", "p:workers": "zset", "p:delayed": "zset",
         "p:starvation": "hash", "p:stats": "hash", "p:quiesced": "set", "p:history": "stream",
-        "p:decisions": "stream", "p:dead": "list", "p:processing:w1": "list"}
+        "p:decisions": "stream", "p:cancels": "zset", "p:dead": "list",
+        "p:processing:w1": "list"}
 
 
 def _table_rows() -> list[tuple[str, str]]:
@@ -64,7 +68,7 @@ def test_the_table_of_the_keys_module_says_the_types_keyspace_owns() -> None:
         assert SCHEMA.type_of(concrete) == kind, key
     documented = {key for key, _ in rows}
     assert {f"<prefix>:{name}" for name in keyspace.BOOKKEEPING} <= documented
-    assert {f"<prefix>:{name}:<{'worker' if name == 'processing' else 'task'} id>"
+    assert {f"<prefix>:{name}:<{'worker' if name in ('processing', 'progress') else 'task'} id>"
             for name in keyspace.FAMILIES} <= documented
 
 
