@@ -253,6 +253,7 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
         due_soon=int(scheduled[0]),
         next_due_at=float(_text(scheduled[1])) / 1000 if _text(scheduled[1]) else None,
         duplicates_total=int(scheduled[2]),
+        cancelled_total=int(scheduled[3]) if len(scheduled) > 3 else 0,
         wrong_types=_wrong_types(wrong),
     )
 

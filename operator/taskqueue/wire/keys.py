@@ -138,7 +138,8 @@ OBSERVE_REPLY = ("lengths", "oldest", "counts", "workers", "queue_counters", "qu
 completed, failed, dead trimmed}, flat (worker id, deadline ms, in flight)*, the per-queue counters
 (`KeySchema.queue_counter_fields`: taken, service ms, served, squared service ms, attempts
 squared, then the wait histogram of each queue; "" when never written), the
-quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates}, then flat
+quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates,
+cancelled}, then flat
 (key, type held, type expected)* of the keys that hold another type (read as empty). One
 EVALSHA."""
 

@@ -5,6 +5,7 @@ one from ever starting."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import redis
 from taskqueue import client
 from taskqueue.wire import keys, lifecycle
 from tests.helpers import handlers as h
+from tests.helpers.cli import Run
 from tests.helpers.wait import wait_for
 from tests.redis.worker.procs import running
 
@@ -69,7 +71,8 @@ def test_a_cancelled_running_task_stops_is_not_retried_and_the_worker_goes_on(
 
 @pytest.mark.parametrize("delayed", [False, True], ids=["queued", "delayed"])
 def test_a_task_cancelled_before_it_runs_is_never_started(
-        redis_url: str, redis_sync: redis.Redis, tmp_path: Path, delayed: bool) -> None:
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path, delayed: bool,
+        cli: Run) -> None:
     doomed = client.enqueue_sync(redis_sync, Q, "doomed", track=True,
                                  delay=0.5 if delayed else None)
     assert status(redis_sync, doomed).state == ("delayed" if delayed else "queued")
@@ -83,6 +86,8 @@ def test_a_task_cancelled_before_it_runs_is_never_started(
     assert not started(redis_sync, doomed)
     assert status(redis_sync, doomed).state == "cancelled"
     assert stat(redis_sync, "cancelled") == 1 and redis_sync.zcard(SCHEMA.cancels) == 0
+    shown = cli("stats", "--redis-url", redis_url, "--queue", Q, "--json", "--interval", "0")
+    assert json.loads(shown.out)["cancelled_total"] == 1
 
 
 def test_status_follows_a_task_with_its_progress(redis_url: str, redis_sync: redis.Redis,
