@@ -25,6 +25,8 @@ BOOKKEEPING: dict[str, str] = {
     "starvation": "starvation counters hash",
     "stats": "stats hash",
     "quiesced": "quiesced-workers set",
+    "flow": "flow-control hash (rate limits, in-flight limits, pauses)",
+    "flowstate": "flow-state hash (rate-limit times, tasks in flight)",
     "history": "history stream",
     "decisions": "decision-log stream",
 }

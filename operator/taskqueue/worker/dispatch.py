@@ -118,6 +118,9 @@ class Dispatcher:
         """The last call found the queues dry: the dispatcher waits for a push after this."""
         self._retry = False
         """The last call failed (backoff waited): the dispatcher thread calls again."""
+        self._flow_wait = 0.0
+        """The dry call was held back by a rate limit: seconds until its next task may start
+        (the dispatcher sleeps that long instead of waiting for a push)."""
         self._next_promote = 0.0
         self.thread = threading.Thread(target=self.run, name="dispatch", daemon=True)
 
@@ -219,6 +222,7 @@ class Dispatcher:
         if len(entries) < count:
             with self.cond:
                 self._dry = token
+                self._flow_wait = self.store.flow_wait_ms / 1000
 
     def _has_news(self) -> bool:
         return bool(self._posted) or self.state.stopping.is_set()
@@ -258,7 +262,14 @@ class Dispatcher:
                 self._ready.append(slot)
 
     def _idle(self, token: tuple[int, int]) -> None:
-        """The queues ran dry: wait for a push (or a slot to finish, or the sweep)."""
+        """The queues ran dry: wait for a push (or a slot to finish, or the sweep). Held back
+        by a rate limit: wait until the limit lets the next task start (pushes of new tasks
+        cannot help), at most the sweep."""
+        flow_wait, self._flow_wait = self._flow_wait, 0.0
+        if flow_wait > 0:
+            with self.cond:
+                self.cond.wait_for(self._has_news, min(flow_wait, self.config.sweep_seconds))
+            return
         self.wakeup.idle(token, timeout=self.config.sweep_seconds, until=self._has_news)
         self._next_promote = 0.0  # an idle re-check always promotes
         if self.held and self.state.held_count() == 0 and others_registered(self.store):

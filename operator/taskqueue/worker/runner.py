@@ -56,7 +56,7 @@ class Worker:
         self.config = config
         self.state = WorkerState()
         mode = fetch_mode(config)
-        self.wakeup = (Wakeup(url=config.redis_url, queue_keys=config.schema.queue_keys)
+        self.wakeup = (Wakeup(url=config.redis_url, queue_keys=config.schema.wakeup_keys)
                        if mode in ("held", "unheld") else None)
         self.heartbeat = Heartbeat(config=config)
         self.promoter = Promoter(config=config, stopping=self.state.stopping)

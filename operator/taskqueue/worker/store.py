@@ -92,6 +92,9 @@ class Store:
         self._conn: resp.Connection | None = None
         self._hold_flag = {True: bulk("1"), False: bulk("0")}
         self.queue_keys: tuple[str, ...] = ()
+        self.flow_wait_ms = 0
+        """From the last fetch: ms until a rate-limited queue may give its next task (0: none
+        held back)."""
         self.use_queues(skip=())
 
     def use_queues(self, *, skip: Collection[str]) -> None:
@@ -111,7 +114,8 @@ class Store:
     def key_types(self) -> dict[str, str]:
         """The type Redis holds at each key fetch.lua touches ("none" when absent)."""
         names = [self.processing, self.schema.delayed, self.schema.starvation,
-                 self.schema.stats, self.schema.dead_letter, *self.schema.queue_keys]
+                 self.schema.stats, self.schema.dead_letter, self.schema.flow,
+                 self.schema.flow_state, *self.schema.queue_keys]
         return {name: str(self.call("TYPE", name)) for name in names}
 
     def close(self) -> None:
@@ -154,7 +158,8 @@ class Store:
     def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True,
               promote: bool = True) -> list[str]:
         """Ack `acks`, promote due retries (unless `promote` is False), take up to `count`
-        entries (see fetch.lua)."""
+        entries (see fetch.lua). When a rate limit held a queue back, `flow_wait_ms` is the
+        time until it may give its next task (else 0)."""
         packed = b"".join((
             b"*%d\r\n" % (self._fetch_fixed + len(acks)), self._fetch_head,
             bulk(now_ms() if promote else ""), bulk(count if self.queue_keys else 0),
@@ -162,6 +167,9 @@ class Store:
             bulk(len(acks)), *[bulk(a) for a in acks], self._fetch_tail,
         ))
         result: list[str] = self._evalsha("fetch", packed)
+        self.flow_wait_ms = 0
+        if result and isinstance(result[-1], int):
+            self.flow_wait_ms = result.pop()
         if result and self.wait_replicas and hold:
             # durable mode: the move into our processing list reaches a replica before we run
             # the task, so a failover now cannot hand it out again while we hold it
@@ -175,7 +183,7 @@ class Store:
         """Retry (`value` = delayed entry) or dead-letter (`value` = record); see fail.lua."""
         s = self.schema
         applied = self.script(
-            "fail", [self.processing, s.delayed, s.dead_letter, s.stats],
+            "fail", [self.processing, s.delayed, s.dead_letter, s.stats, s.flow_state],
             ["1" if held else "0", entry, "dead" if dead else "retry", value, due_ms,
              s.dead_letter_max_length],
         )

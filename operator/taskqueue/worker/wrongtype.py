@@ -27,7 +27,8 @@ RECHECK_SECONDS = 5.0
 def expected_types(schema: keys.KeySchema, *, processing: str) -> dict[str, str]:
     """The Redis type each key of a fetch must hold (or be absent). Pure."""
     expected = {processing: "list", schema.delayed: "zset", schema.starvation: "hash",
-                schema.stats: "hash", schema.dead_letter: "list"}
+                schema.stats: "hash", schema.dead_letter: "list", schema.flow: "hash",
+                schema.flow_state: "hash"}
     expected.update({q.key: q.type for q in schema.queues})
     return expected
 
