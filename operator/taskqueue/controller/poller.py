@@ -31,9 +31,9 @@ from taskqueue.controller.observe import Observed, observe
 from taskqueue.controller.reaper import Reaper
 from taskqueue.controller.record import Record, Records, key_of
 from taskqueue.controller.redisurls import RedisPools, RedisUrls
+from taskqueue.redisio import flowops
 from taskqueue.scaling import policy, quiesce
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.redisio import flowops
 from taskqueue.wire import keys
 from taskqueue.wire.flow import QueueFlow
 

@@ -46,7 +46,7 @@ def queue_slots(q: QueueFlow, service: float | None) -> tuple[float, str, str] |
     if rate is not None and service is not None and service > 0:
         slots = rate * service
         options.append((slots * (1 + HEADROOM), RATE_LIMIT_CAP,
-                        f"rateLimit of {q.key}: {rate:.3g}/s × {service:.3g} s = {slots:.3g} "
+                        f"rateLimit of {q.key}: {rate:.3g}/s x {service:.3g} s = {slots:.3g} "
                         f"slots (+{HEADROOM:.0%})"))
     return min(options, key=lambda o: o[0]) if options else None
 

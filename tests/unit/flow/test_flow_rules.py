@@ -118,7 +118,7 @@ def test_the_reason_says_what_caps_the_fleet() -> None:
     found = flowcap.cap([QueueFlow("emails", rate=RATE_50)], busy={"emails": True},
                         service={"emails": 0.4}, concurrency=1)
     assert found is not None
-    assert "rateLimit of emails: 50/s × 0.4 s = 20 slots (+10%)" in found.why
+    assert "rateLimit of emails: 50/s x 0.4 s = 20 slots (+10%)" in found.why
     assert found.replicas == 22
 
 
@@ -145,4 +145,4 @@ def test_a_rate_limited_queue_is_held_at_its_need_once_the_service_time_is_expec
                       state=PolicyState(replicas=1), now=NOW, concurrency=8, queue_order=("q",),
                       flow=(QueueFlow("q", rate=RATE_50),))
     assert (decision.replicas, decision.rule) == (3, Rule.RATE_LIMIT_CAP)
-    assert "rateLimit of q: 50/s × 0.4 s = 20 slots" in decision.reason
+    assert "rateLimit of q: 50/s x 0.4 s = 20 slots" in decision.reason
