@@ -29,6 +29,8 @@ def expected_types(schema: keys.KeySchema) -> list[tuple[str, str]]:
         (schema.dead_letter, "list"),
         (schema.stats, "hash"),
         (schema.starvation, "hash"),
+        (schema.flow, "hash"),
+        (schema.flow_state, "hash"),
     ]
 
 

@@ -42,10 +42,7 @@ async def sync(client: aioredis.Redis, schema: keys.KeySchema,
     """Make the operator's part of the control hash what `queues` declare (the CLI's pauses
     stay), and return every queue's flow control as it then stands."""
     async with client.pipeline(transaction=False) as pipe:
-        pipe.type(schema.flow)
-        pipe.type(schema.flow_state)
-        pipe.hgetall(schema.flow)
-        pipe.hgetall(schema.flow_state)
+        _read_pipe(pipe, schema)
         kind, state_kind, control, state = await pipe.execute(raise_on_error=False)
     _hashes([str(kind), str(state_kind)], schema)
     to_set, to_delete = flow.sync_plan(flow.control_fields(queues), control)
@@ -64,11 +61,27 @@ async def sync(client: aioredis.Redis, schema: keys.KeySchema,
 def read(client: redis.Redis, schema: keys.KeySchema) -> tuple[flow.QueueFlow, ...]:
     """Every queue's flow control as the two hashes hold it now."""
     with client.pipeline(transaction=False) as pipe:
-        pipe.type(schema.flow)
-        pipe.type(schema.flow_state)
-        pipe.hgetall(schema.flow)
-        pipe.hgetall(schema.flow_state)
-        kind, state_kind, control, state = pipe.execute(raise_on_error=False)
+        _read_pipe(pipe, schema)
+        return _read_reply(pipe.execute(raise_on_error=False), schema)
+
+
+async def read_async(client: aioredis.Redis,
+                     schema: keys.KeySchema) -> tuple[flow.QueueFlow, ...]:
+    """`read` over an asyncio client."""
+    async with client.pipeline(transaction=False) as pipe:
+        _read_pipe(pipe, schema)
+        return _read_reply(await pipe.execute(raise_on_error=False), schema)
+
+
+def _read_pipe(pipe: Any, schema: keys.KeySchema) -> None:
+    pipe.type(schema.flow)
+    pipe.type(schema.flow_state)
+    pipe.hgetall(schema.flow)
+    pipe.hgetall(schema.flow_state)
+
+
+def _read_reply(replies: list[Any], schema: keys.KeySchema) -> tuple[flow.QueueFlow, ...]:
+    kind, state_kind, control, state = replies
     _hashes([str(kind), str(state_kind)], schema)
     return flow.read(schema.queue_keys, control, state)
 
