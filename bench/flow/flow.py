@@ -35,9 +35,9 @@ ROOT = HERE.parents[1]
 sys.path[:0] = [str(ROOT / "operator"), str(ROOT)]
 
 import redis  # noqa: E402
+from bench.flow.handlers import STARTS  # noqa: E402
 from tests.fixtures.redis_server import RedisServer  # noqa: E402
 
-from bench.flow.handlers import STARTS  # noqa: E402
 from taskqueue import client as producer  # noqa: E402
 from taskqueue.wire import flow, keys, scripts  # noqa: E402
 
@@ -120,14 +120,18 @@ def inflight(server: RedisServer, args: argparse.Namespace) -> None:
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
     back: list[float] = []
+    held_at_kill: list[int] = []
     try:
         spawned = 3
         for _ in range(args.kills):
-            time.sleep(0.5)
             victim = procs.pop(0)
             vid = f"w{spawned - 3}"
+            deadline = time.time() + 60
+            while not r.llen(SCHEMA.processing(vid)) and time.time() < deadline:
+                time.sleep(0.01)  # kill it while it holds tasks
             victim.send_signal(signal.SIGKILL)
             victim.wait()
+            held_at_kill.append(int(r.llen(SCHEMA.processing(vid))))
             killed_at = time.time()
             procs.append(worker(server.url, f"w{spawned}", *wargs))
             spawned += 1
@@ -140,8 +144,9 @@ def inflight(server: RedisServer, args: argparse.Namespace) -> None:
         stop(procs)
     differ = sum(1 for t, h in samples if t != h)
     print(f"inflight: {len(samples)} samples, most in flight {max(t for t, _ in samples)} "
-          f"(limit 10), count != truth in {differ} samples; {args.kills} SIGKILLs: the dead "
-          f"worker's tasks back after median {statistics.median(back):.2f}s, max "
+          f"(limit 10), count != truth in {differ} samples; {args.kills} SIGKILLs of workers "
+          f"holding {sum(held_at_kill)} tasks in all: the dead worker's tasks back after "
+          f"median {statistics.median(back):.2f}s, max "
           f"{max(back):.2f}s (heartbeat timeout 3 s)")
 
 

@@ -34,7 +34,7 @@ from taskqueue.controller.redisurls import RedisPools, RedisUrls
 from taskqueue.redisio import flowops
 from taskqueue.scaling import policy, quiesce
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.wire import keys
+from taskqueue.wire import flow, keys
 from taskqueue.wire.flow import QueueFlow
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ class Poller:
                     tq: TaskQueue) -> tuple[QueueFlow, ...]:
         """Write the spec's flow limits and pauses into Redis; every queue's flow control as it
         then stands (`taskqueue pause` included). Redis unusable: the spec's, as declared."""
-        declared = flowops.declared(tq.spec.queues)
+        declared = flow.declared(tq.spec.queues)
         try:
             return await flowops.sync(client, schema, declared)
         except (redis.RedisError, OSError) as exc:

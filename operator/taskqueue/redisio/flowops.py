@@ -21,15 +21,6 @@ class FlowTypeError(redis.ResponseError):
     """A flow hash key holds another type (one line naming it)."""
 
 
-def declared(spec_queues: Sequence[Any]) -> tuple[flow.QueueFlow, ...]:
-    """The flow control spec.queues declares (`models.QueueSpec`s)."""
-    return tuple(flow.QueueFlow(
-        key=q.key,
-        rate=(None if q.rateLimit is None else
-              (q.rateLimit.tasks, q.rateLimit.perSeconds, q.rateLimit.bucket)),
-        max_in_flight=q.maxInFlight, paused=q.paused) for q in spec_queues)
-
-
 def _hashes(types: Sequence[str], schema: keys.KeySchema) -> None:
     for key, kind in zip((schema.flow, schema.flow_state), types, strict=True):
         if kind not in ("hash", "none"):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 RATE = "rate:"
 MAX = "max:"
@@ -57,6 +58,16 @@ class QueueFlow:
     @property
     def limited(self) -> bool:
         return self.rate is not None or self.max_in_flight is not None or self.is_paused
+
+
+def declared(spec_queues: Sequence[Any]) -> tuple[QueueFlow, ...]:
+    """The flow control spec.queues declares (`models.QueueSpec`s, which this module cannot
+    import: the worker starts without pydantic)."""
+    return tuple(QueueFlow(
+        key=q.key,
+        rate=(None if q.rateLimit is None else
+              (q.rateLimit.tasks, q.rateLimit.perSeconds, q.rateLimit.bucket)),
+        max_in_flight=q.maxInFlight, paused=q.paused) for q in spec_queues)
 
 
 def rate_text(tasks: int, per_seconds: float, burst: int) -> str:
