@@ -107,7 +107,8 @@ class Poller:
             ready_replicas=deployment.ready_replicas, error=observed.error,
             generation=generation, last_scale=record.last_scale, now=written, flow=flow),
             now=written)
-        record_metrics(ref, observation, outcome, deployment, time.perf_counter() - started)
+        record_metrics(ref, observation, outcome, deployment, time.perf_counter() - started,
+                       flow)
         return outcome
 
     async def _flow(self, client: aioredis.Redis, schema: keys.KeySchema,
