@@ -14,20 +14,24 @@ from __future__ import annotations
 import argparse
 import getpass
 import time
+from collections.abc import Callable
 
 from taskqueue.cli.errors import EXIT_USAGE, CliError
-from taskqueue.cli.target import Target
+from taskqueue.cli.target import Target, target_options
 from taskqueue.redisio import flowops
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               parents: list[argparse.ArgumentParser]) -> None:
-    for name, run, help_ in (("pause", run_pause, "stop workers taking from a queue"),
-                             ("resume", run_resume, "lift `taskqueue pause` of a queue")):
-        p = sub.add_parser(name, parents=parents, help=help_, description=__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("queue_key", metavar="QUEUE", help="key of one of the TaskQueue's queues")
-        p.set_defaults(run=run)
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:
+    add_command(sub, "pause", run_pause, help=help)
+
+
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
+                run: Callable[[Target, argparse.Namespace], int], *, help: str) -> None:
+    """`taskqueue pause` or `taskqueue resume` (`taskqueue.cli.resume`)."""
+    p = sub.add_parser(name, parents=target_options(), help=help, description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("queue_key", metavar="QUEUE", help="key of one of the TaskQueue's queues")
+    p.set_defaults(run=run)
 
 
 def _queue(target: Target, args: argparse.Namespace, command: str) -> str:

@@ -29,10 +29,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from taskqueue import client as producer
 from taskqueue.api import redact
+from taskqueue.api.limits import Bounds
 from taskqueue.cli import numbers, ui
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
-from taskqueue.cli.target import Target
-from taskqueue.client import Bounds
+from taskqueue.cli.target import Target, target_options
 from taskqueue.redisio import flowops, queueops
 from taskqueue.scaling import waits
 from taskqueue.scaling.observation import QueueObservation
@@ -187,9 +187,8 @@ def render(snap: dict[str, Any]) -> str:
     ])
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("stats", parents=parents, help="queue statistics (--watch for live)",
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:
+    p = sub.add_parser("stats", parents=target_options(), help=help,
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="one JSON document (per refresh)")
     p.add_argument("-w", "--watch", action="store_true", help="refresh until Ctrl-C")

@@ -26,14 +26,13 @@ from taskqueue.redisio.dsn import (
     SettingsError,
     dsn_for,
     is_cluster_dsn,
-    redact,
     with_sentinel_password,
     with_tls_dir,
 )
 
 __all__ = [
     "AsyncClient", "Mode", "RedisSettings", "SettingsError", "SyncClient", "async_client",
-    "dsn_for", "is_cluster_dsn", "master_address", "redact", "sync_client",
+    "dsn_for", "is_cluster_dsn", "master_address", "sync_client",
     "with_sentinel_password", "with_tls_dir",
 ]
 
@@ -209,8 +208,8 @@ class _FollowMaster(redis.sentinel.SentinelManagedConnection):
     """A Sentinel-managed connection that asks for the master again on every reconnect.
 
     redis-py re-resolves the master only in `connect()`; a command that reconnects after an
-    error goes through `connect_check_health()` to the old address, so a retried command kept
-    knocking at the dead master. This asks Sentinel there too."""
+    error goes through `connect_check_health()` to the old address, so a retried command would
+    knock at the dead master again. This asks Sentinel there too."""
 
     def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
         if self._sock is None and self.connection_pool.is_master:

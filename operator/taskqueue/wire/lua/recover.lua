@@ -17,7 +17,7 @@
 -- include: count
 -- include: moves
 -- include: flow
-local flow_on, wrong = flow_state(KEYS[5])
+local flow_on, wrong = flow_state_of(KEYS[5])
 wrong = wrong or misfit({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'list', KEYS[4], 'hash'})
 if wrong then return wrong end
 local max_attempts, max_dead = tonumber(ARGV[2]), tonumber(ARGV[4])

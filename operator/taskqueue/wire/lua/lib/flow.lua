@@ -154,14 +154,14 @@ local function flow_release(state, gone)
   end
 end
 
--- flow_state(state) -> whether the state hash exists, and its WRONGTYPE error (or nil): the
+-- flow_state_of(state) -> whether the state hash exists, and its WRONGTYPE error (or nil): the
 -- check a script that gives back held entries makes before its first write.
-local function flow_state(state)
+local function flow_state_of(state)
   if redis.call('EXISTS', state) == 0 then return false, nil end
   return true, wrong_type(state, 'hash')
 end
 
--- flow_gone(on, state, entry): `entry` left its processing list (`on`: flow_state's answer).
+-- flow_gone(on, state, entry): `entry` left its processing list (`on`: flow_state_of's answer).
 local function flow_gone(on, state, entry)
   if on then
     local gone = {}
