@@ -68,7 +68,8 @@ def fill(r: redis.Redis, *, pending: int, dead: int) -> None:
         r.lpush("big:dead", *[json.dumps({
             "queue": "big", "payload": f'{{"image": {i}}}', "attempts": 3,
             "error": f"needle-{i}" if i % 5000 == 77 else "TimeoutError: took over 30 s",
-            "failed_at": now - i, "id": f"dead-{i}"}) for i in range(start, min(dead, start + batch))])
+            "failed_at": now - i, "id": f"dead-{i}"})
+            for i in range(start, min(dead, start + batch))])
     t = int(now * 1000)
     for i in range(360):
         p = history.HistoryPoint(t=t - (360 - i) * 10_000, dt=10_000, desired=5, replicas=5,

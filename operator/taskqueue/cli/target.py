@@ -115,10 +115,10 @@ def resolve(args: argparse.Namespace) -> Target:
         _check_url(args.redis_url, "--redis-url")
     if args.file:
         tq = manifest.load(args.file)
-        return _from_object(tq, url=args.redis_url or _spec_url(tq, args.file))
+        return from_object(tq, url=args.redis_url or _spec_url(tq, args.file))
     if args.name:
         tq, url = _from_cluster(args)
-        return _from_object(tq, url=args.redis_url or url)
+        return from_object(tq, url=args.redis_url or url)
     return _from_flags(args)
 
 
@@ -129,7 +129,9 @@ def _check_url(url: str, source: str) -> None:
         raise CliError(problem, EXIT_USAGE if source.startswith("--") else EXIT_TARGET)
 
 
-def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
+def from_object(tq: models.TaskQueue, *, url: str) -> Target:
+    """The target of TaskQueue `tq` on Redis `url` (its schema, the DSN of its mode, TLS files
+    from TASKQUEUE_REDIS_TLS_DIR); CliError when they do not fit together."""
     ns = tq.metadata.namespace
     name = f"{ns}/{tq.metadata.name}" if ns else tq.metadata.name
     url = clients.dsn_for(url, tq.spec.redis.mode, sentinel=tq.spec.redis.sentinel)

@@ -1,4 +1,5 @@
-"""Running the console: locally on one TaskQueue (`serve_local`, from `taskqueue console`)."""
+"""Running the console: locally on one TaskQueue (`serve_local`), or in the cluster on every
+TaskQueue behind Kubernetes tokens (`serve_cluster`, `taskqueue console --in-cluster`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from aiohttp import web
 
 from taskqueue.api import manifest
 from taskqueue.cli.target import Target
-from taskqueue.console import access, server, views
+from taskqueue.console import access, cluster, server, views
+from taskqueue.console.kube import Kube
 from taskqueue.console.source import LocalSource
 
 LOCAL_REFUSAL = ("Read-only: start the console with --allow-actions to requeue or delete "
@@ -43,5 +45,27 @@ def serve_local(target: Target, *, host: str, port: int, allow_actions: bool, re
     app = app_local(target, allow_actions=allow_actions, refresh=refresh, spec_file=spec_file)
     sys.stderr.write(f"taskqueue console: http://{host}:{port}/ "
                      f"({'actions enabled' if allow_actions else 'read-only'}; Ctrl-C stops)\n")
+    web.run_app(app, host=host, port=port, print=None, handle_signals=True)
+    return 0
+
+
+CLUSTER_REFUSAL = ("Read-only for you: acting on this TaskQueue needs `update taskqueues` in its "
+                   "namespace (and the console deployed with console.allowActions).")
+
+
+def app_cluster(*, kubeconfig: str | None, context: str | None, allow_actions: bool,
+                refresh: float) -> web.Application:
+    kube = Kube(kubeconfig=kubeconfig, context=context)
+    signin = cluster.ClusterAccess(kube=kube, allow_actions=allow_actions)
+    return server.build(source=cluster.ClusterSource(kube=kube), access=signin,
+                        refresh_seconds=refresh, refusal=CLUSTER_REFUSAL,
+                        mode="Kubernetes sign-in", signin_access=signin)
+
+
+def serve_cluster(*, host: str, port: int, kubeconfig: str | None, context: str | None,
+                  allow_actions: bool, refresh: float) -> int:
+    app = app_cluster(kubeconfig=kubeconfig, context=context, allow_actions=allow_actions,
+                      refresh=refresh)
+    sys.stderr.write(f"taskqueue console (in the cluster): http://{host}:{port}/\n")
     web.run_app(app, host=host, port=port, print=None, handle_signals=True)
     return 0

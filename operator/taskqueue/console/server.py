@@ -21,7 +21,7 @@ from aiohttp import web
 from taskqueue.api import redact
 from taskqueue.cli import dlq
 from taskqueue.cli.records import DeadLetter
-from taskqueue.console import live, reads, security, views
+from taskqueue.console import cluster, live, reads, security, views
 from taskqueue.console.access import Access, Viewer
 from taskqueue.console.source import Source
 
@@ -34,6 +34,7 @@ ACCESS = web.AppKey("access", Access)
 SHARED = web.AppKey("shared", live.Shared)
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
 SETTINGS = web.AppKey("settings", dict[str, Any])
+SIGNIN = web.AppKey("signin", cluster.ClusterAccess)
 
 
 def environment() -> jinja2.Environment:
@@ -248,8 +249,33 @@ async def act(request: web.Request) -> web.Response:
                   kept=kept, missing=max(0, len(wanted) - done - len(kept)))
 
 
+async def signin_page(request: web.Request) -> web.Response:
+    return render(request, "signin.html", failed=False)
+
+
+async def signin(request: web.Request) -> web.StreamResponse:
+    """A Kubernetes bearer token in, a session cookie out (the token stays on the server)."""
+    form = await security.check_form(request)
+    sid = await request.app[SIGNIN].sign_in(form.get("token", ""))
+    if sid is None:
+        return render(request, "signin.html", status=401, failed=True)
+    response = web.HTTPSeeOther("/")
+    response.set_cookie(cluster.SESSION_COOKIE, sid, httponly=True, samesite="Strict",
+                        path="/", secure=request.secure, max_age=int(cluster.SESSION_SECONDS))
+    return response
+
+
+async def signout(request: web.Request) -> web.StreamResponse:
+    await security.check_form(request)
+    request.app[SIGNIN].sign_out(request.cookies.get(cluster.SESSION_COOKIE, ""))
+    response = web.HTTPSeeOther("/signin")
+    response.del_cookie(cluster.SESSION_COOKIE, path="/")
+    return response
+
+
 def build(*, source: Source, access: Access, refresh_seconds: float,
-          refusal: str, mode: str) -> web.Application:
+          refusal: str, mode: str,
+          signin_access: cluster.ClusterAccess | None = None) -> web.Application:
     """The application; `refusal` is what a viewer who may not act is told."""
     app = web.Application(middlewares=[security.headers])
     app[SOURCE] = source
@@ -257,7 +283,8 @@ def build(*, source: Source, access: Access, refresh_seconds: float,
     app[SHARED] = live.Shared(ttl=refresh_seconds)
     app[TEMPLATES] = environment()
     app[SETTINGS] = {"refresh_ms": int(refresh_seconds * 1000), "refusal": refusal,
-                     "mode": mode, "window": reads.SEARCH_WINDOW}
+                     "mode": mode, "window": reads.SEARCH_WINDOW,
+                     "signin": signin_access is not None}
     static = resources.files("taskqueue.console") / "static"
     app.router.add_get("/", index)
     app.router.add_get("/tq/{namespace}/{name}", taskqueue)
@@ -267,6 +294,11 @@ def build(*, source: Source, access: Access, refresh_seconds: float,
     app.router.add_post("/tq/{namespace}/{name}/dead/confirm", confirm)
     app.router.add_post("/tq/{namespace}/{name}/dead/act", act)
     app.router.add_static("/static/", str(static))
+    if signin_access is not None:
+        app[SIGNIN] = signin_access
+        app.router.add_get("/signin", signin_page)
+        app.router.add_post("/signin", signin)
+        app.router.add_post("/signout", signout)
 
     async def close(app: web.Application) -> None:
         await app[SOURCE].close()
