@@ -27,6 +27,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--in-cluster", action="store_true",
                    help="every TaskQueue of the cluster, viewers sign in with a Kubernetes token "
                         "(the chart's console.enabled; --kubeconfig/--context outside a pod)")
+    p.add_argument("--watch-namespace", action="append", default=[], metavar="NS",
+                   help="with --in-cluster: the namespaces to show (repeatable; default: all)")
     p.add_argument("--refresh", type=float, default=5.0,
                    help="seconds between refreshes of a page (default 5; all viewers share one)")
     p.set_defaults(run=run)
@@ -45,7 +47,8 @@ def run(target: Target, args: argparse.Namespace) -> int:
                            EXIT_USAGE)
         return command.serve_cluster(host=args.host, port=args.port, kubeconfig=args.kubeconfig,
                                      context=args.context, allow_actions=args.allow_actions,
-                                     refresh=args.refresh)
+                                     refresh=args.refresh,
+                                     namespaces=tuple(args.watch_namespace))
     target.require_schema("console")
     return command.serve_local(target, host=args.host, port=args.port,
                                allow_actions=args.allow_actions, refresh=args.refresh,

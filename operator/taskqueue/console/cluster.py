@@ -96,10 +96,13 @@ class ClusterAccess:
 
 
 class ClusterSource:
-    """Every TaskQueue of the cluster, listed at most every LIST_SECONDS."""
+    """Every TaskQueue of the watched namespaces (all: the cluster's), listed at most every
+    LIST_SECONDS."""
 
-    def __init__(self, *, kube: Kube) -> None:
+    def __init__(self, *, kube: Kube, namespaces: tuple[str, ...]) -> None:
         self.kube = kube
+        self.namespaces = namespaces
+        """The namespaces the operator watches (empty: all)."""
         self._listed: tuple[float, list[Hosted]] = (0.0, [])
         self._targets: dict[str, Target] = {}
         self._clients: dict[str, aioredis.Redis] = {}
@@ -110,7 +113,7 @@ class ClusterSource:
         at, hosted = self._listed
         if time.monotonic() - at < LIST_SECONDS:
             return hosted
-        objs = await asyncio.to_thread(self.kube.taskqueues)
+        objs = await asyncio.to_thread(self.kube.taskqueues, self.namespaces)
         hosted = []
         for obj in objs:
             got = await asyncio.to_thread(self._hosted, obj)

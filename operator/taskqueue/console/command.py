@@ -54,18 +54,19 @@ CLUSTER_REFUSAL = ("Read-only for you: acting on this TaskQueue needs `update ta
 
 
 def app_cluster(*, kubeconfig: str | None, context: str | None, allow_actions: bool,
-                refresh: float) -> web.Application:
+                refresh: float, namespaces: tuple[str, ...]) -> web.Application:
     kube = Kube(kubeconfig=kubeconfig, context=context)
     signin = cluster.ClusterAccess(kube=kube, allow_actions=allow_actions)
-    return server.build(source=cluster.ClusterSource(kube=kube), access=signin,
+    return server.build(source=cluster.ClusterSource(kube=kube, namespaces=namespaces),
+                        access=signin,
                         refresh_seconds=refresh, refusal=CLUSTER_REFUSAL,
                         mode="Kubernetes sign-in", signin_access=signin)
 
 
 def serve_cluster(*, host: str, port: int, kubeconfig: str | None, context: str | None,
-                  allow_actions: bool, refresh: float) -> int:
+                  allow_actions: bool, refresh: float, namespaces: tuple[str, ...]) -> int:
     app = app_cluster(kubeconfig=kubeconfig, context=context, allow_actions=allow_actions,
-                      refresh=refresh)
+                      refresh=refresh, namespaces=namespaces)
     sys.stderr.write(f"taskqueue console (in the cluster): http://{host}:{port}/\n")
     web.run_app(app, host=host, port=port, print=None, handle_signals=True)
     return 0

@@ -44,11 +44,17 @@ class Kube:
         self._authn = client.AuthenticationV1Api(api)
         self._authz = client.AuthorizationV1Api(api)
 
-    def taskqueues(self) -> list[dict[str, Any]]:
-        """Every TaskQueue of the cluster (the console's own `list taskqueues`)."""
-        reply = self._objects.list_cluster_custom_object(models.GROUP, models.VERSION,
-                                                         models.PLURAL)
-        items: list[dict[str, Any]] = reply.get("items", [])
+    def taskqueues(self, namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The TaskQueues of `namespaces`, or of the whole cluster when empty (the console's own
+        `list taskqueues`)."""
+        if not namespaces:
+            reply = self._objects.list_cluster_custom_object(models.GROUP, models.VERSION,
+                                                             models.PLURAL)
+            return list(reply.get("items", []))
+        items: list[dict[str, Any]] = []
+        for ns in namespaces:
+            items.extend(self._objects.list_namespaced_custom_object(
+                models.GROUP, models.VERSION, ns, models.PLURAL).get("items", []))
         return items
 
     def secret_value(self, namespace: str, name: str, key: str) -> str | None:

@@ -249,6 +249,11 @@ async def act(request: web.Request) -> web.Response:
                   kept=kept, missing=max(0, len(wanted) - done - len(kept)))
 
 
+async def healthz(request: web.Request) -> web.Response:
+    """The probes' endpoint: the process serves (no Redis, no API call)."""
+    return web.Response(text="ok\n")
+
+
 async def signin_page(request: web.Request) -> web.Response:
     return render(request, "signin.html", failed=False)
 
@@ -286,6 +291,7 @@ def build(*, source: Source, access: Access, refresh_seconds: float,
                      "mode": mode, "window": reads.SEARCH_WINDOW,
                      "signin": signin_access is not None}
     static = resources.files("taskqueue.console") / "static"
+    app.router.add_get("/healthz", healthz)
     app.router.add_get("/", index)
     app.router.add_get("/tq/{namespace}/{name}", taskqueue)
     app.router.add_get("/tq/{namespace}/{name}/data.json", data)
