@@ -4,11 +4,16 @@ system Chromium."""
 
 from __future__ import annotations
 
+import http.cookiejar
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,3 +63,31 @@ def console_process(*args: str, timeout: float = 60.0) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+class Browser:
+    """A cookie-keeping HTTP client that posts forms as a page of the console would."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with self.opener.open(self.base + path, timeout=30) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def post(self, path: str, form: dict[str, str]) -> tuple[int, str]:
+        page = self.get("/signin" if path == "/signin" else path.rsplit("/", 1)[0])[1]
+        token = re.search(r'name="csrf" value="([^"]+)"', page)
+        data = urllib.parse.urlencode({**form, "csrf": token.group(1) if token else ""})
+        request = urllib.request.Request(self.base + path, data=data.encode(),
+                                         headers={"Origin": self.base})
+        try:
+            with self.opener.open(request, timeout=30) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()

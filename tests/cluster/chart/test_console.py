@@ -12,8 +12,8 @@ from typing import Any
 from taskqueue.cli.main import parser
 from taskqueue_devcluster import ControlPlane
 from tests.cluster.chart.test_cluster import can_i, helm_install
-from tests.cluster.console.test_console_access import Browser, viewer_token
-from tests.helpers.browser import console_process
+from tests.cluster.console.test_console_access import viewer_token
+from tests.helpers.browser import Browser, console_process
 from tests.helpers.chart import NAMESPACE, Render, by_kind
 
 CONSOLE = "tq-taskqueue-operator-console"

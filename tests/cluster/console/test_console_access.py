@@ -5,13 +5,9 @@ act (`update taskqueues`)."""
 
 from __future__ import annotations
 
-import http.cookiejar
 import json
 import re
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +15,7 @@ import pytest
 import redis
 
 from taskqueue_devcluster import ControlPlane
-from tests.helpers.browser import console_process
+from tests.helpers.browser import Browser, console_process
 
 CRD_PATH = "crds/taskqueue.dev_taskqueues.yaml"
 
@@ -69,34 +65,6 @@ def viewer_token(cp: ControlPlane, namespace: str, name: str, verbs: list[str],
                    "subjects": [{"kind": "ServiceAccount", "name": name,
                                  "namespace": namespace}]})
     return str(cp.kubectl("create", "token", name, "-n", namespace).stdout).strip()
-
-
-class Browser:
-    """A cookie-keeping HTTP client that posts forms as a page of the console would."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self.opener = urllib.request.build_opener(
-            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with self.opener.open(self.base + path, timeout=30) as reply:
-                return reply.status, reply.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
-
-    def post(self, path: str, form: dict[str, str]) -> tuple[int, str]:
-        page = self.get("/signin" if path == "/signin" else path.rsplit("/", 1)[0])[1]
-        token = re.search(r'name="csrf" value="([^"]+)"', page)
-        data = urllib.parse.urlencode({**form, "csrf": token.group(1) if token else ""})
-        request = urllib.request.Request(self.base + path, data=data.encode(),
-                                         headers={"Origin": self.base})
-        try:
-            with self.opener.open(request, timeout=30) as reply:
-                return reply.status, reply.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
 
 
 def test_tokens_see_only_the_namespaces_they_may_get_and_act_only_where_they_may_update(

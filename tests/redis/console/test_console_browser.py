@@ -10,6 +10,7 @@ Screenshots go to docs/images/console-*.png (docs/console.md shows them).
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -253,3 +254,31 @@ def test_no_secret_in_any_page(page: Any, manifest: str, redis_server: Any,
     finally:
         redis.Redis.from_url(redis_server.url, password="s3cret-pw").config_set(
             "requirepass", "")
+
+
+def test_every_page_and_action_works_with_exactly_the_consoles_acl_rule(
+        redis_server: Any, redis_sync: redis.Redis, manifest: str) -> None:
+    from taskqueue.redisio import acl
+    from tests.helpers.browser import Browser
+
+    redis_sync.lpush("normal", keys.wrap("x", task_id="n1"))
+    redis_sync.zadd("vip:delayed", {keys.Entry("vip", "0", "y").encode(): 1})
+    redis_sync.lpush("vip:dead", dead_record("acl-1"))
+    operator_streams(redis_sync, int(time.time() * 1000))
+    redis_sync.execute_command("ACL", "SETUSER", "tq-console", "on", ">console-pw",
+                               *acl.rule("console", ["vip*", "normal*"]).split())
+    url = redis_server.url.replace("redis://", "redis://tq-console:console-pw@")
+    try:
+        with console_process("-f", manifest, "--redis-url", url, "--allow-actions") as base:
+            b = Browser(base)
+            for path in ("/", NAME, NAME + "/queues", NAME + "/dead", NAME + "/dead?q=acl",
+                         NAME + "/data.json"):
+                status, page = b.get(path)
+                assert status == 200 and "permission" not in page.lower(), (path, page[:300])
+            digest = re.search(r'data-digest="([0-9a-f]{40})"', b.get(NAME + "/dead")[1])
+            assert digest is not None
+            status, page = b.post(NAME + "/dead/act", {"action": "requeue",
+                                                       "digests": digest.group(1)})
+            assert status == 200 and "requeued 1 record(s)" in page, page
+    finally:
+        redis_sync.execute_command("ACL", "DELUSER", "tq-console")
