@@ -54,21 +54,24 @@ class Target:
     def connect(self, **options: Any) -> redis.Redis:
         """A client for this target (`options`: more redis-py keyword arguments); nothing is
         sent yet. Replies are decoded as UTF-8 with `surrogateescape`: bytes that are not UTF-8
-        survive a read and a write unchanged."""
+        survive a read and a write unchanged. A Redis that refuses or does not answer the
+        first connection is reported at once (exit 4); a connection lost once Redis has
+        answered is retried (a failover in the middle of a command)."""
         return clients.sync_client(
-            clients.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
-            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=30,
-            **options)
+            clients.RedisSettings.from_dsn(self.redis_url), retry_first_contact=False,
+            decode_responses=True, encoding_errors="surrogateescape", socket_connect_timeout=3,
+            socket_timeout=30, **options)
 
-    def connect_async(self) -> aioredis.Redis:
-        """An asyncio client for this target (replies decoded); nothing is sent yet. It has no
-        socket timeout (redis-py's default is 5 s): with one, redis-py sends each command
-        through `asyncio.wait_for`, which on Python 3.11 drops a cancellation (the Ctrl-C of
-        `asyncio.run`) that arrives just as the send completes. Callers bound their calls
-        with `asyncio.timeout` instead."""
+    def connect_async(self, **options: Any) -> aioredis.Redis:
+        """An asyncio client for this target (replies decoded, the first contact as in
+        `connect`); nothing is sent yet. It has no socket timeout (redis-py's default is 5 s):
+        with one, redis-py sends each command through `asyncio.wait_for`, which on Python 3.11
+        drops a cancellation (the Ctrl-C of `asyncio.run`) that arrives just as the send
+        completes. Callers bound their calls with `asyncio.timeout` instead."""
         return clients.async_client(
-            clients.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
-            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=None)
+            clients.RedisSettings.from_dsn(self.redis_url), retry_first_contact=False,
+            decode_responses=True, encoding_errors="surrogateescape", socket_connect_timeout=3,
+            socket_timeout=None, **options)
 
 
 class _QueueAction(argparse.Action):
