@@ -189,6 +189,8 @@ PRINTER_COLUMNS = [
      "description": "Replicas the operator decided."},
     {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas",
      "description": "Replicas of the worker Deployment."},
+    {"name": "Paused", "type": "string", "jsonPath": ".status.pausedQueues",
+     "description": "Queues workers take nothing from."},
     {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1,
      "description": "Why the last decision was taken."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

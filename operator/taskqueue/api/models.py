@@ -46,6 +46,27 @@ SentinelSpec = redisspec.SentinelSpec
 
 
 
+class RateLimit(_Model):
+    """At most `tasks` task starts per `perSeconds` for the whole fleet (a GCRA in Redis, kept
+    by the fetch script: docs/worker.md "Flow control")."""
+
+    tasks: int = Field(ge=1, le=limits.MAX_COUNT, description="Task starts allowed per period.")
+    perSeconds: float = Field(
+        default=1.0, gt=0, le=limits.MAX_DURATION_SECONDS, description="The period, in seconds.")
+    burst: int | None = Field(
+        default=None, ge=1, le=limits.MAX_COUNT,
+        description="Tasks that may start at once after a quiet spell (default: tasks). Any "
+        "perSeconds window holds at most tasks + burst - 1 starts.")
+
+    @property
+    def per_second(self) -> float:
+        return self.tasks / self.perSeconds
+
+    @property
+    def bucket(self) -> int:
+        return self.burst if self.burst is not None else self.tasks
+
+
 class QueueSpec(_Model):
     """One queue in priority order (the first in spec.queues is served first)."""
 
@@ -63,6 +84,15 @@ class QueueSpec(_Model):
     type: QueueType = Field(
         default="list", description="list (LPUSH/FIFO) or zset (lowest score first)."
     )
+    rateLimit: RateLimit | None = Field(
+        default=None, description="Fleet-wide limit of task starts from this queue.")
+    maxInFlight: int | None = Field(
+        default=None, ge=1, le=limits.MAX_COUNT,
+        description="Fleet-wide limit of this queue's tasks held by workers at once.")
+    paused: bool = Field(
+        default=False,
+        description="Workers take nothing from this queue (tasks in hand finish; nothing is "
+        "lost). `taskqueue pause` pauses a queue for an incident beside this flag.")
 
 
 class RetrySpec(_Model):
@@ -248,6 +278,18 @@ class TaskQueueSpec(_Model):
                     f"scaling.{name} names {unknown}, not in spec.queues; use the key "
                     f"of one of {sorted(keys)}"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _flow_needs_held_tasks(self) -> TaskQueueSpec:
+        if self.delivery == "AtMostOnce":
+            for i, q in enumerate(self.queues):
+                for name in ("rateLimit", "maxInFlight", "paused"):
+                    if getattr(q, name):
+                        raise ValueError(
+                            f"spec.queues[{i}].{name} needs delivery AtLeastOnce (the fetch "
+                            "script keeps flow limits and pauses; AtMostOnce workers BRPOP): "
+                            f"set delivery: AtLeastOnce or remove {name}")
         return self
 
     @property

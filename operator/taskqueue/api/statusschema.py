@@ -130,6 +130,19 @@ class Condition(ApiModel):
     lastTransitionTime: str | None = None
 
 
+class QueueFlowStatus(ApiModel):
+    """One queue's flow control as Redis holds it (docs/worker.md "Flow control")."""
+
+    paused: bool = Field(default=False, description="Workers take nothing from the queue.")
+    pausedBy: list[str] | None = Field(
+        default=None, description="Who paused it: spec (spec.queues[].paused) and/or "
+        "'taskqueue pause at <unix seconds> by <who>'.")
+    rateLimit: str | None = Field(default=None, description="'<tasks>/<perSeconds>s burst <n>'.")
+    maxInFlight: int | None = Field(default=None, description="The in-flight limit.")
+    inFlight: int | None = Field(
+        default=None, description="The queue's tasks held by workers (queues with maxInFlight).")
+
+
 class TaskQueueStatus(ApiModel):
     """status of a TaskQueue, written by the operator."""
 
@@ -168,5 +181,10 @@ class TaskQueueStatus(ApiModel):
     lastScaleTime: str | None = Field(default=None, description="Time of the last scale change.")
     lastActiveTime: str | None = Field(default=None, description="Last time work was seen.")
     reason: str | None = Field(default=None, description="Why the last decision was taken.")
+    pausedQueues: list[str] | None = Field(
+        default=None, description="Queues workers take nothing from (spec.queues[].paused or "
+        "`taskqueue pause`).")
+    flow: dict[str, QueueFlowStatus] | None = Field(
+        default=None, description="Per queue with a limit or a pause: its flow control.")
     observedGeneration: int | None = Field(default=None, description="Generation last acted on.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready etc.")

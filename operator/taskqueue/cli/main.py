@@ -35,6 +35,8 @@ COMMANDS = {
     "inflight": "tasks held by each worker",
     "dlq": "dead letters: list, requeue, purge",
     "drain": "delete a queue's tasks in batches",
+    "pause": "stop workers taking from a queue (an incident)",
+    "resume": "lift `taskqueue pause` of a queue",
     "simulate": "replay traffic against a manifest's scaling (no Redis, no cluster)",
     "console": "web console (read-only by default)",
 }

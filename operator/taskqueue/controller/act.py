@@ -21,6 +21,7 @@ from taskqueue.scaling import policy, quiesce
 from taskqueue.scaling.observation import QueueObservation
 from taskqueue.telemetry import metrics
 from taskqueue.wire import keys
+from taskqueue.wire.flow import QueueFlow
 
 log = logging.getLogger("taskqueue.operator")
 
@@ -121,9 +122,17 @@ class Actor:
 
 def record_metrics(ref: ObjectRef, observation: QueueObservation | None,
                    outcome: policy.Outcome, deployment: DeploymentState,
-                   seconds: float) -> None:
+                   seconds: float, flows: tuple[QueueFlow, ...] = ()) -> None:
     """The operator's gauges for one poll (the queue gauges only when Redis was read)."""
     labels = (ref.namespace, ref.name)
+    for q in flows:
+        if q.limited:
+            metrics.QUEUE_PAUSED.labels(*labels, q.key).set(1 if q.is_paused else 0)
+        if q.max_in_flight is not None:
+            metrics.QUEUE_IN_FLIGHT_LIMIT.labels(*labels, q.key).set(q.max_in_flight)
+            metrics.QUEUE_IN_FLIGHT.labels(*labels, q.key).set(q.held or 0)
+        if q.per_second is not None:
+            metrics.QUEUE_RATE_LIMIT.labels(*labels, q.key).set(q.per_second)
     metrics.POLL_DURATION.labels(*labels).observe(seconds)
     metrics.DESIRED_REPLICAS.labels(*labels).set(outcome.replicas)
     metrics.REPLICAS.labels(*labels).set(deployment.ready_replicas)

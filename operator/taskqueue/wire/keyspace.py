@@ -46,6 +46,8 @@ BOOKKEEPING: dict[str, Owned] = {
     "starvation": Owned("hash", "starvation counters hash"),
     "stats": Owned("hash", "stats hash"),
     "quiesced": Owned("set", "quiesced-workers set"),
+    "flow": Owned("hash", "flow-control hash (rate limits, in-flight limits, pauses)"),
+    "flowstate": Owned("hash", "flow-state hash (rate-limit times, tasks in flight)"),
     "history": Owned("stream", "history stream"),
     "decisions": Owned("stream", "decision-log stream"),
 }

@@ -38,8 +38,9 @@ def test_type_of_each_key(key: str, kind: str | None) -> None:
 def test_expected_types_are_the_fixed_keys_then_the_processing_lists() -> None:
     assert SCHEMA.expected_types(processing=["p:processing:w1"]) == {
         "a": "list", "b": "zset", "p:workers": "zset", "p:delayed": "zset",
-        "p:starvation": "hash", "p:stats": "hash", "p:quiesced": "set", "p:history": "stream",
-        "p:decisions": "stream", "p:dead": "list", "p:processing:w1": "list"}
+        "p:starvation": "hash", "p:stats": "hash", "p:quiesced": "set", "p:flow": "hash",
+        "p:flowstate": "hash", "p:history": "stream", "p:decisions": "stream", "p:dead": "list",
+        "p:processing:w1": "list"}
 
 
 def _table_rows() -> list[tuple[str, str]]:
