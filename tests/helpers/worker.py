@@ -63,7 +63,7 @@ def done(r: redis.Redis) -> list[str]:
     return list(r.lrange(test_handlers.DONE, 0, -1))
 
 
-def wait_done(r: redis.Redis, n: int, *, timeout: float = 10.0) -> list[str]:
+def wait_done(r: redis.Redis, n: int, *, timeout: float = 30.0) -> list[str]:
     wait_for(f"{n} tasks done", lambda: r.llen(test_handlers.DONE) >= n, timeout=timeout)
     return done(r)
 
