@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from taskqueue.api import limits, models, redact, redisspec
+from taskqueue.api import limits, models, redact, redisspec, schedulespec
 from taskqueue.wire import keyspace
 
 OUTPUT = Path("crds") / f"{models.GROUP}_{models.PLURAL}.yaml"
@@ -176,6 +176,7 @@ FIELD_EXTRAS: dict[tuple[str, str], Schema] = {
                                               "pattern": redisspec.ADDRESS_PATTERN}},
     ("RetrySpec", "deadLetterKey"): {"maxLength": 512},
     ("TaskQueueSpec", "keyPrefix"): {"maxLength": 512},
+    ("ScheduleSpec", "cron"): {"pattern": schedulespec.CRON_FIELDS_PATTERN},
 }
 
 PRINTER_COLUMNS = [
@@ -189,6 +190,8 @@ PRINTER_COLUMNS = [
      "description": "Replicas the operator decided."},
     {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas",
      "description": "Replicas of the worker Deployment."},
+    {"name": "Next-Schedule", "type": "date", "jsonPath": ".status.nextScheduleTime",
+     "description": "The earliest next slot of spec.schedules."},
     {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1,
      "description": "Why the last decision was taken."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

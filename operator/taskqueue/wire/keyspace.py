@@ -27,6 +27,7 @@ BOOKKEEPING: dict[str, str] = {
     "quiesced": "quiesced-workers set",
     "history": "history stream",
     "decisions": "decision-log stream",
+    "schedules": "schedules hash (each schedule's last slot, counts)",
 }
 """`<prefix>:<name>` -> what the key holds."""
 
@@ -35,6 +36,7 @@ FAMILIES: dict[str, str] = {
     "done": "idempotency done markers",
     "running": "idempotency running leases",
     "unique": "unique-enqueue markers",
+    "fired": "fired schedule slots",
 }
 """`<prefix>:<name>:<id>` -> what the keys of the family hold."""
 
