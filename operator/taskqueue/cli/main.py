@@ -11,7 +11,17 @@ import redis
 
 from taskqueue.api import redact
 from taskqueue.api.manifest import ManifestError
-from taskqueue.cli import culprit, dlq, drain, enqueue, inflight, simulate, stats, target
+from taskqueue.cli import (
+    culprit,
+    dlq,
+    drain,
+    enqueue,
+    inflight,
+    schedules,
+    simulate,
+    stats,
+    target,
+)
 from taskqueue.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -44,8 +54,8 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = root.add_subparsers(dest="command", required=True,
-                              metavar="{enqueue,stats,inflight,dlq,drain,simulate}")
-    for module in (enqueue, stats, inflight, dlq, drain):
+                              metavar="{enqueue,stats,inflight,dlq,drain,schedules,simulate}")
+    for module in (enqueue, stats, inflight, dlq, drain, schedules):
         module.add_parser(sub, [common])
     simulate.add_parser(sub)
     return root

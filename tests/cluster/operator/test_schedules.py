@@ -46,7 +46,8 @@ def test_every_slot_fires_once_or_is_missed_through_races_kills_and_downtime(
         redis_url: str) -> None:
     r = redis.Redis.from_url(redis_url, decode_responses=True)
     apply(control_plane, namespace, taskqueue(
-        "sch", redis_url, scaling={"maxReplicas": 1, "pollIntervalSeconds": 1, "podStartupSeconds": 0},
+        "sch", redis_url,
+        scaling={"maxReplicas": 1, "pollIntervalSeconds": 1, "podStartupSeconds": 0},
         schedules=[{"name": "tick", "cron": "* * * * * *", "queue": "sch:jobs",
                     "payload": "hello", "catchUpSeconds": CATCH_UP}]))
     first, second = (_operator(spawn_process, control_plane, namespace) for _ in range(2))
