@@ -156,6 +156,15 @@ RULES: dict[str, list[Rule]] = {
         "the queues",
         f".scaling.{name}",
     ) for name in ("targetWaitSeconds", "expectedServiceSeconds")), Rule(
+        "!has(self.schedules) || self.schedules.all(s, self.schedules.exists_one(o, "
+        "o.name == s.name))",
+        "spec.schedules: each name must be used once; give each schedule its own name",
+        ".schedules",
+    ), Rule(
+        "!has(self.schedules) || self.schedules.all(s, self.queues.exists(q, q.key == s.queue))",
+        "spec.schedules[].queue is not in spec.queues; use the key of one of the queues",
+        ".schedules",
+    ), Rule(
         _ONE_SLOT,
         "spec.redis.mode cluster: every key of a TaskQueue (spec.queues[*].key, keyPrefix, "
         "retry.deadLetterKey) must share one hash tag so that all of them live in one slot; "
