@@ -144,20 +144,33 @@ def _repeated(local: datetime.datetime) -> bool:
     return local.utcoffset() != local.replace(fold=0).utcoffset()
 
 
+_GAPS: dict[tuple[str, str], tuple[float, float]] = {}
+"""(expression, zone) -> (t, n): no slot in (t, n), and n is one. Lets a poll skip the cron
+iteration of a schedule whose next slot lies beyond its window (most of them, most polls)."""
+_GAPS_MAX = 100_000
+
+
 def slots(schedule: ScheduleSpec, *, after: float, until: float,
           limit: int = 100_000) -> Iterator[float]:
     """The slots (unix seconds, whole) in (`after`, `until`], at most `limit` of them."""
+    key = (expression(schedule.cron), schedule.timeZone)
+    gap = _GAPS.get(key)
+    if gap is not None and gap[0] <= after and until < gap[1]:
+        return
     zone = schedule.zone
     start = datetime.datetime.fromtimestamp(int(after // 1), zone)
-    it = cronsim.CronSim(expression(schedule.cron), start)
-    count = 0
-    for local in it:
+    count, last = 0, after
+    for local in cronsim.CronSim(key[0], start):
         ts = local.timestamp()
-        if ts > until or count >= limit:
-            return
         if ts <= after or _repeated(local):
             continue
-        count += 1
+        if ts > until or count >= limit:
+            if ts > until:
+                if len(_GAPS) >= _GAPS_MAX:
+                    _GAPS.clear()
+                _GAPS[key] = (last, ts)
+            return
+        count, last = count + 1, ts
         yield ts
 
 

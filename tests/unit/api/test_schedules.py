@@ -135,3 +135,13 @@ def test_half_past_two_fires_once_a_day_at_the_documented_instant(zone_name: str
     assert len(shifted) == (0 if zone_name == "America/Santiago" else 1)
     assert all(datetime.datetime.fromtimestamp(t, zone).strftime("%H:%M") == "03:00"
                for t in shifted)
+
+
+@pytest.mark.parametrize("cron", ["30 2 * * *", "*/15 * * * *", "0 9 * * MON-FRI"])
+def test_polls_moving_forward_see_the_slots_of_one_walk(cron: str) -> None:
+    s = ScheduleSpec(name="a", cron=cron, queue="q", timeZone="Europe/Berlin")
+    start = datetime.datetime(2026, 10, 23, tzinfo=datetime.UTC).timestamp()
+    walk = list(schedulespec.slots(s, after=start, until=start + 4 * 86400))
+    polled = [t for k in range(4 * 144)
+              for t in schedulespec.slots(s, after=start + k * 600, until=start + (k + 1) * 600)]
+    assert polled == walk
