@@ -158,6 +158,8 @@ def lateness(args: argparse.Namespace) -> None:
               f"every-second schedules over {args.seconds:g} s")
         print(f"lateness slot -> handler start: p50 {q[49]:.1f} ms, p99 {q[98]:.1f} ms, "
               f"max {late[-1]:.1f} ms, min {late[0]:.1f} ms")
+        worst = sorted(rows, key=lambda row: -float(row[1]))[:12]
+        print("latest:", ", ".join(f"{i} {float(x) * 1000:.0f} ms" for i, x in worst))
 
 
 def main() -> None:
