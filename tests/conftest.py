@@ -1,5 +1,5 @@
-"""Root pytest configuration: the shared fixture plugins (real Redis, control plane, images), the
-test tiers, and per-test hygiene of process-wide state (the root logger).
+"""Root pytest configuration: the shared fixture plugins (real Redis, control plane, images, and
+`tests.fixtures.hygiene`: per-test hygiene of process-wide state) and the test tiers.
 
 Every test lives in the folder of its tier, and the folder marks it (`unit`, `redis`, `cluster`,
 `node`: `pytest -m unit`, `scripts/test --fast` for the first two). A test that uses a fixture
@@ -7,8 +7,6 @@ of a higher tier than its folder's fails the collection, naming the fixture and 
 belongs in, so that the fast tiers never start a control plane or a node (tests/README.md).
 """
 
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,8 @@ pytest_plugins = [
     "tests.fixtures.worker",
     "tests.fixtures.cli",
     "tests.fixtures.processes",
+    "tests.fixtures.hygiene",
+    "pytester",
 ]
 
 TIERS = ("unit", "redis", "cluster", "node")
@@ -82,15 +82,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, folder))
     if problems:
         raise pytest.UsageError("tests outside their tier:\n  " + "\n  ".join(problems))
-
-
-@pytest.fixture(autouse=True)
-def _root_logging_restored() -> Iterator[None]:
-    """A test that runs a worker or the CLI in-process installs a stderr handler bound to that
-    test's captured stream; restore the root logger so a later test's warnings do not hit a
-    closed stream (a '--- Logging error ---' on the later test's stderr)."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)

@@ -35,15 +35,14 @@ sys.path[:0] = [str(ROOT / "operator"), str(ROOT)]
 import redis  # noqa: E402
 from tests.fixtures.redis_server import RedisServer  # noqa: E402
 
-from taskqueue.redisio import queueops  # noqa: E402
 from taskqueue.wire import keys, scripts  # noqa: E402
 
-QUIESCE_LINE = ("local taking = count > 0 and redis.call('SISMEMBER', KEYS[6], KEYS[1]) == 0")
+QUIESCE_LINE = ("local taking = count > 0 and redis.call('SISMEMBER', quiesced, processing) == 0")
 NO_QUIESCE_LINE = "local taking = count > 0"
-CHECK_LINE = "local wrong = wrong_type(KEYS[4], 'hash')\n"
+CHECK_LINE = "local wrong = wrong_type(stats, 'hash')\n"
 """The first line of fetch.lua's key-type checks, which end at the first CHECKS_END."""
 CHECKS_END = "if wrong then return wrong end\n"
-TAKEN_LINE = ("if got > 0 then redis.call('HINCRBY', KEYS[4], 'taken:' .. keys[i], got) end")
+TAKEN_LINE = ("if got > 0 then redis.call('HINCRBY', stats, 'taken:' .. keys[q], got) end")
 SCHEMA = keys.KeySchema(prefix="tq:bench", queues=(keys.QueueRef(key="tasks"),),
                         dead_letter="tq:bench:dead")
 
@@ -68,13 +67,13 @@ def per_call_usec(client: redis.Redis, source: str, calls: int) -> float:
     """Server microseconds per EVALSHA of `source`: `calls` fetches of one task each."""
     sha = hashlib.sha1(source.encode()).hexdigest()
     client.script_load(source)
-    fetch_keys = queueops.fetch_keys(SCHEMA, "bench-worker")
+    fetch_keys = scripts.fetch_keys(SCHEMA, "bench-worker")
     client.delete(*fetch_keys)
     client.lpush("tasks", *[f'{{"id":"{n}","enqueued_at":1}}' for n in range(calls)])
     client.config_resetstat()
     held: list[str] = []
     for _ in range(calls):
-        held = client.evalsha(sha, len(fetch_keys), *fetch_keys, *queueops.fetch_args(
+        held = client.evalsha(sha, len(fetch_keys), *fetch_keys, *scripts.fetch_args(
             SCHEMA, now_ms=None, count=1, hold=True, acks=held))
     stats = client.info("commandstats")["cmdstat_evalsha"]
     return float(stats["usec_per_call"])

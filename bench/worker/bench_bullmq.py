@@ -227,22 +227,25 @@ def main() -> None:
 
 
 def one_pair(a: argparse.Namespace, url: str, r: redis.Redis, rnd: int, pair: str,
-             ratios: dict[tuple[int, str], list[tuple[float, float]]]) -> None:
-    """One PxC pair: every contender once, side by side; prints and keeps the ratios."""
+             ratios: dict[tuple[int, str], list[tuple[float, ...]]]) -> None:
+    """One PxC pair: every contender once, side by side; prints and keeps the ratios to
+    BullMQ (tasks/s, Redis CPU per task) and the figures (tasks/s, client CPU per task)."""
     procs_s, _, rest = pair.partition("x")
     conc_s, _, bull_s = rest.partition(":")
     procs, conc = int(procs_s), int(conc_s)
     bull_conc = int(bull_s or conc_s)
-    rows = [(f"taskqueue c={conc} sync", run_ours(url, r, procs, conc, a.tasks)),
-            (f"taskqueue c={conc} async", run_ours(url, r, procs, conc, a.tasks,
-                                                   handler="bench_tasks:anoop")),
-            (f"bullmq c={bull_conc}", run_bullmq(url, r, procs, bull_conc, a.tasks))]
-    if a.base_root:
-        rows.insert(0, (f"base c={conc} sync",
-                        run_ours(url, r, procs, conc, a.tasks, root=a.base_root)))
+    roots = [("taskqueue", ROOT)]
+    if a.base_root:  # before/after: each handler kind run by the base, then by this checkout
+        roots.insert(0, ("base", a.base_root))
+    rows = [(f"{name} c={conc} {kind}",
+             run_ours(url, r, procs, conc, a.tasks, handler=handler, root=root))
+            for kind, handler in (("sync", "bench_tasks:noop"), ("async", "bench_tasks:anoop"))
+            for name, root in roots]
+    rows.append((f"bullmq c={bull_conc}", run_bullmq(url, r, procs, bull_conc, a.tasks)))
     bull = rows[-1][1]
     for name, (rate, rcpu, ccpu) in rows:
-        ratios.setdefault((procs, name), []).append((rate / bull[0], rcpu / bull[1]))
+        ratios.setdefault((procs, name), []).append((rate / bull[0], rcpu / bull[1], rate,
+                                                     ccpu))
         print(f"round={rnd} procs={procs} {name:22s} {rate:8.0f} tasks/s  redis "
               f"{rcpu:5.1f} us/task  client {ccpu:6.1f} us/task  vs bullmq: tasks/s "
               f"{rate / bull[0]:.2f}x redis cpu/task {rcpu / bull[1]:.2f}x", flush=True)
@@ -251,24 +254,27 @@ def one_pair(a: argparse.Namespace, url: str, r: redis.Redis, rnd: int, pair: st
 def starts(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
     """Launch-to-first-task samples, contenders interleaved, then the medians."""
     launches: dict[str, list[float]] = {}
+    rss: dict[str, list[float]] = {}
     for _ in range(a.starts):
         for name, root, how in (("taskqueue pod", ROOT, "pod"), ("taskqueue flags", ROOT, "flags"),
                                 ("base pod", a.base_root, "pod"),
                                 ("base flags", a.base_root, "flags")):
             if root is None:
                 continue
-            launch, rss = first_task_ours(url, r, 10000, root=root, how=how)
+            launch, mib = first_task_ours(url, r, 10000, root=root, how=how)
             launches.setdefault(name, []).append(launch)
+            rss.setdefault(name, []).append(mib)
             print(f"start {name} launch-to-first-task {launch:6.0f} ms  "
-                  f"RSS after 10,000 tasks {rss:5.1f} MiB", flush=True)
+                  f"RSS after 10,000 tasks {mib:5.1f} MiB", flush=True)
         launch = first_job_bullmq(url, r)
         launches.setdefault("bullmq", []).append(launch)
         print(f"start bullmq launch-to-first-job {launch:6.0f} ms", flush=True)
     if launches:
         bull = statistics.median(launches["bullmq"])
         for name, got in launches.items():
+            memory = (f", RSS {statistics.median(rss[name]):.1f} MiB" if name in rss else "")
             print(f"median start {name}: {statistics.median(got):.0f} ms "
-                  f"({statistics.median(got) / bull:.2f}x bullmq)", flush=True)
+                  f"({statistics.median(got) / bull:.2f}x bullmq){memory}", flush=True)
 
 
 def report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
@@ -278,13 +284,15 @@ def report(a: argparse.Namespace, url: str, r: redis.Redis) -> None:
                                   check=True).stdout.strip()
     print(f"# cpus={os.cpu_count()} redis={r.info()['redis_version']} bullmq={version.strip()} "
           f"node={node_version} load average={os.getloadavg()}", flush=True)
-    ratios: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    ratios: dict[tuple[int, str], list[tuple[float, ...]]] = {}
     for rnd in range(a.rounds):
         for pair in a.pairs:
             one_pair(a, url, r, rnd, pair, ratios)
     if a.rounds > 1:
         for (procs, name), got in ratios.items():
-            print(f"median of {len(got)} rounds procs={procs} {name:22s} vs bullmq: tasks/s "
+            print(f"median of {len(got)} rounds procs={procs} {name:22s} "
+                  f"{statistics.median(g[2] for g in got):8.0f} tasks/s  client "
+                  f"{statistics.median(g[3] for g in got):6.1f} us/task  vs bullmq: tasks/s "
                   f"{statistics.median(g[0] for g in got):.2f}x redis cpu/task "
                   f"{statistics.median(g[1] for g in got):.2f}x", flush=True)
     starts(a, url, r)

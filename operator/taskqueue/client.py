@@ -26,6 +26,10 @@ A push is sent once: `connect()` / `connect_async()` make clients that never re-
 after a timeout or a dropped connection (a re-sent LPUSH whose first copy was only late pushes
 the task twice); such an error means the push may or may not have happened. Pass `task_id=` and
 `unique_for=` to make a push safe to repeat (docs/worker.md, "Python API").
+
+What is sent is decided once, for both transports: `plan` gives each task's `Push`, and a `Send`
+holds the calls of one round trip and the WAIT of durable mode; `send` (redis-py) and
+`send_async` (redis.asyncio) only carry a `Send` to Redis and hand its replies back.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import redis.asyncio.retry
 import redis.retry
 from redis.backoff import NoBackoff
 
+from taskqueue.api.limits import Bounds
 from taskqueue.redisio import clients
 from taskqueue.wire import keys, scripts
 
@@ -51,41 +56,11 @@ WAIT_TIMEOUT_MS = 2000
 Payload = str | bytes
 """A task's payload: bytes, sent as they are, or text (`payload_text`)."""
 
+When = float | datetime
+"""A point in time: unix seconds or an aware datetime (a naive one is taken as UTC)."""
+
 MAX_AHEAD_SECONDS = 10 * 365 * 86400
 """How far ahead a task may be scheduled (`delay=`, `at=`), and the longest `unique_for=`."""
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """The values a numeric option accepts: a finite number from `low` (excluded when
-    `above`) to `high`, a whole number when `whole`; `says` is the range as errors give it."""
-
-    low: float
-    high: float
-    says: str
-    whole: bool = False
-    above: bool = False
-
-    def accepts(self, number: float) -> bool:
-        try:
-            value = float(number)
-        except OverflowError:  # an int too large for a float
-            return False
-        return (math.isfinite(value) and self.low <= value <= self.high
-                and not (self.above and value == self.low)
-                and (not self.whole or value == int(value)))
-
-    def check(self, name: str, value: object) -> float:
-        """`value` as a number; ValueError naming `name` and the range when it is not one of
-        the accepted values. Pure."""
-        try:
-            number = float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError, OverflowError):
-            number = math.nan
-        if isinstance(value, bool) or not self.accepts(number):
-            raise ValueError(f"{name}={value!r}: give {self.says}")
-        return number
-
 
 DELAY = Bounds(0, MAX_AHEAD_SECONDS, f"seconds from 0 to {MAX_AHEAD_SECONDS} (10 years)")
 UNIQUE_FOR = Bounds(0.001, MAX_AHEAD_SECONDS,
@@ -101,6 +76,9 @@ def at_bounds(now: float) -> Bounds:
     return Bounds(0, now + MAX_AHEAD_SECONDS,
                   f"unix seconds (or a datetime) from 0 to {now + MAX_AHEAD_SECONDS:.0f} "
                   "(10 years from now)")
+
+
+# -- what is sent (pure) ------------------------------------------------------------------------
 
 
 def payload_text(payload: Payload) -> str:
@@ -137,121 +115,6 @@ def _task_id(task_id: str | None) -> str | None:
     return task_id
 
 
-def sent_once(options: dict[str, Any], *, asyncio: bool = False) -> dict[str, Any]:
-    """redis-py options for a client that sends each command once: no automatic retry after
-    a timeout or a lost connection (the command may have run: a second LPUSH would push the
-    task twice). The caller sees the error; the next command reconnects. A `retry` in
-    `options` is kept."""
-    out = dict(options)
-    if "retry" not in out:
-        retry_class: Any = redis.asyncio.retry.Retry if asyncio else redis.retry.Retry
-        out["retry"] = retry_class(NoBackoff(), 0)
-        out.setdefault("retry_on_error", [])
-    return out
-
-
-class NotReplicated(redis.RedisError):
-    """Durable mode: fewer replicas than asked confirmed a push in time (it may still be lost
-    if the master fails now; push again or treat the task as not enqueued)."""
-
-
-def connect(url: str, **options: Any) -> redis.Redis:
-    """A producer client for any DSN the project accepts (see `taskqueue.redisio.clients`) that
-    sends each push once (`sent_once`)."""
-    return clients.sync_client(clients.RedisSettings.from_dsn(url), **sent_once(options))
-
-
-def connect_async(url: str, **options: Any) -> aioredis.Redis:
-    """An asyncio producer client for any DSN the project accepts, sending each push once."""
-    return clients.async_client(clients.RedisSettings.from_dsn(url),
-                                   **sent_once(options, asyncio=True))
-
-
-def _owner(client: Any, key: str) -> Any:
-    """The client to push `key` on: the node that owns it on a cluster (WAIT must follow the
-    push on the same connection, and all keys of a TaskQueue share one hash tag), else `client`."""
-    if hasattr(client, "get_node_from_key"):
-        return client.get_node_from_key(key).redis_connection
-    return client
-
-
-def _confirm(acked: int, *, key: str, replicas: int, timeout_ms: int) -> None:
-    if acked < replicas:
-        raise NotReplicated(f"{acked} of {replicas} replica(s) confirmed the push to {key} "
-                            f"within {timeout_ms} ms")
-
-
-def _execute_durably(client: Any, node: Any, pipe: Any, *, key: str, replicas: int,
-                     timeout_ms: int) -> list[Any]:
-    """Run `pipe` (the pushes) with a WAIT at its end; the pushes' replies."""
-    pipe.execute_command("WAIT", replicas, timeout_ms)
-    try:
-        replies = pipe.execute()
-    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
-        if node is not client:  # a failover moved the slot: learn the new map, then retry
-            client.nodes_manager.initialize()
-        raise
-    _confirm(int(replies[-1]), key=key, replicas=replicas, timeout_ms=timeout_ms)
-    return list(replies[:-1])
-
-
-def push_durably(client: Any, pushes: list[Push], *, replicas: int,
-                 timeout_ms: int = WAIT_TIMEOUT_MS) -> list[bool]:
-    """Send `pushes` (one TaskQueue's) in one pipeline ending in WAIT: they reached `replicas`
-    replicas, else NotReplicated. Whether each was pushed (False: a unique no-op)."""
-    if not pushes:
-        return []
-    node = _owner(client, pushes[0].target)
-    pipe = node.pipeline(transaction=False)
-    for push in pushes:
-        push_sync(pipe, push)
-    replies = _execute_durably(client, node, pipe, key=pushes[0].queue_key, replicas=replicas,
-                               timeout_ms=timeout_ms)
-    return [bool(r) for r in replies]
-
-
-def _push_durably(client: Any, key: str, push: str, args: list[Any], replicas: int,
-                  timeout_ms: int) -> None:
-    """`push` (LPUSH/ZADD of many elements) then WAIT on the same clients."""
-    node = _owner(client, key)
-    pipe = node.pipeline(transaction=False)
-    pipe.execute_command(push, key, *args)
-    _execute_durably(client, node, pipe, key=key, replicas=replicas, timeout_ms=timeout_ms)
-
-
-async def _push_durably_async(client: Any, push: Push, *, replicas: int,
-                              timeout_ms: int) -> None:
-    """The asyncio `push_durably` of one push. A cluster client gets a connection of its own to
-    the node that owns the key (WAIT needs the push's connection)."""
-    owned = None
-    node: Any = client
-    if hasattr(client, "get_node_from_key"):
-        await client.initialize()  # a no-op once the slot map is known
-        cluster_node = client.get_node_from_key(push.target)
-        owned = node = aioredis.Redis(connection_pool=aioredis.ConnectionPool(
-            connection_class=cluster_node.connection_class, **{
-                k: v for k, v in cluster_node.connection_kwargs.items()
-                if k != "event_dispatcher"}))
-    try:
-        pipe = node.pipeline(transaction=False)
-        if push.script:
-            keys_, args = push.script_call()
-            await node.register_script(scripts.lua("enqueue"))(keys=keys_, args=args, client=pipe)
-        elif push.how == "zadd":
-            pipe.zadd(push.target, {push.data: push.score})
-        else:
-            pipe.lpush(push.target, push.data)
-        pipe.execute_command("WAIT", replicas, timeout_ms)
-        replies = await pipe.execute()
-    finally:
-        if owned is not None:
-            await owned.aclose()
-    _confirm(int(replies[-1]), key=push.queue_key, replicas=replicas, timeout_ms=timeout_ms)
-
-When = float | datetime
-"""A point in time: unix seconds or an aware datetime (a naive one is taken as UTC)."""
-
-
 def envelope(payload: Payload, *, task_id: str | None = None) -> tuple[str, str]:
     """(task id, element) for `payload`."""
     tid = _task_id(task_id) or keys.new_task_id()
@@ -274,6 +137,25 @@ def due_ms(*, delay: float | timedelta | None, at: When | None, now: float) -> i
     else:
         return None
     return int(when * 1000) if when > now else None
+
+
+def durability(wait_replicas: int, wait_timeout_ms: int) -> tuple[int, int]:
+    """(`wait_replicas`, `wait_timeout_ms`) checked against WAIT_REPLICAS and WAIT_TIMEOUT
+    (ValueError naming the option and its range). Pure."""
+    replicas = int(WAIT_REPLICAS.check("wait_replicas", wait_replicas))
+    return replicas, int(WAIT_TIMEOUT.check("wait_timeout_ms", wait_timeout_ms))
+
+
+@dataclass(frozen=True)
+class ScriptCall:
+    """A call of enqueue.lua: its KEYS and ARGV."""
+
+    keys: list[str]
+    args: list[str | bytes | int | float]
+
+
+Call = tuple[Any, ...] | ScriptCall
+"""One command of a `Send`: a plain command (`("LPUSH", key, element)`) or enqueue.lua."""
 
 
 @dataclass(frozen=True)
@@ -302,9 +184,15 @@ class Push:
         """The element's bytes, as pushed."""
         return wire(self.element)
 
-    def script_call(self) -> tuple[list[str], list[str | bytes | int | float]]:
-        return ([self.target, self.unique_key],
-                [self.how, self.score, self.data, self.unique_ms, self.task_id])
+    @property
+    def call(self) -> Call:
+        """The command that pushes this task."""
+        if self.script:
+            return ScriptCall([self.target, self.unique_key],
+                              [self.how, self.score, self.data, self.unique_ms, self.task_id])
+        if self.how == "zadd":
+            return ("ZADD", self.target, self.score, self.data)
+        return ("LPUSH", self.target, self.data)
 
 
 def plan(key: str, payload: Payload, *, priority: float | None = None,
@@ -338,19 +226,178 @@ def plan(key: str, payload: Payload, *, priority: float | None = None,
                 element=element, unique_ms=unique_ms, unique_key=schema.unique(tid))
 
 
-def push_sync(client: redis.Redis | redis.client.Pipeline, push: Push) -> bool | None:
-    """Send `push`; True when pushed, False when a unique id was already enqueued (None when
-    `client` is a pipeline: the reply comes with its execute())."""
-    if push.script:
-        keys_, args = push.script_call()
-        enqueue = client.register_script(scripts.lua("enqueue"))
-        result = enqueue(keys=keys_, args=args, client=client)
-        return None if isinstance(client, redis.client.Pipeline) else bool(result)
-    if push.how == "zadd":
-        client.zadd(push.target, {push.data: push.score})
-    else:
-        client.lpush(push.target, push.data)
-    return True
+class NotReplicated(redis.RedisError):
+    """Durable mode: fewer replicas than asked confirmed a push in time (it may still be lost
+    if the master fails now; push again or treat the task as not enqueued)."""
+
+
+@dataclass(frozen=True)
+class Send:
+    """The calls of one round trip, all on keys of one TaskQueue (one hash slot), and in durable
+    mode (`replicas` > 0) a WAIT after them on the same connection."""
+
+    calls: tuple[Call, ...]
+    key: str
+    """A key of the calls: on a cluster, its node takes a durable send (WAIT counts the
+    replicas of the connection's own writes)."""
+    replicas: int = 0
+    timeout_ms: int = WAIT_TIMEOUT_MS
+
+    @classmethod
+    def of(cls, pushes: Sequence[Push], *, replicas: int = 0,
+           timeout_ms: int = WAIT_TIMEOUT_MS) -> Send:
+        """The send of `pushes` (one TaskQueue's, at least one)."""
+        return cls(tuple(p.call for p in pushes), pushes[0].target, replicas, timeout_ms)
+
+    @property
+    def wait(self) -> tuple[Any, ...] | None:
+        """The WAIT that follows the calls in durable mode."""
+        return ("WAIT", self.replicas, self.timeout_ms) if self.replicas else None
+
+    def replies(self, raw: Sequence[Any]) -> list[Any]:
+        """The calls' replies from the round trip's (`raw`: WAIT's last in durable mode);
+        NotReplicated when fewer replicas than asked confirmed them. Pure."""
+        if self.wait is None:
+            return list(raw)
+        acked = raw[-1]
+        if isinstance(acked, Exception):
+            raise acked
+        if int(acked) < self.replicas:
+            raise NotReplicated(f"{acked} of {self.replicas} replica(s) confirmed the push to "
+                                f"{self.key} within {self.timeout_ms} ms")
+        return list(raw[:-1])
+
+
+def _one(key: str, payload: Payload, *, priority: float | None, task_id: str | None,
+         delay: float | timedelta | None, at: When | None, unique_for: float | None,
+         key_prefix: str | None, wait_replicas: int, wait_timeout_ms: int) -> tuple[str, Send]:
+    """(task id, send) of `enqueue_sync` and `enqueue`; ValueError before anything is sent."""
+    push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
+                unique_for=unique_for, key_prefix=key_prefix)
+    replicas, timeout_ms = durability(wait_replicas, wait_timeout_ms)
+    return push.task_id, Send.of([push], replicas=replicas, timeout_ms=timeout_ms)
+
+
+def _many(key: str, payloads: Sequence[Payload], *, priority: float | None,
+          wait_replicas: int, wait_timeout_ms: int) -> tuple[list[str], Send | None]:
+    """(task ids, send) of `enqueue_many_sync`: one LPUSH (ZADD with `priority`) of every
+    payload, in order; no send for no payload. ValueError before anything is sent."""
+    if priority is not None:
+        priority = PRIORITY.check("priority", priority)
+    replicas, timeout_ms = durability(wait_replicas, wait_timeout_ms)
+    pairs = [envelope(p) for p in payloads]
+    if not pairs:
+        return [], None
+    elements = [wire(e) for _, e in pairs]
+    call: Call = (("LPUSH", key, *elements) if priority is None else
+                  ("ZADD", key, *(a for e in elements for a in (priority, e))))
+    return [t for t, _ in pairs], Send((call,), key, replicas, timeout_ms)
+
+
+# -- how it is sent: redis-py, redis.asyncio --------------------------------------------------
+
+
+def sent_once(options: dict[str, Any], *, asyncio: bool = False) -> dict[str, Any]:
+    """redis-py options for a client that sends each command once: no automatic retry after
+    a timeout or a lost connection (the command may have run: a second LPUSH would push the
+    task twice). The caller sees the error; the next command reconnects. A `retry` in
+    `options` is kept."""
+    out = dict(options)
+    if "retry" not in out:
+        retry_class: Any = redis.asyncio.retry.Retry if asyncio else redis.retry.Retry
+        out["retry"] = retry_class(NoBackoff(), 0)
+        out.setdefault("retry_on_error", [])
+    return out
+
+
+def connect(url: str, **options: Any) -> redis.Redis:
+    """A producer client for any DSN the project accepts (see `taskqueue.redisio.clients`) that
+    sends each push once (`sent_once`)."""
+    return clients.sync_client(clients.RedisSettings.from_dsn(url), **sent_once(options))
+
+
+def connect_async(url: str, **options: Any) -> aioredis.Redis:
+    """An asyncio producer client for any DSN the project accepts, sending each push once."""
+    return clients.async_client(clients.RedisSettings.from_dsn(url),
+                                **sent_once(options, asyncio=True))
+
+
+def _call(target: Any, call: Call) -> Any:
+    """Send `call` through `target` (a client, or a pipeline that queues it): the reply, the
+    pipeline, or with redis.asyncio an awaitable of either."""
+    if isinstance(call, ScriptCall):
+        script = target.register_script(scripts.lua("enqueue"))
+        return script(keys=call.keys, args=call.args, client=target)
+    return target.execute_command(*call)
+
+
+def _direct(send_: Send) -> bool:
+    """One call without WAIT goes without a pipeline (a pipeline asks SCRIPT EXISTS before a
+    script: a round trip more)."""
+    return send_.wait is None and len(send_.calls) == 1
+
+
+def send(client: redis.Redis, send_: Send, *, raise_on_error: bool = True) -> list[Any]:
+    """Send `send_` in one round trip; the calls' replies (an error reply in its place when
+    not `raise_on_error`), NotReplicated when durable mode was not confirmed."""
+    if _direct(send_):
+        try:
+            return [_call(client, send_.calls[0])]
+        except redis.ResponseError as exc:
+            if raise_on_error:
+                raise
+            return [exc]
+    node = _owner(client, send_.key) if send_.wait else client
+    pipe = node.pipeline(transaction=False)
+    for call in (*send_.calls, *([send_.wait] if send_.wait else [])):
+        _call(pipe, call)
+    try:
+        raw = pipe.execute(raise_on_error=raise_on_error)
+    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+        if node is not client:  # a failover moved the slot: learn the new map, then retry
+            cluster: Any = client
+            cluster.nodes_manager.initialize()
+        raise
+    return send_.replies(raw)
+
+
+async def send_async(client: aioredis.Redis, send_: Send) -> list[Any]:
+    """The asyncio `send` (error replies raise)."""
+    if _direct(send_):
+        return [await _call(client, send_.calls[0])]
+    node, owned = await _owner_async(client, send_.key) if send_.wait else (client, None)
+    try:
+        pipe = node.pipeline(transaction=False)
+        for call in (*send_.calls, *([send_.wait] if send_.wait else [])):
+            queued = _call(pipe, call)
+            if isinstance(call, ScriptCall):  # an asyncio script queues once awaited
+                await queued
+        raw = await pipe.execute()
+    finally:
+        if owned is not None:
+            await owned.aclose()
+    return send_.replies(raw)
+
+
+def _owner(client: Any, key: str) -> Any:
+    """The client to push `key` on: the node that owns it on a cluster (WAIT must follow the
+    push on the same connection, and all keys of a TaskQueue share one hash tag), else `client`."""
+    if hasattr(client, "get_node_from_key"):
+        return client.get_node_from_key(key).redis_connection
+    return client
+
+
+async def _owner_async(client: Any, key: str) -> tuple[Any, Any]:
+    """(client to push `key` on, the connection opened for it or None): on a cluster a client
+    of its own to the node that owns the key, closed by the caller."""
+    if not hasattr(client, "get_node_from_key"):
+        return client, None
+    await client.initialize()  # a no-op once the slot map is known
+    node = client.get_node_from_key(key)
+    owned = aioredis.Redis(connection_pool=aioredis.ConnectionPool(
+        connection_class=node.connection_class, **{
+            k: v for k, v in node.connection_kwargs.items() if k != "event_dispatcher"}))
+    return owned, owned
 
 
 def enqueue_sync(client: redis.Redis, key: str, payload: Payload, *,
@@ -360,14 +407,11 @@ def enqueue_sync(client: redis.Redis, key: str, payload: Payload, *,
                  wait_replicas: int = 0, wait_timeout_ms: int = WAIT_TIMEOUT_MS) -> str:
     """Push one task; a `priority` makes it a ZADD to a zset queue. Returns the task id (also
     when `unique_for` found it already enqueued). See the module doc for the options."""
-    push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
-                unique_for=unique_for, key_prefix=key_prefix)
-    wait_replicas, wait_timeout_ms = durability(wait_replicas, wait_timeout_ms)
-    if wait_replicas:
-        push_durably(client, [push], replicas=wait_replicas, timeout_ms=wait_timeout_ms)
-    else:
-        push_sync(client, push)
-    return push.task_id
+    tid, one = _one(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
+                    unique_for=unique_for, key_prefix=key_prefix, wait_replicas=wait_replicas,
+                    wait_timeout_ms=wait_timeout_ms)
+    send(client, one)
+    return tid
 
 
 async def enqueue(client: aioredis.Redis, key: str, payload: Payload, *,
@@ -375,22 +419,12 @@ async def enqueue(client: aioredis.Redis, key: str, payload: Payload, *,
                   delay: float | timedelta | None = None, at: When | None = None,
                   unique_for: float | None = None, key_prefix: str | None = None,
                   wait_replicas: int = 0, wait_timeout_ms: int = WAIT_TIMEOUT_MS) -> str:
-    """Push one task; a `priority` makes it a ZADD to a zset queue. Returns the task id (also
-    when `unique_for` found it already enqueued). See the module doc for the options."""
-    push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
-                unique_for=unique_for, key_prefix=key_prefix)
-    wait_replicas, wait_timeout_ms = durability(wait_replicas, wait_timeout_ms)
-    if wait_replicas:
-        await _push_durably_async(client, push, replicas=wait_replicas,
-                                  timeout_ms=wait_timeout_ms)
-    elif push.script:
-        keys_, args = push.script_call()
-        await client.register_script(scripts.lua("enqueue"))(keys=keys_, args=args)
-    elif push.how == "zadd":
-        await client.zadd(push.target, {push.data: push.score})
-    else:
-        await client.lpush(push.target, push.data)
-    return push.task_id
+    """The asyncio `enqueue_sync`."""
+    tid, one = _one(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
+                    unique_for=unique_for, key_prefix=key_prefix, wait_replicas=wait_replicas,
+                    wait_timeout_ms=wait_timeout_ms)
+    await send_async(client, one)
+    return tid
 
 
 def enqueue_many_sync(client: redis.Redis, key: str, payloads: Sequence[Payload], *,
@@ -401,28 +435,8 @@ def enqueue_many_sync(client: redis.Redis, key: str, payloads: Sequence[Payload]
 
     `wait_replicas` (durable mode) returns only once that many replicas have the push, and
     raises NotReplicated when they do not confirm it in time."""
-    if priority is not None:
-        priority = PRIORITY.check("priority", priority)
-    wait_replicas, wait_timeout_ms = durability(wait_replicas, wait_timeout_ms)
-    pairs = [envelope(p) for p in payloads]
-    if not pairs:
-        return []
-    elements = [wire(e) for _, e in pairs]
-    if wait_replicas:
-        if priority is None:
-            _push_durably(client, key, "LPUSH", elements, wait_replicas, wait_timeout_ms)
-        else:
-            _push_durably(client, key, "ZADD", [a for e in elements for a in (priority, e)],
-                          wait_replicas, wait_timeout_ms)
-    elif priority is None:
-        client.lpush(key, *elements)
-    else:
-        client.zadd(key, dict.fromkeys(elements, priority))
-    return [t for t, _ in pairs]
-
-
-def durability(wait_replicas: int, wait_timeout_ms: int) -> tuple[int, int]:
-    """(`wait_replicas`, `wait_timeout_ms`) checked against WAIT_REPLICAS and WAIT_TIMEOUT
-    (ValueError naming the option and its range). Pure."""
-    replicas = int(WAIT_REPLICAS.check("wait_replicas", wait_replicas))
-    return replicas, int(WAIT_TIMEOUT.check("wait_timeout_ms", wait_timeout_ms))
+    ids, many = _many(key, payloads, priority=priority, wait_replicas=wait_replicas,
+                      wait_timeout_ms=wait_timeout_ms)
+    if many is not None:
+        send(client, many)
+    return ids

@@ -38,10 +38,10 @@ def make_config(redis_url: str, *, worker_id: str = "w1", sweep: float = 1.0,
 
 def unstarted_dispatcher(redis_url: str, *, slots: int) -> Dispatcher:
     """A real `Dispatcher` for queue "q" of worker "w1" with `slots` slots, its thread not
-    started: only the slots' own calls (`finished(..., lead=True)`) fetch."""
+    started: only the slots' own posts (`finished`) fetch. `close()` it at the end."""
     config = make_config(redis_url, worker={"concurrency": slots})
     wakeup = Wakeup(url=config.redis_url, queue_keys=config.schema.queue_keys)
-    return Dispatcher(config=config, state=WorkerState(), wakeup=wakeup)
+    return Dispatcher(config=config, state=WorkerState(), wakeup=wakeup, held=True)
 
 
 def in_process(config: cfg.WorkerConfig) -> Worker:

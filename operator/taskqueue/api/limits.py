@@ -1,4 +1,5 @@
-"""The upper bounds of the numbers in a TaskQueue spec, and what each protects. Pure constants.
+"""The upper bounds of the numbers in a TaskQueue spec and what each protects, and `Bounds`, the
+range check of the producer's and the CLI's numeric options. Pure.
 
 Every number the models accept is finite and within what the code can use, so a value that
 passes validation (and the CRD's `maximum`, generated from the models) cannot break a worker
@@ -10,6 +11,8 @@ docs/operator.md list them per field. Below the models (the worker reads them wi
 """
 
 from __future__ import annotations
+
+import math
 
 MINUTE = 60
 HOUR = 60 * MINUTE
@@ -44,3 +47,39 @@ def describe_seconds(seconds: float) -> str:
             count = int(seconds // size)
             return f"{count} {unit}{'' if count == 1 else 's'}"
     return f"{seconds:g} seconds"
+
+
+class Bounds:
+    """The values a numeric option accepts: a finite number from `low` (excluded when
+    `above`) to `high`, a whole number when `whole`; `says` is the range as errors give it.
+    A plain class: the worker imports this module, and a dataclass costs start-up time."""
+
+    __slots__ = ("above", "high", "low", "says", "whole")
+
+    def __init__(self, low: float, high: float, says: str, *, whole: bool = False,
+                 above: bool = False) -> None:
+        self.low = low
+        self.high = high
+        self.says = says
+        self.whole = whole
+        self.above = above
+
+    def accepts(self, number: float) -> bool:
+        try:
+            value = float(number)
+        except OverflowError:  # an int too large for a float
+            return False
+        return (math.isfinite(value) and self.low <= value <= self.high
+                and not (self.above and value == self.low)
+                and (not self.whole or value == int(value)))
+
+    def check(self, name: str, value: object) -> float:
+        """`value` as a number; ValueError naming `name` and the range when it is not one of
+        the accepted values."""
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):
+            number = math.nan
+        if isinstance(value, bool) or not self.accepts(number):
+            raise ValueError(f"{name}={value!r}: give {self.says}")
+        return number

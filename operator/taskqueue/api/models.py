@@ -9,7 +9,6 @@ no redis. The status schema is in `taskqueue.api.statusschema`, `ScalingSpec` in
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -32,12 +31,6 @@ PLURAL = "taskqueues"
 SINGULAR = "taskqueue"
 SHORT_NAMES = ("tq",)
 
-#: A Redis key usable as a queue: 1 to 512 characters, no space or control character (the
-#: processing-entry header uses "\n"). Written with explicit code points, not `\s`: the API
-#: server's regex engine (Go), pydantic's (Rust) and Python's each read `\s` differently.
-KEY_PATTERN = r"^[^\x00-\x20\x7f]{1,512}$"
-_KEY_RE = re.compile(KEY_PATTERN)
-
 Delivery = Literal["AtLeastOnce", "AtMostOnce"]
 QueueType = Literal["list", "zset"]
 
@@ -58,7 +51,8 @@ SentinelSpec = redisspec.SentinelSpec
 class QueueSpec(_Model):
     """One queue in priority order (the first in spec.queues is served first)."""
 
-    key: str = Field(pattern=KEY_PATTERN, description="Redis key of the queue (producers LPUSH).")
+    key: str = Field(pattern=keyspace.KEY_PATTERN,
+                     description="Redis key of the queue (producers LPUSH).")
     starvationLimit: int | None = Field(
         default=None,
         ge=1,
@@ -86,7 +80,7 @@ class RetrySpec(_Model):
     )
     deadLetterKey: str | None = Field(
         default=None,
-        pattern=KEY_PATTERN,
+        pattern=keyspace.KEY_PATTERN,
         description="List that receives failed tasks; default '<first queue key>:dead'.",
     )
     deadLetterMaxLength: int = Field(
@@ -205,7 +199,7 @@ class TaskQueueSpec(_Model):
     )
     keyPrefix: str | None = Field(
         default=None,
-        pattern=KEY_PATTERN,
+        pattern=keyspace.KEY_PATTERN,
         description="Prefix of the bookkeeping keys (workers, processing, delayed); "
         "default: the first queue key.",
     )
@@ -302,8 +296,3 @@ class TaskQueue(_Model):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: TaskQueueSpec
     status: TaskQueueStatus | None = None
-
-
-def is_valid_key(key: str) -> bool:
-    """True when `key` can name a queue (1..512 characters, no space or control character)."""
-    return bool(_KEY_RE.match(key))

@@ -5,9 +5,10 @@ Pure, no I/O, never raises. A Redis URL may carry a password in its userinfo
 base64 passwords do) or in its query (`?password=...`, `?sentinel_password=...`). Multi-host
 DSNs (`redis+cluster://u:pw@a:7000,b:7001`, `redis+sentinel://s1,s2/mymaster/0`,
 `taskqueue.redisio.dsn`) are handled the same way. `url()` hides both; `scrub()` hides every
-URL inside a free text (an exception message); `check()`/`problem()` say whether a URL is usable
-without ever quoting it, so a parse error names the field, never a fragment of the value (with
-`tls_problem()`, which checks the `ssl_*` options); `has_password()` is the rule the CRD enforces
+URL inside a free text (an exception message); `check()`/`problem()`, the one URL check of the
+project (the DSN parser runs it first), say whether a URL is usable without ever quoting it, so a
+parse error names the field, never a fragment of the value (with `tls_problem()`, which checks
+the `ssl_*` options); `has_password()` is the rule the CRD enforces
 at admission (`PASSWORD_IN_USERINFO` and `PASSWORD_IN_QUERY` are RE2-compatible, shared with the
 CEL rule in `taskqueue.api.crdgen`).
 
@@ -95,9 +96,10 @@ def check(text: str, *, field: str) -> str | None:
 def problem(text: str) -> str | None:
     """What is wrong with a Redis URL, naming the part and the fix; None when it is usable.
 
-    The one URL check of the operator, the worker and the CLI. It never quotes the value nor
-    the parser's message (which can hold a fragment of a password: `Port could not be cast to
-    integer value as '<password prefix>'`).
+    The one URL check of the operator, the worker and the CLI, and the first step of the DSN
+    parser (`taskqueue.redisio.dsn.RedisSettings.from_dsn`): a URL it accepts parses. It never
+    quotes the value nor the parser's message (which can hold a fragment of a password: `Port
+    could not be cast to integer value as '<password prefix>'`).
     """
     if not text.startswith(tuple(f"{s}://" for s in SCHEMES)):
         return ("scheme must be redis://[user:password@]host:6379/0, rediss:// (TLS), "
@@ -110,25 +112,49 @@ def problem(text: str) -> str | None:
                 "percent-encode any '/', '@', ':', '?' or '#' in the user name or password)")
     if parts.scheme == "unix":
         return None if parts.path else "unix:// needs a socket path, e.g. unix:///run/redis.sock"
+    query = urllib.parse.parse_qsl(parts.query)
+    return (_hosts_problem(parts) or _query_problem(parts.query) or option_problem(query)
+            or tls_problem(query, tls=parts.scheme.startswith("rediss"))
+            or ("host is missing; use redis://host:6379/0" if not parts.hostname else None)
+            or _path_problem(parts))
+
+
+def _hosts_problem(parts: urllib.parse.SplitResult) -> str | None:
+    """A host list that is not one host (several for Cluster seeds and sentinels), each with
+    a port from 0 to 65535 or none."""
+    if "+" not in parts.scheme and "," in parts.netloc.rpartition("@")[2]:
+        return ("several hosts: use redis+cluster://h1:7000,h2:7001 (Cluster seed nodes) or "
+                "redis+sentinel://s1:26379,s2:26379/mymaster (sentinels)")
     try:
         _check_ports(parts)
     except ValueError:
         return ("port is not a number from 0 to 65535 (percent-encode any '/', '@', ':', '?' "
                 "or '#' in the user name or password, e.g. '/' as %2F)")
+    return None
+
+
+def _query_problem(query: str) -> str | None:
     try:
-        _check_query(parts.query)
+        _check_query(query)
     except ValueError:
         return ("a query parameter that takes a number has another value (db, "
                 "max_connections, health_check_interval, socket timeouts)")
-    query = urllib.parse.parse_qsl(parts.query)
-    found = option_problem(query) or tls_problem(query, tls=parts.scheme.startswith("rediss"))
-    if found is not None:
-        return found
-    if not parts.hostname:
-        return "host is missing; use redis://host:6379/0"
-    database = parts.path.lstrip("/")
-    if "+" not in parts.scheme and database and not database.isdigit():
+    return None
+
+
+def _path_problem(parts: urllib.parse.SplitResult) -> str | None:
+    """The path: `/<db>` for one server, `/<master name>[/<db>]` for Sentinel, nothing or `/0`
+    for a Redis Cluster (it has only database 0)."""
+    segments = [s for s in parts.path.split("/") if s]
+    if parts.scheme.endswith("+sentinel"):
+        if not segments:
+            return "name the master, e.g. redis+sentinel://s1:26379/mymaster/0"
+        segments = segments[1:]
+    database = segments[0] if segments else dict(urllib.parse.parse_qsl(parts.query)).get("db", "0")
+    if not database.isdigit():
         return "database (the path after the port) is not a number; use /0"
+    if parts.scheme.endswith("+cluster") and int(database) != 0:
+        return "Redis Cluster has only database 0; drop the /N from the URL"
     return None
 
 

@@ -2,8 +2,8 @@
 
 A Lua script (observe.lua behind `stats`) fails with `WRONGTYPE Operation against a key holding
 the wrong kind of value` and no key name; `culprit` asks Redis the TYPE of each key the schema
-names (queues, workers, delayed, dead letters, counters, the processing lists of registered
-workers) and returns the first that is neither absent nor of its expected type.
+names (queues, bookkeeping keys, dead letters, the processing lists of registered workers) and
+returns the first that is neither absent nor of its expected type (`KeySchema.expected_types`).
 """
 
 from __future__ import annotations
@@ -20,30 +20,14 @@ PROCESSING_CHECKED = 1000
 """Processing lists checked at most (one per registered worker)."""
 
 
-def expected_types(schema: keys.KeySchema) -> list[tuple[str, str]]:
-    """(key, type) of every fixed key of the TaskQueue, in the order observe.lua reads them."""
-    return [
-        *((q.key, q.type) for q in schema.queues),
-        (schema.workers, "zset"),
-        (schema.delayed, "zset"),
-        (schema.dead_letter, "list"),
-        (schema.stats, "hash"),
-        (schema.starvation, "hash"),
-    ]
-
-
 def culprit(client: redis.Redis, schema: keys.KeySchema) -> CliError | None:
     """A CliError naming the first key of the wrong type, None when every key is fine."""
-    wanted = expected_types(schema)
-    for key, kind in wanted:
+    wanted = schema.expected_types()
+    if str(client.type(to_bytes(schema.workers))) == wanted[schema.workers]:
+        members: Any = client.zrange(schema.workers, 0, PROCESSING_CHECKED - 1)
+        wanted = schema.expected_types(processing=[schema.processing(str(w)) for w in members])
+    for key, kind in wanted.items():
         found = str(client.type(to_bytes(key)))
         if found not in ("none", kind):
             return wrong_type(key, found, kind)
-    if str(client.type(to_bytes(schema.workers))) == "zset":
-        members: Any = client.zrange(schema.workers, 0, PROCESSING_CHECKED - 1)
-        for worker in members:
-            key = schema.processing(str(worker))
-            found = str(client.type(to_bytes(key)))
-            if found not in ("none", "list"):
-                return wrong_type(key, found, "list")
     return None

@@ -22,13 +22,12 @@ from typing import Any
 
 import redis
 
-from taskqueue.api import models
 from taskqueue.cli import drain, numbers, ui
 from taskqueue.cli.errors import EXIT_FAILURE, EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.records import DeadLetter, printable, to_bytes
-from taskqueue.cli.target import Target
+from taskqueue.cli.target import Target, target_options
 from taskqueue.client import PRIORITY
-from taskqueue.wire import keys
+from taskqueue.wire import keys, keyspace
 
 BATCH = 500
 SHOWN_KEPT = 20
@@ -48,9 +47,9 @@ def _check_list(client: redis.Redis, key: str) -> int:
     return int(client.llen(key))
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("dlq", help="dead letters: list, requeue, purge", description=__doc__,
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:
+    parents = target_options()
+    p = sub.add_parser("dlq", help=help, description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     dsub = p.add_subparsers(dest="dlq_command", required=True, metavar="{list,requeue,purge}")
     ls = dsub.add_parser("list", parents=parents, help="show dead letters, newest first")
@@ -189,7 +188,7 @@ def run_requeue(target: Target, args: argparse.Namespace) -> int:
     if bool(args.id) + (args.count is not None) + bool(args.all) != 1:
         raise CliError("dlq requeue: give exactly one of --id ID..., --count N, --all",
                        EXIT_USAGE)
-    if args.to is not None and not models.is_valid_key(args.to):
+    if args.to is not None and not keyspace.is_valid_key(args.to):
         raise CliError(f"--to {args.to!r}: not a valid key (1-512 characters, no space or "
                        "control character)",
                        EXIT_USAGE)

@@ -1,9 +1,9 @@
 """`taskqueue drain KEY`: empty a queue in small batches, never one blocking DEL of a huge key.
 
-Deleting a list of millions of elements with DEL blocks Redis for seconds (seed 004's last row).
-A drain removes the elements the key held when it started, oldest (lowest score) first, `batch`
-at a time (LTRIM for a list, ZREMRANGEBYRANK for a zset, each O(batch)). Tasks pushed to a list
-meanwhile are kept (in a zset they may score lower and go instead). When the last batch is all
+Deleting a list of millions of elements with DEL blocks Redis for seconds. A drain removes the
+elements the key held when it started, oldest (lowest score) first, `batch` at a time (LTRIM
+for a list, ZREMRANGEBYRANK for a zset, each O(batch)). Tasks pushed to a list meanwhile are
+kept (in a zset they may score lower and go instead). When the last batch is all
 the key holds, the key is UNLINKed (freed off the main thread). The plan is pure (`plan`);
 `run_drain` does the I/O.
 """
@@ -17,7 +17,7 @@ import redis
 
 from taskqueue.cli import ui
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
-from taskqueue.cli.target import Target
+from taskqueue.cli.target import Target, target_options
 
 DEFAULT_BATCH = 1000
 
@@ -85,9 +85,8 @@ def run_drain(client: redis.Redis, key: str, *, batch: int, expected: int | None
     return done
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("drain", parents=parents, help="delete a queue's tasks in batches",
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:
+    p = sub.add_parser("drain", parents=target_options(), help=help,
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("key", metavar="KEY", help="the queue (list or zset) to empty")
     p.add_argument("--batch", type=int, default=DEFAULT_BATCH,

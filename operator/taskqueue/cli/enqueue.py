@@ -31,17 +31,20 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import redis
 
 from taskqueue import client as producer
-from taskqueue.api import models
+from taskqueue.api.limits import Bounds
 from taskqueue.cli import numbers
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.records import is_utf8
-from taskqueue.cli.target import Target
-from taskqueue.wire import keys
+from taskqueue.cli.target import Target, target_options
+from taskqueue.wire import keys, keyspace
+
+if TYPE_CHECKING:
+    from taskqueue.api import models
 
 PIPELINE_BATCH = 1000
 
@@ -49,11 +52,10 @@ _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$")
 _MAX_DAYS = producer.MAX_AHEAD_SECONDS // 86400
 
-IN = producer.Bounds(producer.DELAY.low, producer.DELAY.high,
-                     f"a duration from 0s to {_MAX_DAYS}d (30s, 5m, 2h, 1d or seconds)")
-UNIQUE_FOR = producer.Bounds(producer.UNIQUE_FOR.low, producer.UNIQUE_FOR.high,
-                             f"a duration from 0.001s to {_MAX_DAYS}d (30s, 5m, 2h, 1d or "
-                             "seconds)")
+IN = Bounds(producer.DELAY.low, producer.DELAY.high,
+            f"a duration from 0s to {_MAX_DAYS}d (30s, 5m, 2h, 1d or seconds)")
+UNIQUE_FOR = Bounds(producer.UNIQUE_FOR.low, producer.UNIQUE_FOR.high,
+                    f"a duration from 0.001s to {_MAX_DAYS}d (30s, 5m, 2h, 1d or seconds)")
 
 
 def duration(text: str) -> float:
@@ -91,9 +93,8 @@ def point_in_time(text: str) -> float:
     return seconds
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("enqueue", parents=parents, help="push tasks to a queue",
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:
+    p = sub.add_parser("enqueue", parents=target_options(), help=help,
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("key", metavar="KEY", help="queue key")
     p.add_argument("payloads", metavar="PAYLOAD", nargs="+",
@@ -179,7 +180,7 @@ def where(items: Sequence[Item]) -> str:
 def queue_type(client: redis.Redis, target: Target, key: str,
                priority: float | None) -> models.QueueType:
     """The declared type, else the key's type in Redis, else zset with --priority or list."""
-    if not models.is_valid_key(key) or not is_utf8(key):
+    if not keyspace.is_valid_key(key) or not is_utf8(key):
         raise CliError(f"{key!r} is not a valid queue key (1-512 characters of UTF-8 text, no "
                        "spaces)", EXIT_USAGE)
     if target.schema is not None and target.schema.queues and target.queue_type(key) is None:
@@ -239,14 +240,9 @@ def _fate(reply: object) -> str:
 def _batch(client: redis.Redis, batch: list[producer.Push],
            wait_replicas: int) -> tuple[list[str], redis.RedisError | None]:
     """Send one batch: the fate of each push and the first error reply (raises when the batch
-    got no reply)."""
-    if wait_replicas:
-        created = producer.push_durably(client, batch, replicas=wait_replicas)
-        return [PUSHED if c else EXISTING for c in created], None
-    pipe = client.pipeline(transaction=False)
-    for p in batch:
-        producer.push_sync(pipe, p)
-    replies = pipe.execute(raise_on_error=False)
+    got no reply, NotReplicated when the replicas did not confirm it)."""
+    replies = producer.send(client, producer.Send.of(batch, replicas=wait_replicas),
+                            raise_on_error=False)
     errors = [r for r in replies if isinstance(r, redis.RedisError)]
     return [_fate(r) for r in replies], errors[0] if errors else None
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-EXIT_OK = 0
 EXIT_FAILURE = 1
 """The command ran but could not do what was asked (e.g. a task id not in the dead letters)."""
 EXIT_USAGE = 2

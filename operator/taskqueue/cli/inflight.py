@@ -20,7 +20,7 @@ import redis
 
 from taskqueue.cli import ui
 from taskqueue.cli.records import json_safe, payload_fields, printable, to_bytes
-from taskqueue.cli.target import Target
+from taskqueue.cli.target import Target, target_options
 from taskqueue.wire import keys
 
 _GLOB_SPECIAL = "\\*?[]"
@@ -124,9 +124,8 @@ def render(found: list[WorkerHolding]) -> str:
     return ui.table(header, rows)
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("inflight", parents=parents, help="tasks held by each worker",
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:
+    p = sub.add_parser("inflight", parents=target_options(), help=help,
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="JSON list of workers and their tasks")
     p.add_argument("--limit", type=int, default=50, help="tasks shown per worker (default 50)")

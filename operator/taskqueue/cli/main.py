@@ -1,38 +1,44 @@
-"""The `taskqueue` console script: parse, resolve the target, run, map errors to exit codes."""
+"""The `taskqueue` console script: parse, resolve the target, run, map errors to exit codes.
+
+A command's module (and what it imports: redis-py, the models, the simulator) is imported only
+when that command is named: `taskqueue --help` lists the commands from `COMMANDS`, and
+`taskqueue <command> ...` builds the parser of that command alone.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-import redis
-
-from taskqueue.api import redact
-from taskqueue.api.manifest import ManifestError
-from taskqueue.cli import (
-    culprit,
-    dlq,
-    drain,
-    enqueue,
-    inflight,
-    schedules,
-    simulate,
-    stats,
-    target,
-)
 from taskqueue.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
-    EXIT_TARGET,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     EXIT_WRONGTYPE,
     CliError,
 )
 
-Command = Callable[[target.Target, argparse.Namespace], int]
+if TYPE_CHECKING:
+    import redis
+
+    from taskqueue.cli.target import Target
+
+Command = Callable[["Target", argparse.Namespace], int]
+
+COMMANDS = {
+    "enqueue": "push tasks to a queue",
+    "stats": "queue statistics (--watch for live)",
+    "inflight": "tasks held by each worker",
+    "dlq": "dead letters: list, requeue, purge",
+    "drain": "delete a queue's tasks in batches",
+    "schedules": "next slots of spec.schedules, in their zones and UTC",
+    "simulate": "replay traffic against a manifest's scaling (no Redis, no cluster)",
+}
+"""Each command (the module `taskqueue.cli.<command>`) and its line in `taskqueue --help`."""
 
 EPILOG = """exit codes: 0 ok, 1 failed, 2 usage, 3 bad manifest / unknown TaskQueue,
 4 Redis unreachable, 5 wrong key type, 6 not confirmed (add --yes), 130 interrupted"""
@@ -46,23 +52,38 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (`{self.prog} -h` shows the usage)\n")
 
 
-def parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    target.add_arguments(common)
+def named(argv: Sequence[str]) -> str | None:
+    """The command `argv` names: its first argument when that is one of COMMANDS (the root
+    parser takes no option but -h before it)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
+def parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser of the command `argv` names (`named`); every other command is listed by its
+    help line only."""
     root = Parser(
         prog="taskqueue", description="Inspect and operate the Redis queues of a TaskQueue.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = root.add_subparsers(dest="command", required=True,
-                              metavar="{enqueue,stats,inflight,dlq,drain,schedules,simulate}")
-    for module in (enqueue, stats, inflight, dlq, drain, schedules):
-        module.add_parser(sub, [common])
-    simulate.add_parser(sub)
+    sub = root.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS)
+                              + "}")
+    command = named(argv)
+    for name, help_ in COMMANDS.items():
+        if name == command:
+            importlib.import_module(f"taskqueue.cli.{name}").add_parser(sub, help=help_)
+        else:
+            sub.add_parser(name, help=help_)
     return root
 
 
-def _redis_error(exc: redis.RedisError, resolved: target.Target) -> CliError:
-    if isinstance(exc, enqueue.PartialPush):  # the cause as below, then what was pushed
+def _redis_error(exc: redis.RedisError, resolved: Target) -> CliError:
+    import redis
+
+    from taskqueue.api import redact
+    from taskqueue.cli.enqueue import PartialPush
+
+    if isinstance(exc, PartialPush):  # the cause as below, then what was pushed
         cause = _redis_error(exc.cause, resolved)
         return CliError(exc.message(cause.message), cause.code)
     where, why = redact.url(resolved.redis_url), redact.scrub(str(exc))
@@ -86,8 +107,12 @@ def _redis_error(exc: redis.RedisError, resolved: target.Target) -> CliError:
     return CliError(f"Redis error: {why}", EXIT_FAILURE)
 
 
-def _wrong_type(resolved: target.Target) -> CliError | None:
+def _wrong_type(resolved: Target) -> CliError | None:
     """The key a bare WRONGTYPE (e.g. from a Lua script) was about, when it can be found."""
+    import redis
+
+    from taskqueue.cli import culprit
+
     if resolved.schema is None:
         return None
     try:
@@ -101,12 +126,11 @@ def execute(args: argparse.Namespace) -> int:
     standalone: Callable[[argparse.Namespace], int] | None = getattr(args, "run_standalone", None)
     if standalone is not None:  # needs no Redis target (simulate)
         return standalone(args)
-    try:
-        resolved = target.resolve(args)
-    except ManifestError as exc:
-        raise CliError(f"bad manifest: {exc}", EXIT_TARGET) from None
-    except OSError as exc:
-        raise CliError(f"cannot read manifest: {exc}", EXIT_TARGET) from None
+    import redis  # the command's module has loaded it
+
+    from taskqueue.cli import target
+
+    resolved = target.resolve(args)
     run: Command = args.run
     try:
         return run(resolved, args)
@@ -114,9 +138,19 @@ def execute(args: argparse.Namespace) -> int:
         raise _redis_error(exc, resolved) from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code (the console script exits with it)."""
-    args = parser().parse_args(argv)
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The parsed command line, with the modules the command needs imported: its own (by
+    `parser`) and pydantic's models when it reads a manifest (-f, --name). `console` calls this
+    under a SIGINT handler that only notes a Ctrl-C: an interrupt inside a library's import can
+    come out as another error."""
+    args = parser(argv).parse_args(argv)
+    if getattr(args, "file", None) or getattr(args, "name", None):
+        importlib.import_module("taskqueue.api.manifest")
+    return args
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the parsed command; its exit code, a CliError reported as one line."""
     try:
         return execute(args)
     except CliError as exc:
@@ -127,6 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_FAILURE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code (the console script exits with it)."""
+    return run(parse(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Argument types of the CLI's numeric options: each accepts a finite number in a stated range.
 
-The ranges are `taskqueue.client.Bounds`, the ones the Python client checks, so `nan`, `inf`
+The ranges are `taskqueue.api.limits.Bounds`, as the Python client checks them, so `nan`, `inf`
 and out-of-range values are refused before anything is sent, as one line that names the option
 and says the range: while the command line is parsed (`number`, `whole`: argparse adds the
 option's name), or by the command (`require`).
@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from taskqueue.api.limits import Bounds
 from taskqueue.cli.errors import EXIT_USAGE, CliError
-from taskqueue.client import Bounds
 
 
 def number(bounds: Bounds, *, parse: Callable[[str], float] = float,

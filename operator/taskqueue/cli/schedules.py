@@ -19,12 +19,11 @@ from taskqueue.api import schedulespec
 from taskqueue.api.models import ScheduleSpec
 from taskqueue.cli import ui
 from taskqueue.cli.errors import EXIT_USAGE, CliError
-from taskqueue.cli.target import Target
+from taskqueue.cli.target import Target, target_options
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("schedules", parents=parents, help="next slots of spec.schedules",
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:
+    p = sub.add_parser("schedules", parents=target_options(), help=help,
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--count", type=int, default=5, help="slots shown per schedule (default 5)")
     p.add_argument("--schedule", default=None, help="only the schedule of this name")

@@ -12,18 +12,16 @@ import datetime
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from taskqueue.api import manifest
-from taskqueue.api.models import TaskQueue
+from taskqueue.api.limits import Bounds
 from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
 from taskqueue.cli.numbers import require
-from taskqueue.client import Bounds
-from taskqueue.simulate import report, trace
-from taskqueue.simulate.run import Result, Scaler, Settings, simulate
-from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
+from taskqueue.simulate import trace
 
-COMPARE = {"keda": KEDA_DEFAULTS, "keda-tuned": KEDA_TUNED}
+if TYPE_CHECKING:  # the models and the simulator load when a simulation runs
+    from taskqueue.api.models import TaskQueue
+    from taskqueue.simulate.run import Result, Scaler
 
 RATE = Bounds(0, 1e6, "tasks per second > 0 and <= 1000000", above=True)
 SERVICE = Bounds(0, 86400, "seconds > 0 and <= 86400", above=True)
@@ -34,10 +32,9 @@ GRACE = Bounds(0, 86400, "seconds from 0 to 86400")
 HISTORY = Bounds(0, float("inf"), "a whole number >= 0", whole=True)
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "simulate", help="replay traffic against a manifest's scaling (no Redis, no cluster)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:
+    p = sub.add_parser("simulate", help=help, description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-f", "--file", required=True, metavar="FILE", help="TaskQueue manifest")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--trace", metavar="CSV", help="rows of enqueued_at,queue,service_seconds")
@@ -70,12 +67,15 @@ def add_parser(sub: Any) -> None:
 
 
 def scalers(tq: TaskQueue, compare: str) -> list[Scaler]:
+    from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
+
+    keda = {"keda": KEDA_DEFAULTS, "keda-tuned": KEDA_TUNED}
     out: list[Scaler] = [OperatorScaler(tq)]
     for name in filter(None, (c.strip() for c in compare.split(","))):
         if name == "no-quiesce":
             out.append(OperatorScaler(tq, quiesce=False))
-        elif name in COMPARE:
-            out.append(KedaScaler(tq, COMPARE[name]))
+        elif name in keda:
+            out.append(KedaScaler(tq, keda[name]))
         else:
             raise CliError(f"--compare: unknown {name!r}; use keda, keda-tuned or no-quiesce",
                            EXIT_USAGE)
@@ -123,6 +123,10 @@ def _load(args: argparse.Namespace, tq: TaskQueue) -> list[trace.Arrival]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from taskqueue.api import manifest
+    from taskqueue.simulate import report
+    from taskqueue.simulate.run import Settings, simulate
+
     try:
         tq = manifest.load(args.file)
         arrivals = load_trace(args, tq)

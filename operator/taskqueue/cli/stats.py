@@ -7,7 +7,8 @@ counter of `<prefix>:stats` between samples: a one-shot `stats` takes two sample
 seconds apart; `--watch` keeps sampling and reports the rate over the last minute (or since it
 started, when that is shorter). `--interval 0` skips the rate. Once `--watch` has read Redis, a
 connection error or timeout does not end it: the refresh shows the error (and the last numbers)
-and it goes on sampling until Redis answers again.
+and it goes on sampling until Redis answers again (each sample is sent once: the next refresh
+is the retry).
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from taskqueue import client as producer
 from taskqueue.api import redact
+from taskqueue.api.limits import Bounds
 from taskqueue.cli import numbers, ui
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
-from taskqueue.cli.target import Target
-from taskqueue.client import Bounds
+from taskqueue.cli.target import Target, target_options
 from taskqueue.redisio import queueops
 from taskqueue.scaling import waits
 from taskqueue.scaling.observation import QueueObservation
@@ -160,9 +162,8 @@ def render(snap: dict[str, Any]) -> str:
     ])
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("stats", parents=parents, help="queue statistics (--watch for live)",
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:
+    p = sub.add_parser("stats", parents=target_options(), help=help,
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="one JSON document (per refresh)")
     p.add_argument("-w", "--watch", action="store_true", help="refresh until Ctrl-C")
@@ -189,8 +190,10 @@ def run(target: Target, args: argparse.Namespace) -> int:
         raise
 
 
-def _client(target: Target) -> aioredis.Redis:
-    return target.connect_async()
+def _client(target: Target, *, watch: bool = False) -> aioredis.Redis:
+    """The client of the samples. `--watch` sends each sample once: the next refresh is its
+    retry, and the refresh shows at once that Redis cannot be read."""
+    return target.connect_async(**(producer.sent_once({}, asyncio=True) if watch else {}))
 
 
 async def _observe(client: aioredis.Redis, schema: keys.KeySchema) -> QueueObservation:
@@ -230,7 +233,7 @@ BLIP_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError, asyncio.Timeout
 
 async def _watch(target: Target, schema: keys.KeySchema, args: argparse.Namespace,
                  interval: float) -> int:
-    client = _client(target)
+    client = _client(target, watch=True)
     samples: deque[Sample] = deque()
     last: dict[str, Any] | None = None
     down_since: float | None = None

@@ -12,15 +12,18 @@ import argparse
 import base64
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
-import redis.asyncio as aioredis
-
-from taskqueue.api import manifest, models, redact
+from taskqueue.api import redact
 from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
-from taskqueue.redisio import clients
+from taskqueue.redisio import dsn
 from taskqueue.wire import keys, keyspace
+
+if TYPE_CHECKING:  # redis-py and pydantic load with the paths that use them
+    import redis
+    import redis.asyncio as aioredis
+
+    from taskqueue.api import models
 
 DEFAULT_URL = "redis://localhost:6379/0"
 
@@ -56,21 +59,28 @@ class Target:
     def connect(self, **options: Any) -> redis.Redis:
         """A client for this target (`options`: more redis-py keyword arguments); nothing is
         sent yet. Replies are decoded as UTF-8 with `surrogateescape`: bytes that are not UTF-8
-        survive a read and a write unchanged."""
-        return clients.sync_client(
-            clients.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
-            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=30,
-            **options)
+        survive a read and a write unchanged. A Redis that refuses or does not answer the
+        first connection is reported at once (exit 4); a connection lost once Redis has
+        answered is retried (a failover in the middle of a command)."""
+        from taskqueue.redisio import clients
 
-    def connect_async(self) -> aioredis.Redis:
-        """An asyncio client for this target (replies decoded); nothing is sent yet. It has no
-        socket timeout (redis-py's default is 5 s): with one, redis-py sends each command
-        through `asyncio.wait_for`, which on Python 3.11 drops a cancellation (the Ctrl-C of
-        `asyncio.run`) that arrives just as the send completes. Callers bound their calls
-        with `asyncio.timeout` instead."""
+        return clients.sync_client(
+            clients.RedisSettings.from_dsn(self.redis_url), retry_first_contact=False,
+            decode_responses=True, encoding_errors="surrogateescape", socket_connect_timeout=3,
+            socket_timeout=30, **options)
+
+    def connect_async(self, **options: Any) -> aioredis.Redis:
+        """An asyncio client for this target (replies decoded, the first contact as in
+        `connect`); nothing is sent yet. It has no socket timeout (redis-py's default is 5 s):
+        with one, redis-py sends each command through `asyncio.wait_for`, which on Python 3.11
+        drops a cancellation (the Ctrl-C of `asyncio.run`) that arrives just as the send
+        completes. Callers bound their calls with `asyncio.timeout` instead."""
+        from taskqueue.redisio import clients
+
         return clients.async_client(
-            clients.RedisSettings.from_dsn(self.redis_url), decode_responses=True,
-            encoding_errors="surrogateescape", socket_connect_timeout=3, socket_timeout=None)
+            clients.RedisSettings.from_dsn(self.redis_url), retry_first_contact=False,
+            decode_responses=True, encoding_errors="surrogateescape", socket_connect_timeout=3,
+            socket_timeout=None, **options)
 
 
 class _QueueAction(argparse.Action):
@@ -83,8 +93,10 @@ class _QueueAction(argparse.Action):
         namespace.queues = queues
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The target options every command takes."""
+def target_options() -> list[argparse.ArgumentParser]:
+    """The parent parser of every command that works on a TaskQueue's Redis: the target
+    options."""
+    parser = argparse.ArgumentParser(add_help=False)
     group = parser.add_argument_group("target (one of -f, --name, or --queue flags)")
     group.add_argument("-f", "--file", metavar="FILE", help="TaskQueue manifest (YAML or JSON)")
     group.add_argument("--name", help="TaskQueue in the cluster (read through the kubeconfig)")
@@ -100,6 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--key-prefix", default=None, help="default: the first queue key")
     group.add_argument("--dead-letter-key", default=None,
                        help="default: '<first queue key>:dead'")
+    return [parser]
 
 
 def resolve(args: argparse.Namespace) -> Target:
@@ -115,13 +128,26 @@ def resolve(args: argparse.Namespace) -> Target:
         )
     if args.redis_url:
         _check_url(args.redis_url, "--redis-url")
+    given = "--redis-url" if args.redis_url else "spec.redis"
     if args.file:
-        tq = manifest.load(args.file)
-        return _from_object(tq, url=args.redis_url or _spec_url(tq, args.file))
+        tq = _load(args.file)
+        return _from_object(tq, url=args.redis_url or _spec_url(tq, args.file), given=given)
     if args.name:
         tq, url = _from_cluster(args)
-        return _from_object(tq, url=args.redis_url or url)
+        return _from_object(tq, url=args.redis_url or url, given=given)
     return _from_flags(args)
+
+
+def _load(path: str) -> models.TaskQueue:
+    """The TaskQueue of the manifest at `path`; CliError when it cannot be read or used."""
+    from taskqueue.api import manifest  # pydantic: only a command given a manifest needs it
+
+    try:
+        return manifest.load(path)
+    except manifest.ManifestError as exc:
+        raise CliError(f"bad manifest: {exc}", EXIT_TARGET) from None
+    except OSError as exc:
+        raise CliError(f"cannot read manifest: {exc}", EXIT_TARGET) from None
 
 
 def _check_url(url: str, source: str) -> None:
@@ -131,11 +157,13 @@ def _check_url(url: str, source: str) -> None:
         raise CliError(problem, EXIT_USAGE if source.startswith("--") else EXIT_TARGET)
 
 
-def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
+def _from_object(tq: models.TaskQueue, *, url: str, given: str) -> Target:
+    """The target of a TaskQueue whose Redis URL is `url` (checked), from `given`."""
     ns = tq.metadata.namespace
     name = f"{ns}/{tq.metadata.name}" if ns else tq.metadata.name
-    url = clients.dsn_for(url, tq.spec.redis.mode, sentinel=tq.spec.redis.sentinel)
-    url = clients.with_sentinel_password(
+    url = dsn.dsn_for(url, tq.spec.redis.mode, sentinel=tq.spec.redis.sentinel)
+    _check_url(url, given)  # the DSN of spec.redis's topology (mode cluster: database 0 only)
+    url = dsn.with_sentinel_password(
         url, os.environ.get("TASKQUEUE_REDIS_SENTINEL_PASSWORD"))
     tls_dir = os.environ.get("TASKQUEUE_REDIS_TLS_DIR")
     if tq.spec.redis.tls is not None and tls_dir is None and "ssl_ca_certs" not in url:
@@ -144,9 +172,9 @@ def _from_object(tq: models.TaskQueue, *, url: str) -> Target:
             "keys as files in a folder and set TASKQUEUE_REDIS_TLS_DIR to it, or pass "
             "--redis-url 'rediss://...?ssl_ca_certs=/path/ca.crt'", EXIT_USAGE)
     if tls_dir is not None:
-        url = clients.with_tls_dir(url, tq.spec.redis.tls, tls_dir)
+        url = dsn.with_tls_dir(url, tq.spec.redis.tls, tls_dir)
     schema = keys.KeySchema.from_spec(tq.spec)
-    problem = schema.cluster_problem() if clients.is_cluster_dsn(url) else None
+    problem = schema.cluster_problem() if dsn.is_cluster_dsn(url) else None
     if problem:
         raise CliError(problem, EXIT_USAGE)
     return Target(redis_url=url, schema=schema, name=name, spec=tq.spec)
@@ -168,7 +196,7 @@ def _from_flags(args: argparse.Namespace) -> Target:
     url = args.redis_url or DEFAULT_URL
     queues = tuple(keys.QueueRef(key=k, type=t) for k, t in (args.queues or []))
     for q in queues:
-        if not models.is_valid_key(q.key):
+        if not keyspace.is_valid_key(q.key):
             raise CliError(f"--queue {q.key!r}: not a valid key (1-512 characters, no space or "
                            "control character)",
                            EXIT_USAGE)
@@ -194,6 +222,8 @@ def _from_cluster(args: argparse.Namespace) -> tuple[models.TaskQueue, str]:
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
 
+    from taskqueue.api import manifest, models
+
     client: Any = kubernetes.client
     config: Any = kubernetes.config
 
@@ -210,7 +240,10 @@ def _from_cluster(args: argparse.Namespace) -> tuple[models.TaskQueue, str]:
         raise _api_error(exc, f"TaskQueue {ns}/{args.name}") from None
     except urllib3.exceptions.HTTPError as exc:
         raise CliError(f"cannot reach the Kubernetes API: {exc}", EXIT_TARGET) from None
-    tq = manifest.parse(obj)
+    try:
+        tq = manifest.parse(obj)
+    except manifest.ManifestError as exc:
+        raise CliError(f"bad manifest: {exc}", EXIT_TARGET) from None
     if tq.spec.redis.url is not None or args.redis_url:
         return tq, tq.spec.redis.url or ""
     return tq, _secret_url(client.CoreV1Api(api), ns, tq, ApiException)

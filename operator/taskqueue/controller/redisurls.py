@@ -53,17 +53,23 @@ class RedisUrls:
         self.kube = kube
         self.clock = clock
         self._secrets: dict[tuple[str, str, str], tuple[float, str]] = {}
-        self._sentinel_passwords: dict[tuple[str, str, str], tuple[float, str]] = {}
 
     async def url(self, tq: models.TaskQueue) -> str:
         """The DSN spec.redis names (`taskqueue.redisio.dsn`): its URL or Secret, topology, sentinel
-        password and TLS files; SpecError naming the field when a Secret is missing."""
+        password and TLS files; SpecError naming the field when a Secret is missing or the DSN
+        is not usable."""
         redis = tq.spec.redis
         url = clients.dsn_for(await self._url(tq), redis.mode, sentinel=redis.sentinel)
+        problem = redact.check(url, field="spec.redis")  # the topology's DSN (cluster: db 0)
+        if problem is not None:
+            raise SpecError(problem)
         ns = tq.metadata.namespace or "default"
         if redis.sentinel is not None and redis.sentinel.passwordSecretRef is not None:
-            url = clients.with_sentinel_password(url, await self._sentinel_password(
-                ns, redis.sentinel.passwordSecretRef))
+            ref = redis.sentinel.passwordSecretRef
+            url = clients.with_sentinel_password(url, await self._secret(
+                ns, ref, missing=f"spec.redis.sentinel.passwordSecretRef: Secret {ref.name!r} "
+                f"with key {ref.key!r} not found in namespace {ns}; create it with the "
+                "sentinels' password as the value"))
         if redis.tls is None:
             return url
         try:
@@ -72,42 +78,35 @@ class RedisUrls:
             raise SpecError(str(e)) from None
         return clients.with_tls_dir(url, redis.tls, str(folder))
 
-    async def _sentinel_password(self, ns: str, ref: models.SecretKeyRef) -> str:
-        key = (ns, ref.name, ref.key)
-        cached = self._sentinel_passwords.get(key)
-        if cached is not None and self.clock() - cached[0] < SECRET_TTL_SECONDS:
-            return cached[1]
-        try:
-            value = (await self.kube.secret_value(ns, ref.name, ref.key)).strip()
-        except NotFoundError:
-            raise SpecError(
-                f"spec.redis.sentinel.passwordSecretRef: Secret {ref.name!r} with key "
-                f"{ref.key!r} not found in namespace {ns}; create it with the sentinels' "
-                "password as the value") from None
-        self._sentinel_passwords[key] = (self.clock(), value)
-        return value
-
     async def _url(self, tq: models.TaskQueue) -> str:
-        """spec.redis.url, or the value of spec.redis.urlSecretRef; SpecError when missing."""
+        """spec.redis.url, or the value of spec.redis.urlSecretRef; SpecError when missing or
+        not a usable Redis URL."""
         ref = tq.spec.redis.urlSecretRef
         if ref is None:
             assert tq.spec.redis.url is not None
             return tq.spec.redis.url
         ns = tq.metadata.namespace or "default"
+        field = f"spec.redis.urlSecretRef (Secret {ref.name!r}, key {ref.key!r})"
+        return await self._secret(
+            ns, ref, check=lambda url: redact.check(url, field=field),
+            missing=f"spec.redis.urlSecretRef: Secret {ref.name!r} with key {ref.key!r} not "
+            f"found in namespace {ns}; create it with the Redis URL as the value")
+
+    async def _secret(self, ns: str, ref: models.SecretKeyRef, *, missing: str,
+                      check: Callable[[str], str | None] = lambda _: None) -> str:
+        """The value of a Secret's key, stripped, read at most once per SECRET_TTL_SECONDS;
+        SpecError(`missing`) when the Secret or the key does not exist, SpecError(the problem)
+        when `check` finds one (such a value is not cached: a fix is read at the next call)."""
         key = (ns, ref.name, ref.key)
         cached = self._secrets.get(key)
         if cached is not None and self.clock() - cached[0] < SECRET_TTL_SECONDS:
             return cached[1]
         try:
-            url = (await self.kube.secret_value(ns, ref.name, ref.key)).strip()
+            value = (await self.kube.secret_value(ns, ref.name, ref.key)).strip()
         except NotFoundError:
-            raise SpecError(
-                f"spec.redis.urlSecretRef: Secret {ref.name!r} with key {ref.key!r} not found in "
-                f"namespace {ns}; create it with the Redis URL as the value"
-            ) from None
-        problem = redact.check(url, field=f"spec.redis.urlSecretRef (Secret {ref.name!r}, key "
-                                         f"{ref.key!r})")
+            raise SpecError(missing) from None
+        problem = check(value)
         if problem is not None:
             raise SpecError(problem)
-        self._secrets[key] = (self.clock(), url)
-        return url
+        self._secrets[key] = (self.clock(), value)
+        return value

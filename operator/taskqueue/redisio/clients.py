@@ -26,14 +26,13 @@ from taskqueue.redisio.dsn import (
     SettingsError,
     dsn_for,
     is_cluster_dsn,
-    redact,
     with_sentinel_password,
     with_tls_dir,
 )
 
 __all__ = [
     "AsyncClient", "Mode", "RedisSettings", "SettingsError", "SyncClient", "async_client",
-    "dsn_for", "is_cluster_dsn", "master_address", "redact", "sync_client",
+    "dsn_for", "is_cluster_dsn", "master_address", "sync_client",
     "with_sentinel_password", "with_tls_dir",
 ]
 
@@ -62,14 +61,62 @@ def _retry_class(*, asyncio: bool) -> Any:
     return SyncRetry
 
 
-def _with_retry(options: dict[str, Any], *, asyncio: bool) -> dict[str, Any]:
+class _RetryOnceAnswered(SyncRetry):
+    """No retry until Redis has answered once, then up to `retries`: a first contact that is
+    refused or times out (a wrong URL, a port-forward that is not running) fails at once, a
+    connection lost after that is retried (a failover in the middle of a command). One object
+    shared by every connection of a client (redis-py deep-copies the retry it is given)."""
+
+    def __init__(self, backoff: Any, retries: int) -> None:
+        super().__init__(backoff, 0)
+        self._once_answered = retries
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _RetryOnceAnswered:
+        return self
+
+    def call_with_retry(self, do: Any, fail: Any, *args: Any, **kwargs: Any) -> Any:
+        result = super().call_with_retry(do, fail, *args, **kwargs)
+        self.update_retries(self._once_answered)
+        return result
+
+
+@cache
+def _async_retry_once_answered() -> type[Any]:
+    """The asyncio twin of `_RetryOnceAnswered` (defined on first use: redis.asyncio is not
+    imported by programs that never make an asyncio client)."""
+    from redis.asyncio.retry import Retry as AsyncRetry
+
+    class _AsyncRetryOnceAnswered(AsyncRetry):
+        def __init__(self, backoff: Any, retries: int) -> None:
+            super().__init__(backoff, 0)
+            self._once_answered = retries
+
+        def __deepcopy__(self, memo: dict[int, Any]) -> _AsyncRetryOnceAnswered:
+            return self
+
+        async def call_with_retry(self, do: Any, fail: Any, *args: Any, **kwargs: Any) -> Any:
+            result = await super().call_with_retry(do, fail, *args, **kwargs)
+            self.update_retries(self._once_answered)
+            return result
+
+    return _AsyncRetryOnceAnswered
+
+
+def _with_retry(options: dict[str, Any], *, asyncio: bool,
+                retry_first_contact: bool = True) -> dict[str, Any]:
     """`options` plus a retry on connection loss and READONLY (a demoted master), unless the
     caller chose one: the retry reconnects, and through Sentinel it asks for the master again.
-    Retried commands run at least once (an LPUSH whose reply was lost may be pushed twice)."""
+    Retried commands run at least once (an LPUSH whose reply was lost may be pushed twice).
+    Without `retry_first_contact`, nothing is retried until Redis has answered once (a
+    command-line tool reports an unreachable Redis at once)."""
     out = dict(options)
     if "retry" not in out:
         backoff = ExponentialBackoff(cap=1.0, base=0.05)
-        out["retry"] = _retry_class(asyncio=asyncio)(backoff, RETRIES)
+        if retry_first_contact:
+            retry_class = _retry_class(asyncio=asyncio)
+        else:
+            retry_class = _async_retry_once_answered() if asyncio else _RetryOnceAnswered
+        out["retry"] = retry_class(backoff, RETRIES)
     out.setdefault("retry_on_error", [redis.ConnectionError, redis.TimeoutError,
                                       redis.ReadOnlyError])
     return out
@@ -105,8 +152,10 @@ def _sentinel_kwargs(settings: RedisSettings, options: dict[str, Any], *,
     return kw
 
 
-def sync_client(settings: RedisSettings, **options: Any) -> SyncClient:
-    """A synchronous client (with its own pool); `options` are redis-py keyword arguments."""
+def sync_client(settings: RedisSettings, *, retry_first_contact: bool = True,
+                **options: Any) -> SyncClient:
+    """A synchronous client (with its own pool); `options` are redis-py keyword arguments.
+    `retry_first_contact=False`: a Redis that never answered is not retried (`_with_retry`)."""
     if settings.mode == "cluster":
         nodes = [_ClusterNode(h, p) for h, p in settings.hosts]
         kwargs = _node_kwargs(settings, options)
@@ -119,15 +168,19 @@ def sync_client(settings: RedisSettings, **options: Any) -> SyncClient:
             raise redis.ConnectionError(
                 f"Redis Cluster at {settings.describe()} unreachable: {exc}") from exc
     if settings.mode == "sentinel":
-        kwargs = _node_kwargs(settings, _with_retry(options, asyncio=False))
+        kwargs = _node_kwargs(settings, _with_retry(
+            options, asyncio=False, retry_first_contact=retry_first_contact))
         sentinel = _Sentinel(list(settings.hosts), sentinel_kwargs=_sentinel_kwargs(
             settings, options), **_sentinel_master_kwargs(kwargs, asyncio=False))
         return cast(SyncClient, sentinel.master_for(settings.master_name))
-    return redis.Redis.from_url(settings.node_url(), **_with_retry(options, asyncio=False))
+    return redis.Redis.from_url(settings.node_url(), **_with_retry(
+        options, asyncio=False, retry_first_contact=retry_first_contact))
 
 
-def async_client(settings: RedisSettings, **options: Any) -> AsyncClient:
-    """An asyncio client (with its own pool); `options` are redis-py keyword arguments."""
+def async_client(settings: RedisSettings, *, retry_first_contact: bool = True,
+                 **options: Any) -> AsyncClient:
+    """An asyncio client (with its own pool); `options` are redis-py keyword arguments.
+    `retry_first_contact=False`: a Redis that never answered is not retried (`_with_retry`)."""
     import redis.asyncio as aioredis
     import redis.asyncio.cluster as aiocluster
     import redis.asyncio.sentinel as aiosentinel
@@ -141,20 +194,22 @@ def async_client(settings: RedisSettings, **options: Any) -> AsyncClient:
         return cast("AsyncClient",
                     aiocluster.RedisCluster(startup_nodes=nodes, ssl=ssl, **kwargs))
     if settings.mode == "sentinel":
-        kwargs = _node_kwargs(settings, _with_retry(options, asyncio=True))
+        kwargs = _node_kwargs(settings, _with_retry(
+            options, asyncio=True, retry_first_contact=retry_first_contact))
         async_sentinel: Any = aiosentinel.Sentinel
         sentinel = async_sentinel(list(settings.hosts), sentinel_kwargs=_sentinel_kwargs(
             settings, options, asyncio=True), **_sentinel_master_kwargs(kwargs, asyncio=True))
         return cast("AsyncClient", sentinel.master_for(settings.master_name))
-    return aioredis.Redis.from_url(settings.node_url(), **_with_retry(options, asyncio=True))
+    return aioredis.Redis.from_url(settings.node_url(), **_with_retry(
+        options, asyncio=True, retry_first_contact=retry_first_contact))
 
 
 class _FollowMaster(redis.sentinel.SentinelManagedConnection):
     """A Sentinel-managed connection that asks for the master again on every reconnect.
 
     redis-py re-resolves the master only in `connect()`; a command that reconnects after an
-    error goes through `connect_check_health()` to the old address, so a retried command kept
-    knocking at the dead master. This asks Sentinel there too."""
+    error goes through `connect_check_health()` to the old address, so a retried command would
+    knock at the dead master again. This asks Sentinel there too."""
 
     def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
         if self._sock is None and self.connection_pool.is_master:

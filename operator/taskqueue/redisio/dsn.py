@@ -12,19 +12,17 @@ A `RedisSettings` is parsed from a DSN in the style of arq's `RedisSettings.from
 `rediss+cluster://` and `rediss+sentinel://` use TLS to the data nodes (and to the sentinels).
 Query parameters are redis-py's (`ssl_ca_certs`, `ssl_certfile`, `ssl_keyfile`, `ssl_cert_reqs`,
 `socket_timeout`, …); `sentinel_password` / `sentinel_username` authenticate to the sentinels.
-Secrets (password, CA, client certificate) come from files mounted from Kubernetes Secrets:
-`with_files()` reads them; nothing secret needs to be in the DSN or the environment.
-`dsn_for`, `with_tls_dir` and `with_sentinel_password` turn spec.redis into a DSN; `redact`
-masks every password in one for logs, events and status.
+A DSN is checked by `taskqueue.api.redact.problem`, the one URL check of the project, before
+it is parsed. `dsn_for`, `with_tls_dir` and `with_sentinel_password` turn spec.redis into a DSN.
 """
 
 from __future__ import annotations
 
 import urllib.parse
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from taskqueue.api.redact import url as redact_url
+from taskqueue.api import redact
 
 Mode = Literal["standalone", "cluster", "sentinel"]
 
@@ -85,52 +83,25 @@ class RedisSettings:
     unix_path: str | None = None
 
     @classmethod
-    def from_dsn(cls, dsn: str, *, mode: Mode | None = None) -> RedisSettings:
-        """Parse `dsn`; `mode` (spec.redis.mode) turns a plain `redis://` URL into a cluster
-        seed. Raises SettingsError naming the problem and the expected form."""
-        scheme = dsn.split("://", 1)[0] if "://" in dsn else ""
-        if scheme not in _SCHEMES:
-            raise SettingsError(
-                f"{_redact(dsn)!r} is not a Redis URL; use redis://host:6379/0, rediss:// for "
-                "TLS, redis+cluster://host:7000 or redis+sentinel://host:26379/mymaster"
-            )
-        dsn_mode, data_scheme = _SCHEMES[scheme]
-        if mode is not None and mode != "standalone" and dsn_mode not in ("standalone", mode):
-            raise SettingsError(f"spec.redis.mode is {mode} but the URL scheme is {scheme}://")
-        final: Mode = dsn_mode if mode in (None, "standalone") else mode
+    def from_dsn(cls, dsn: str) -> RedisSettings:
+        """Parse `dsn`; SettingsError naming what is wrong and the fix (`redact.problem`, the
+        one URL check of the project: every DSN it accepts parses)."""
+        problem = redact.problem(dsn)
+        if problem is not None:
+            raise SettingsError(problem)
+        mode, data_scheme = _SCHEMES[dsn.split("://", 1)[0]]
         if data_scheme == "unix":
-            if final != "standalone":
-                raise SettingsError("unix:// sockets reach one server; drop mode cluster/sentinel")
             parts = urllib.parse.urlsplit(dsn)
             username, password, query = _credentials(
                 urllib.parse.parse_qsl(parts.query), username=_unquote(parts.username),
                 password=_unquote(parts.password))
             return cls(mode="standalone", scheme="unix", hosts=(), unix_path=parts.path,
                        username=username, password=password, query=query)
-        return _parse_network(dsn, final, data_scheme)
+        return _parse_network(dsn, mode, data_scheme)
 
     @property
     def tls(self) -> bool:
         return self.scheme == "rediss"
-
-    def with_files(self, *, password_file: str | None = None, username: str | None = None,
-                   ca_file: str | None = None, cert_file: str | None = None,
-                   key_file: str | None = None,
-                   sentinel_password_file: str | None = None) -> RedisSettings:
-        """These settings with secrets read from mounted files (Kubernetes Secret volumes)."""
-        query = dict(self.query)
-        for name, path in (("ssl_ca_certs", ca_file), ("ssl_certfile", cert_file),
-                           ("ssl_keyfile", key_file)):
-            if path:
-                query[name] = path
-        return replace(
-            self,
-            username=username or self.username,
-            password=_read(password_file) if password_file else self.password,
-            sentinel_password=(_read(sentinel_password_file) if sentinel_password_file
-                               else self.sentinel_password),
-            query=tuple(query.items()),
-        )
 
     def node_url(self, host: str | None = None, port: int | None = None) -> str:
         """A plain redis:// (rediss://, unix://) URL of one data node with these credentials."""
@@ -166,26 +137,10 @@ def _parse_network(dsn: str, mode: Mode, data_scheme: str) -> RedisSettings:
     query = [(k, v) for k, v in query if k not in _SENTINEL_QUERY and k != "db"]
     hosts = tuple(_host_port(h, 26379 if mode == "sentinel" else 6379)
                   for h in hostlist.split(",") if h)
-    if not hosts:
-        raise SettingsError(f"{_redact(dsn)!r} names no host; e.g. redis://redis:6379/0")
     segments = [s for s in path.split("/") if s]
-    master = None
-    if mode == "sentinel":
-        if not segments:
-            raise SettingsError(
-                f"{_redact(dsn)!r}: name the master, e.g. redis+sentinel://s1:26379/mymaster/0")
-        master = segments.pop(0)
-    if mode == "standalone" and len(hosts) > 1:
-        raise SettingsError(
-            f"{_redact(dsn)!r} lists several hosts; use redis+cluster:// (cluster seeds) or "
-            "redis+sentinel:// (sentinels)")
-    try:
-        db = int(segments[0]) if segments else int(dict(urllib.parse.parse_qsl(query_text))
-                                                   .get("db", 0))
-    except ValueError:
-        raise SettingsError(f"{_redact(dsn)!r}: the database must be a number (/0)") from None
-    if mode == "cluster" and db != 0:
-        raise SettingsError("Redis Cluster has only database 0; drop the /N from the URL")
+    master = segments.pop(0) if mode == "sentinel" else None
+    db = int(segments[0]) if segments else int(dict(urllib.parse.parse_qsl(query_text))
+                                               .get("db", 0))
     user, secret, options = _credentials(query, username=_unquote(username),
                                          password=_unquote(password))
     return RedisSettings(
@@ -214,20 +169,6 @@ def _host(host: str) -> str:
 
 def _unquote(text: str | None) -> str | None:
     return urllib.parse.unquote(text) if text else None
-
-
-def _read(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read().strip()
-
-
-def redact(dsn: str) -> str:
-    """`dsn` with its password and any `*password=` option masked (logs, events, status):
-    `taskqueue.api.redact.url`, the project's one redactor."""
-    return redact_url(dsn)
-
-
-_redact = redact
 
 
 def dsn_for(url: str, mode: str, *, sentinel: Sentinel | None = None) -> str:

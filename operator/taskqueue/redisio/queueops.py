@@ -3,8 +3,7 @@
 Reads a whole observation in one round trip (`observe`; `observe_appending` sends the operator's
 history appends in the same round trip) and requeues a departed worker's tasks atomically
 (`recover_worker`). The scripts and key names come from `taskqueue.wire.keys`, the calls'
-KEYS and ARGV from `taskqueue.wire.scripts` (re-exported here: `fetch_args`, `fetch_keys`,
-`recover_call`, `release_call`), which the worker uses without redis-py.
+KEYS and ARGV from `taskqueue.wire.scripts`, which the worker uses without redis-py.
 """
 
 from __future__ import annotations
@@ -21,14 +20,9 @@ from redis.exceptions import NoPermissionError, NoScriptError
 
 from taskqueue.scaling.observation import QueueObservation, WorkerObservation, WrongType
 from taskqueue.wire import history, keys, scripts
-from taskqueue.wire.scripts import fetch_args, fetch_keys, recover_call, release_call
 
 if TYPE_CHECKING:  # redis.asyncio is loaded where an asyncio client is made
     import redis.asyncio as aioredis
-
-__all__ = ["Script", "fetch_args", "fetch_keys", "observe", "observe_appending", "observe_call",
-           "parse_observation", "quiesce", "recover_call", "recover_worker", "release_call",
-           "script", "transaction_error", "wire"]
 
 _SEEN_WORKERS_MAX = 4096
 _seen_workers: OrderedDict[str, tuple[str, ...]] = OrderedDict()
@@ -38,7 +32,7 @@ costs a second call, never a wrong answer)."""
 
 
 class Script(scripts.Script):
-    """A Lua script run through a redis-py client (async or sync), loaded again on NOSCRIPT.
+    """A Lua script run through a redis-py asyncio client, loaded again on NOSCRIPT.
     The one script loader of the operator and the CLI (the worker sends the same scripts over
     its own connection: `taskqueue.wire.scripts`).
 
@@ -57,13 +51,6 @@ class Script(scripts.Script):
         except redis.ResponseError as exc:
             raise self.explain(exc) from exc
 
-    def sync(self, client: redis.Redis, *, keys: Sequence[Any] = (),
-             args: Sequence[Any] = ()) -> Any:
-        """The same call on a synchronous client."""
-        return self.on_noscript(
-            lambda: client.evalsha(self.sha, len(keys), *keys, *args), client.script_load,
-            noscript=NoScriptError, reply_error=redis.ResponseError, refused=NoPermissionError)
-
     def explain(self, exc: redis.ResponseError) -> redis.ResponseError:
         """`exc`, or when the ACL refused a command inside this script, a NoPermissionError
         naming the command and the rule to add."""
@@ -74,7 +61,7 @@ class Script(scripts.Script):
 @cache
 def script(name: str) -> Script:
     """The shared `Script` for `taskqueue/wire/lua/<name>.lua`: `await script(name)(client,
-    keys=..., args=...)`, or `script(name).sync(client, ...)`."""
+    keys=..., args=...)`."""
     return Script(name)
 
 
@@ -297,7 +284,7 @@ async def recover_worker(
     reason: str,
 ) -> tuple[int, int]:
     """Requeue every task `worker_id` holds; returns (requeued, dead-lettered). Atomic."""
-    keys_, args = recover_call(
+    keys_, args = scripts.recover_call(
         schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason
     )
     requeued, dead = await script("recover")(client, keys=keys_, args=args)

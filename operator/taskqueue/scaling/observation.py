@@ -95,9 +95,3 @@ class QueueObservation:
         if not self.oldest_enqueued_at:
             return None
         return max(0.0, self.at - min(self.oldest_enqueued_at.values()))
-
-    def in_flight_of(self, worker_id: str) -> int:
-        for w in self.workers:
-            if w.worker_id == worker_id:
-                return w.in_flight
-        return 0

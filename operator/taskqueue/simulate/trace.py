@@ -234,8 +234,3 @@ def generate(name: str, load: Load) -> list[Arrival]:
         raise TraceError(
             f"unknown generator {name!r}; use one of {', '.join(GENERATORS)}") from None
     return sorted(make(load), key=lambda a: a.at)
-
-
-def queues_of(trace: Iterable[Arrival]) -> list[str]:
-    """Queue names in order of first appearance."""
-    return list(dict.fromkeys(a.queue for a in trace))

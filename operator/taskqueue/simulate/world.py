@@ -53,7 +53,6 @@ class Pod:
     sigterm_at: float | None = None
     gone_at: float | None = None
     cost: int = 0
-    busy_when_deleted: bool = False
 
     def running(self, t: float) -> int:
         return sum(1 for s in self.slots if s is not None and s.end > t)
@@ -161,7 +160,6 @@ class World:
         pod.sigterm_at = t
         self.counters.deleted += 1
         if pod.running(t) > 0:
-            pod.busy_when_deleted = True
             self.counters.busy_deleted += 1
 
     def set_costs(self, costs: Mapping[str, str]) -> None:

@@ -8,33 +8,34 @@ parsing only, no I/O.
 Keys of one TaskQueue (prefix = spec.keyPrefix, default the first queue key; on a Redis Cluster
 all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot):
 
-| key                               | type | holds                                              |
-|-----------------------------------|------|----------------------------------------------------|
-| <queue key> (each of spec.queues) | list | tasks; producers LPUSH, the oldest is at the right |
-|                                   | zset | tasks scored by priority, lowest first             |
-| <prefix>:workers                  | zset | worker id -> heartbeat deadline (unix ms)          |
-| <prefix>:processing:<worker id>   | list | entries the worker holds (in flight)               |
-| <prefix>:delayed                  | zset | entries waiting for a retry -> due time (unix ms)  |
-| <prefix>:starvation               | hash | queue key -> consecutive tasks taken from it       |
-| <prefix>:stats                    | hash | completed, failed, retried, dead, recovered counts |
-|                                   |      | (+ duplicates: redeliveries skipped as done,       |
-|                                   |      | dead_trimmed: dead letters dropped by the cap)     |
-|                                   |      | and taken:<queue key> (tasks fetch.lua took)       |
-| <prefix>:quiesced                 | set  | processing-list keys of workers told to stop taking |
-| <prefix>:history                  | stream | one point per spec.history.intervalSeconds       |
-| <prefix>:decisions                | stream | one entry per change of the operator's decision  |
-| <prefix>:schedules                | hash | per schedule: slots accounted, last slot fired,    |
-|                                   |      | its task, missed and skipped counts (fire.lua)     |
-| <prefix>:fired:<task id>          | str  | a schedule's slot was fired (SET NX, PX = window)  |
-| <prefix>:done:<task id>           | str  | idempotency: the task completed (PX = window)      |
-| <prefix>:running:<task id>        | str  | idempotency: worker id running it (PX = lease)     |
-| <prefix>:unique:<task id>         | str  | unique enqueue: the id was enqueued (PX = window)  |
-| <dead-letter key>                 | list | JSON records of tasks that failed for good, newest |
-|                                   |      | first, at most spec.retry.deadLetterMaxLength      |
+| key                               | type   | holds                                               |
+|-----------------------------------|--------|-----------------------------------------------------|
+| <queue key> (each of spec.queues) | list   | tasks; producers LPUSH, the oldest is at the right  |
+|                                   | zset   | tasks scored by priority, lowest first              |
+| <prefix>:workers                  | zset   | worker id -> heartbeat deadline (unix ms)           |
+| <prefix>:processing:<worker id>   | list   | entries the worker holds (in flight)                |
+| <prefix>:delayed                  | zset   | entries waiting for a retry -> due time (unix ms)   |
+| <prefix>:starvation               | hash   | queue key -> consecutive tasks taken from it        |
+| <prefix>:stats                    | hash   | completed, failed, retried, dead, recovered counts  |
+|                                   |        | (+ duplicates: redeliveries skipped as done,        |
+|                                   |        | dead_trimmed: dead letters dropped by the cap)      |
+|                                   |        | and taken:<queue key> (tasks fetch.lua took)        |
+| <prefix>:quiesced                 | set    | processing-list keys of workers told to stop taking |
+| <prefix>:history                  | stream | one point per spec.history.intervalSeconds          |
+| <prefix>:decisions                | stream | one entry per change of the operator's decision     |
+| <prefix>:schedules                | hash   | per schedule: slots accounted, last slot fired,     |
+|                                   |        | its task, missed and skipped counts (fire.lua)      |
+| <prefix>:fired:<task id>          | string | a schedule's slot was fired (SET NX, PX = window)   |
+| <prefix>:done:<task id>           | string | idempotency: the task completed (PX = window)       |
+| <prefix>:running:<task id>        | string | idempotency: worker id running it (PX = lease)      |
+| <prefix>:unique:<task id>         | string | unique enqueue: the id was enqueued (PX = window)   |
+| <dead-letter key>                 | list   | JSON records of tasks that failed for good, newest  |
+|                                   |        | first, at most spec.retry.deadLetterMaxLength       |
 
 No two of these names may be one key (`taskqueue.wire.keyspace.collision`, checked by the models,
 the worker's compiled settings and the CLI's flags); `keyspace` names the bookkeeping keys and
-families this schema builds.
+families this schema builds and owns their types (`KeySchema.type_of`, `expected_types`; a test
+holds this table to it).
 
 An *entry* (processing list, delayed set) is "<queue key>\\n<score>\\n<element>": the element as it
 was in the queue plus where it came from (score is empty for lists), so any process can put it
@@ -69,6 +70,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -314,6 +316,25 @@ class KeySchema:
             if q.key == key:
                 return q
         raise KeyError(key)
+
+    def type_of(self, key: str) -> str | None:
+        """The Redis type `key` holds when it is one of this TaskQueue's keys (a queue: its
+        spec's type; the rest: `keyspace`), None when it is none of them."""
+        for q in self.queues:
+            if q.key == key:
+                return q.type
+        if key == self.dead_letter:
+            return keyspace.DEAD_LETTER_TYPE
+        return keyspace.owned_type(key, self.prefix)
+
+    def expected_types(self, *, processing: Iterable[str] = ()) -> dict[str, str]:
+        """The Redis type of every fixed key of this TaskQueue (the queues, the bookkeeping keys,
+        the dead-letter list) and of the processing lists `processing`, in that order: what a
+        WRONGTYPE check compares `TYPE key` with (a key that does not exist fits any)."""
+        names = (*self.queue_keys, *(keyspace.bookkeeping_key(self.prefix, name)
+                                     for name in keyspace.BOOKKEEPING),
+                 self.dead_letter, *processing)
+        return {key: kind for key in names if (kind := self.type_of(key)) is not None}
 
 
 @dataclass(frozen=True)

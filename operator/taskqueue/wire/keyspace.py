@@ -1,9 +1,11 @@
-"""The Redis keys one TaskQueue owns, by name, and the collisions between them. Pure.
+"""The Redis keys one TaskQueue owns, by name and type, and the collisions between them. Pure.
 
 A TaskQueue owns its queue keys, its dead-letter list (`<first queue>:dead` unless
 spec.retry.deadLetterKey names one), the bookkeeping keys `<prefix>:<name>` of `BOOKKEEPING`
 and the key families `<prefix>:<name>:<id>` of `FAMILIES` (prefix = spec.keyPrefix, default the
-first queue key). `taskqueue.wire.keys.KeySchema` builds every one of these names from here, and the
+first queue key). Each has one Redis type, named here once: the CLI's and the worker's
+WRONGTYPE checks read it (`KeySchema.expected_types`), and a test holds the Lua scripts' key
+checks to it. `taskqueue.wire.keys.KeySchema` builds every one of these names from here, and the
 models refuse a spec in which two of them are the same key (`collision`): a dead-letter list
 that is also a queue runs each dead-letter record as a task again, and a queue that is the
 delayed zset or a processing list mixes tasks with bookkeeping. This module sits below the
@@ -13,32 +15,60 @@ parts of it that CEL can express into the CRD.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
+
+KEY_PATTERN = r"^[^\x00-\x20\x7f]{1,512}$"
+r"""A Redis key usable as a queue or a dead-letter list: 1 to 512 characters, no space or control
+character (an entry's header separates its parts with newlines). Written with explicit code
+points, not `\s`: the API server's regex engine (Go), pydantic's (Rust) and Python's each read
+`\s` differently."""
+_KEY_RE = re.compile(KEY_PATTERN)
 
 DEAD_SUFFIX = ":dead"
 """The default dead-letter list of a TaskQueue is its first queue key plus this."""
 
-BOOKKEEPING: dict[str, str] = {
-    "workers": "workers zset",
-    "delayed": "delayed zset (retries and scheduled tasks)",
-    "starvation": "starvation counters hash",
-    "stats": "stats hash",
-    "quiesced": "quiesced-workers set",
-    "history": "history stream",
-    "decisions": "decision-log stream",
-    "schedules": "schedules hash (each schedule's last slot, counts)",
-}
-"""`<prefix>:<name>` -> what the key holds."""
 
-FAMILIES: dict[str, str] = {
-    "processing": "processing lists of the workers",
-    "done": "idempotency done markers",
-    "running": "idempotency running leases",
-    "unique": "unique-enqueue markers",
-    "fired": "fired schedule slots",
+
+class Owned(NamedTuple):
+    """A key (or key family) a TaskQueue owns: its Redis type and what it holds."""
+
+    type: str
+    """The Redis type (`TYPE key`) the key holds when it exists."""
+    what: str
+
+
+BOOKKEEPING: dict[str, Owned] = {
+    "workers": Owned("zset", "workers zset"),
+    "delayed": Owned("zset", "delayed zset (retries and scheduled tasks)"),
+    "starvation": Owned("hash", "starvation counters hash"),
+    "stats": Owned("hash", "stats hash"),
+    "quiesced": Owned("set", "quiesced-workers set"),
+    "history": Owned("stream", "history stream"),
+    "decisions": Owned("stream", "decision-log stream"),
+    "schedules": Owned("hash", "schedules hash (each schedule's last slot, counts)"),
 }
-"""`<prefix>:<name>:<id>` -> what the keys of the family hold."""
+"""`<prefix>:<name>` -> its type and what it holds."""
+
+FAMILIES: dict[str, Owned] = {
+    "processing": Owned("list", "processing lists of the workers"),
+    "done": Owned("string", "idempotency done markers"),
+    "running": Owned("string", "idempotency running leases"),
+    "unique": Owned("string", "unique-enqueue markers"),
+    "fired": Owned("string", "fired schedule slots"),
+}
+"""`<prefix>:<name>:<id>` -> the type and what the keys of the family hold."""
+
+DEAD_LETTER_TYPE = "list"
+"""The dead-letter list's type (a queue's type is its spec's: list or zset)."""
+
+
+def is_valid_key(key: str) -> bool:
+    """True when `key` can name a queue (KEY_PATTERN: 1..512 characters, no space or control
+    character)."""
+    return _KEY_RE.match(key) is not None
 
 
 def default_dead_letter(first_queue: str) -> str:
@@ -72,12 +102,24 @@ FLAG_LABELS = Labels(queue="--queue", dead_letter="--dead-letter-key", key_prefi
 def owner(key: str, prefix: str) -> str | None:
     """What `key` is among the keys `prefix` derives ("<keyPrefix>:delayed, the TaskQueue's
     delayed zset ..."), None when it is none of them."""
-    for name, what in BOOKKEEPING.items():
+    for name, owned in BOOKKEEPING.items():
         if key == bookkeeping_key(prefix, name):
-            return f"<keyPrefix>:{name}, the TaskQueue's {what}"
-    for name, what in FAMILIES.items():
+            return f"<keyPrefix>:{name}, the TaskQueue's {owned.what}"
+    for name, owned in FAMILIES.items():
         if key.startswith(family_prefix(prefix, name)):
-            return f"one of <keyPrefix>:{name}:<id>, the TaskQueue's {what}"
+            return f"one of <keyPrefix>:{name}:<id>, the TaskQueue's {owned.what}"
+    return None
+
+
+def owned_type(key: str, prefix: str) -> str | None:
+    """The type of `key` when it is one of the keys `prefix` derives (BOOKKEEPING, FAMILIES),
+    else None."""
+    for name, owned in BOOKKEEPING.items():
+        if key == bookkeeping_key(prefix, name):
+            return owned.type
+    for name, owned in FAMILIES.items():
+        if key.startswith(family_prefix(prefix, name)):
+            return owned.type
     return None
 
 

@@ -99,21 +99,23 @@ def fetch_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
             schema.dead_letter, schema.quiesced, *schema.queue_keys]
 
 
-def fetch_queue_args(schema: keys.KeySchema, *, skip: Collection[str] = ()) -> list[str]:
-    """The per-queue ARGV of fetch.lua (after the acks): type, starvation limit, and whether to
-    take from it ("0" for the keys in `skip`, which hold another type)."""
-    args: list[str] = []
-    for q in schema.queues:
-        limit = "" if q.starvation_limit is None else str(q.starvation_limit)
-        args += [q.type, limit, "0" if q.key in skip else "1"]
-    return args
+def fetch_options(schema: keys.KeySchema, *, skip: Collection[str] = ()) -> str:
+    """fetch.lua's queue options (ARGV[2]), one word per queue in KEYS order:
+    "<type>:<starvation limit or empty>:<take>", take "0" for the keys in `skip` (they hold
+    another type)."""
+    return " ".join(
+        f"{q.type}:{'' if q.starvation_limit is None else q.starvation_limit}:"
+        f"{'0' if q.key in skip else '1'}"
+        for q in schema.queues)
 
 
 def fetch_args(schema: keys.KeySchema, *, now_ms: int | None, count: int, hold: bool,
                acks: Sequence[str] = (), skip: Collection[str] = ()) -> list[str | int]:
-    """The whole ARGV of one fetch.lua call (the worker pre-encodes the same parts itself)."""
-    return [schema.dead_letter_max_length, "" if now_ms is None else now_ms, count,
-            "1" if hold else "0", len(acks), *acks, *fetch_queue_args(schema, skip=skip)]
+    """The whole ARGV of one fetch.lua call (the worker pre-encodes the same parts itself):
+    the dead-letter list's maximum length, the queue options, now ("": no promotion), count,
+    hold, then the entries to ack."""
+    return [schema.dead_letter_max_length, fetch_options(schema, skip=skip),
+            "" if now_ms is None else now_ms, count, "1" if hold else "0", *acks]
 
 
 @cache

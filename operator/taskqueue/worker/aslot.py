@@ -1,15 +1,16 @@
 """Consume slots for a coroutine handler: tasks on the process's one event loop, no thread per
 slot.
 
-With `handler: "pkg.mod:fn"` an `async def` (and no idempotency window), a worker in the
-dispatcher modes ("held", "unheld") runs `concurrency` `AsyncSlot`s instead of thread slots:
-each delivery becomes an asyncio task on the shared loop (`handlers.shared_loop()`), and when it
-has run its entries the slot posts its acks back to the dispatcher from the loop.
+With `handler: "pkg.mod:fn"` an `async def`, a worker whose plan says "coroutines"
+(`plan.plan_for`: the dispatcher fetches, no idempotency window) runs `concurrency` `AsyncSlot`s
+instead of thread slots: each delivery becomes an asyncio task on the shared loop
+(`handlers.shared_loop()`), and when it has run its entries the slot posts its acks back to the
+dispatcher from the loop.
 `concurrency: 100` is 100 coroutines on one thread. Both ways cross between the dispatcher's
 thread and the loop's in batches (`Bridge`): the deliveries of one fetch wake the loop once, and
 the slots that finish in one loop iteration wake the dispatcher once, so a task costs a fraction
 of a thread wake-up, not two. When the last coroutines running finish, the loop makes that
-fetch itself instead of waking the dispatcher (`Dispatcher.finished_many(lead=True)`): one round
+fetch itself instead of waking the dispatcher (`Dispatcher.finished_many`): one round
 trip on the loop while none of our coroutines runs (a failed call is waited out there too;
 dry queues are left to the dispatcher thread). Every other Redis call a task may need (fail.lua
 after a failure, the give-back on drain, the final ack after the dispatcher closed) runs in a
@@ -26,6 +27,7 @@ from taskqueue.worker import handlers, lastcalls
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.execute import Executor
+from taskqueue.worker.ledger import Ledger
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import Store
 
@@ -72,18 +74,18 @@ class Bridge:
 
     def _flush_posts(self) -> None:
         slots, self._posts = self._posts, []
-        acks = [a for slot in slots for a in slot.acks]
+        acks = [a for slot in slots for a in slot.ledger.acks]
         # when these were the last coroutines running, the loop makes the fetch itself (one
         # round trip; no coroutine of ours is running to be held up) instead of waking the
         # dispatcher; its deliveries reach the slots on the next iteration
         self.fetching = True
         try:
-            taken = self.dispatcher.finished_many(slots, acks, lead=True)
+            taken = self.dispatcher.finished_many(slots, acks)
         finally:
             self.fetching = False
         if taken:
             for slot in slots:
-                slot.acks = []
+                slot.ledger.posted()
             return
         for slot in slots:  # the dispatcher has closed: each acks on its own connection
             slot.finish_alone()
@@ -92,20 +94,20 @@ class Bridge:
 class AsyncSlot:
     """One slot of a coroutine handler; `ended` is set once it has stopped for good."""
 
-    def __init__(self, *, config: WorkerConfig, handler: handlers.AsyncHandler,
+    def __init__(self, *, config: WorkerConfig, held: bool, handler: handlers.AsyncHandler,
                  state: WorkerState, bridge: Bridge, index: int) -> None:
         self.config = config
         self.handler = handler
         self.state = state
         self.bridge = bridge
-        self.held = config.delivery == "AtLeastOnce"
+        self.held = held
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id, wait_replicas=config.wait_replicas)
         self.executor = Executor(config=config, handler=handler, store=self.store,
                                  stopping=state.stopping, name=f"slot-{index}")
         self.name = f"slot-{index}"
         self.want = 1
-        self.acks: list[str] = []
+        self.ledger = Ledger(held=held, state=state)
         self.ended = threading.Event()
         self.crashed = False
         self._loop = bridge.loop
@@ -126,18 +128,13 @@ class AsyncSlot:
         self._task = self._loop.create_task(self._work(entries), name=self.name)
 
     async def _work(self, entries: list[str]) -> None:
+        ledger = self.ledger
         try:
-            for i, entry in enumerate(entries):
-                if self.state.stopping.is_set() and self.held:
-                    await asyncio.to_thread(self._give_back, entries[i:])
-                    break
+            for entry in ledger.entries(entries):
                 ok = await self.executor.run_async(entry, held=self.held, handler=self.handler)
-                if not self.held:
-                    continue
-                if ok:
-                    self.acks.append(entry)
-                else:
-                    self.state.unhold([entry])
+                ledger.ran(entry, ack=ok)
+            if ledger.unrun:
+                await asyncio.to_thread(self._give_back, ledger.take_unrun())
         except asyncio.CancelledError:
             if not self.executor.abandoned.is_set():
                 raise
@@ -180,4 +177,5 @@ class AsyncSlot:
         lastcalls.give_back(self.store, self.state, entries, name=self.name)
 
     def _flush_acks(self) -> None:
-        self.acks = lastcalls.flush_acks(self.store, self.state, self.acks, name=self.name)
+        self.ledger.acks = lastcalls.flush_acks(self.store, self.state, self.ledger.acks,
+                                                name=self.name)

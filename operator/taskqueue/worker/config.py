@@ -18,7 +18,6 @@ from taskqueue.api import redact, workersettings
 from taskqueue.api.workersettings import Declared
 from taskqueue.redisio import dsn
 from taskqueue.wire import keys
-from taskqueue.worker import resp
 
 if TYPE_CHECKING:
     from taskqueue.api.models import Delivery, TaskQueueSpec
@@ -73,20 +72,6 @@ def default_worker_id() -> str:
     )
 
 
-def redis_url_problem(url: str) -> str | None:
-    """What is wrong with a Redis URL (`redact.problem`), else what the DSN parser refuses (it
-    shows the URL redacted); None when it is usable. Pure."""
-    return redact.problem(url) or _settings_problem(url)
-
-
-def _settings_problem(url: str) -> str | None:
-    try:
-        resp.Target.from_url(url)
-    except ValueError as exc:  # SettingsError: the message shows the URL redacted
-        return str(exc)
-    return None
-
-
 def from_spec(spec: TaskQueueSpec, *, redis_url: str | None = None,
               worker_id: str | None = None) -> WorkerConfig:
     """The settings a validated TaskQueue spec declares (`from_declared`)."""
@@ -111,13 +96,15 @@ def from_declared(d: Declared, *, redis_url: str | None = None,
         raise ValueError(
             "no Redis URL: spec.redis uses urlSecretRef, so set TASKQUEUE_REDIS_URL or --redis-url"
         )
-    problem = redis_url_problem(url)
+    problem = redact.check(url, field=field)
     if problem:
-        raise ValueError(f"{field}: {problem}")
+        raise ValueError(problem)
     url = dsn.dsn_for(url, d.redis_mode, sentinel=d.sentinel)
     url = dsn.with_sentinel_password(url, os.environ.get("TASKQUEUE_REDIS_SENTINEL_PASSWORD"))
     url = dsn.with_tls_dir(url, d.tls, os.environ.get("TASKQUEUE_REDIS_TLS_DIR", d.tls_dir))
-    problem = d.schema.collision() or (
+    # the DSN of the topology spec.redis names (mode cluster: only database 0), checked as the
+    # worker's connection will parse it
+    problem = redact.check(url, field=field) or d.schema.collision() or (
         d.schema.cluster_problem() if dsn.is_cluster_dsn(url) else None)
     if problem:
         raise ValueError(problem)

@@ -1,37 +1,23 @@
-"""What every fetching thread shares: the fetch strategy, the Redis error policy around a fetch
-(backoff, reconcile after a lost reply, wrong-type queue keys) and the skipped-queue list.
+"""The Redis error policy of a fetching thread: backoff, the reconcile after a lost reply,
+wrong-type queue keys, and following the shared list of skipped queues.
 
-A worker has one fetching thread per strategy: the dispatcher (`dispatch.Dispatcher`, modes
-"held" and "unheld": one fetch.lua call per wake-up for all idle slots), or each slot itself
-with a blocking pop (modes "brpop" and "bzpopmin", AtMostOnce).
+Each fetcher has one (`plan.Plan.fetchers`): the dispatcher's `Fetcher`, which the slots'
+fetches take turns with, or each blocking slot (modes "brpop" and "bzpopmin").
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from taskqueue.worker import backoff, wrongtype
-from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import CONNECTION_ERRORS, REDIS_ERRORS, Store
 
 log = logging.getLogger(__name__)
 
-FetchMode = Literal["held", "unheld", "brpop", "bzpopmin"]
 T = TypeVar("T")
-
-
-def fetch_mode(config: WorkerConfig) -> FetchMode:
-    """Which fetch strategy a worker with `config` uses. Pure."""
-    if config.delivery == "AtLeastOnce":
-        return "held"
-    queues = config.schema.queues
-    types = {q.type for q in queues}
-    if len(types) > 1 or any(q.starvation_limit for q in queues):
-        return "unheld"
-    return "bzpopmin" if types == {"zset"} else "brpop"
 
 
 class Fetching:
@@ -42,6 +28,9 @@ class Fetching:
         self.state = state
         self.name = name
         self.held = held
+        self.needs_reconcile = False
+        """A call failed while entries may be held: its reply, lost, may have moved entries
+        into our processing list that no slot knows of (`reconcile` before the next call)."""
         self._schedule = backoff.Backoff()
         self._skips_version = -1
 
@@ -67,7 +56,7 @@ class Fetching:
         return result
 
     def _failed(self, exc: BaseException | None) -> None:
-        self.state.needs_reconcile = self.state.needs_reconcile or self.held
+        self.needs_reconcile = self.needs_reconcile or self.held
         delay = self._schedule.failed()
         if exc is not None:
             log.warning("%s: Redis call failed (%s); retrying in %.2fs", self.name,
@@ -90,14 +79,13 @@ class Fetching:
             log.warning("%s: cannot look up key types (%s)", self.name, backoff.describe(exc))
 
     def reconcile(self) -> None:
-        """Give back entries a lost fetch reply moved into our processing list."""
-        if not self.state.needs_reconcile:
+        """Give back entries a lost fetch reply moved into our processing list (under the
+        fetch lock, so that no entry is between Redis and `state` meanwhile)."""
+        if not self.needs_reconcile:
             return
-        with self.state.fetch_gate.exclusive():
-            if not self.state.needs_reconcile:
-                return
+        with self.state.fetch_lock:
             orphans = self.state.orphans(self.store.held_entries())
             if orphans:
                 n = self.store.release(orphans)
                 log.warning("gave back %d task(s) whose fetch reply was lost", n)
-            self.state.needs_reconcile = False
+        self.needs_reconcile = False

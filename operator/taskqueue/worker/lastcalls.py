@@ -36,7 +36,7 @@ def flush_acks(store: Store, state: WorkerState, acks: list[str], *, name: str) 
         return []
 
     def ack() -> None:
-        store.fetch(acks=acks, count=0)
+        store.ack(acks)
         state.unhold(acks)
 
     if not _retry_briefly(ack, what=f"{name}: acking finished tasks"):

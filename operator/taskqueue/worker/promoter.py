@@ -1,14 +1,14 @@
-"""On-time promotion of the delayed zset (scheduled tasks and retries): one thread per worker.
+"""Promotion of the delayed zset (scheduled tasks and retries): one thread per worker, the only
+caller that promotes (`store.Store.promote`; the fetches that take tasks never do).
 
-The consume slots promote due entries as a side effect of their fetch (busy slots every 50 ms,
-idle slots every sweep second), which alone would start a scheduled task up to a second late.
-This thread reads the earliest due time (`ZRANGE <prefix>:delayed 0 0 WITHSCORES`), sleeps
-until then (at most `POLL_SECONDS`, so an entry scheduled a moment ahead is still seen), and
-runs fetch.lua with COUNT 0 (promote only). The promotion writes the queue key, so the
-tracking push wakes idle slots at once. Every worker runs one; the script is atomic, so only
-one of them moves a given entry. The thread is a `periodic.Periodic`: any Redis error (an error
-from inside fetch.lua included) is logged and retried with backoff, at most `RETRY_CAP_SECONDS`
-apart, and the runner watches it.
+The thread reads the earliest due time (`ZRANGE <prefix>:delayed 0 0 WITHSCORES`), sleeps until
+then (at most `POLL_SECONDS`, so an entry scheduled a moment ahead is still seen), and runs
+fetch.lua with COUNT 0 (promote only). The promotion writes the queue key, so the tracking push
+wakes idle slots at once, and a blocking pop returns. Every worker runs one; the script is
+atomic, so only one of them moves a given entry. The thread is a `periodic.Periodic`: any Redis
+error (an error from inside fetch.lua included) is logged and retried with backoff, at most
+`RETRY_CAP_SECONDS` apart, and the runner watches it. A fault of promotion (an ACL refusal, a
+delayed key of another type) therefore delays only scheduled tasks, never the fetches.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Promoter:
         due = self.store.next_due_ms()
         now = now_ms()
         if due is not None and due <= now:
-            self.store.fetch(acks=(), count=0, hold=False)
+            self.store.promote()
             self.promotions += 1
             return 0.0
         return sleep_for(due, now)

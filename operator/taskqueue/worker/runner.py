@@ -1,7 +1,9 @@
 """One worker process: registration, the consume slots, the dispatcher that fetches and acks
 for them, the wake-up listener, the heartbeat, the promoter, the lease keeper, and the drain on
-stop. Usable in-process (tests, benchmarks): `start()`, `stop()`, `join()`; `run_until_signal()`
-is the process (with the watchdog, which may end it: `watchdog.py`).
+stop. Which of them run, and who fetches, is the worker's plan (`plan.plan_for`), decided once
+here from the settings and the handler. Usable in-process (tests, benchmarks): `start()`,
+`stop()`, `join()`; `run_until_signal()` is the process (with the watchdog, which may end it:
+`watchdog.py`).
 
 Drain: stop taking tasks, let the tasks in hand finish within the grace period, give back the
 prefetched ones and whatever could not finish (attempts unchanged), then leave the workers set
@@ -22,13 +24,13 @@ import time
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from taskqueue.worker import backoff, resp, wrongtype
+from taskqueue.worker import backoff, handlers, resp, wrongtype
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.dispatch import Dispatcher
-from taskqueue.worker.fetching import fetch_mode
 from taskqueue.worker.handlers import AsyncHandler, Handler
 from taskqueue.worker.heartbeat import Heartbeat
 from taskqueue.worker.idempotency import LeaseKeeper, Leases
+from taskqueue.worker.plan import plan_for
 from taskqueue.worker.promoter import Promoter
 from taskqueue.worker.slot import Slot
 from taskqueue.worker.state import WorkerState
@@ -55,35 +57,34 @@ class Worker:
     def __init__(self, config: WorkerConfig, *, handler: Handler) -> None:
         self.config = config
         self.state = WorkerState()
-        mode = fetch_mode(config)
+        plan = self.plan = plan_for(config, coroutine_handler=isinstance(handler, AsyncHandler))
         self.wakeup = (Wakeup(url=config.redis_url, queue_keys=config.schema.queue_keys)
-                       if mode in ("held", "unheld") else None)
+                       if plan.dispatched else None)
         self.heartbeat = Heartbeat(config=config)
         self.promoter = Promoter(config=config, stopping=self.state.stopping)
-        leases = Leases() if config.idempotency_window is not None else None
+        leases = Leases() if plan.leases else None
         self.lease_keeper = (LeaseKeeper(config=config, leases=leases)
                              if leases is not None else None)
-        self.dispatcher = (Dispatcher(config=config, state=self.state, wakeup=self.wakeup)
+        self.dispatcher = (Dispatcher(config=config, state=self.state, wakeup=self.wakeup,
+                                      held=plan.held)
                            if self.wakeup is not None else None)
         self.slots: list[Slot] = []
         self.async_slots: list[AsyncSlot] = []
-        """Slots of a coroutine handler: asyncio tasks on one loop instead of threads (in
-        the dispatcher modes, without an idempotency window: its scripts are per-slot calls)."""
+        """Slots of a coroutine handler: asyncio tasks on one loop instead of threads."""
         self.bridge: Bridge | None = None
-        if (isinstance(handler, AsyncHandler) and self.dispatcher is not None
-                and leases is None):
+        if plan.slots == "coroutines":
             from taskqueue.worker.aslot import AsyncSlot, Bridge
 
+            assert self.dispatcher is not None and isinstance(handler, AsyncHandler)
             bridge = self.bridge = Bridge(dispatcher=self.dispatcher)
-            self.async_slots = [AsyncSlot(config=config, handler=handler, state=self.state,
-                                          bridge=bridge, index=i)
+            self.async_slots = [AsyncSlot(config=config, held=plan.held, handler=handler,
+                                          state=self.state, bridge=bridge, index=i)
                                 for i in range(config.concurrency)]
         else:
-            inline = config.concurrency == 1 and leases is None
             inbox: queue.SimpleQueue[list[str] | None] = queue.SimpleQueue()
-            self.slots = [Slot(config=config, handler=handler, state=self.state,
+            self.slots = [Slot(config=config, plan=plan, handler=handler, state=self.state,
                                dispatcher=self.dispatcher, index=i, leases=leases,
-                               inline=inline, inbox=inbox)
+                               inbox=inbox)
                           for i in range(config.concurrency)]
         self.stopped = threading.Event()
         self.watchdog = Watchdog(handler=config.handler, task_timeout=config.task_timeout,
@@ -97,25 +98,30 @@ class Worker:
     def start(self) -> None:
         """Register (requeueing what an earlier process with our id left), then consume."""
         self._register()
+        # what is due already is promoted before the first fetch, so it is served by its
+        # priority at once; a failure is the promoter thread's to meet again and log
+        with contextlib.suppress(*REDIS_ERRORS):
+            self.promoter.step()
+        if self.plan.loop:
+            handlers.shared_loop()
         if self.wakeup is not None:
             self.wakeup.start()
         self.heartbeat.loop.start()
         self.promoter.loop.start()
         if self.lease_keeper is not None:
             self.lease_keeper.loop.start()
+        inline = [slot for slot in self.slots if slot.inline]
         for slot in self.slots:
-            if slot.inline and self.dispatcher is not None:
-                self.dispatcher.finished(slot, [])  # ready: its work runs on the dispatcher
-            else:
+            if not slot.inline:
                 slot.thread.start()
         for aslot in self.async_slots:
             aslot.start()
         if self.dispatcher is not None:
-            self.dispatcher.thread.start()
-        log.info("worker %s consuming %s (%s, concurrency %d, prefetch %d)",
+            self.dispatcher.start(ready=inline)  # the inline slot runs on its thread
+        log.info("worker %s consuming %s (%s, concurrency %d, prefetch %d; %s)",
                  self.config.worker_id, ", ".join(self.config.schema.queue_keys),
                  self.config.delivery, self.config.concurrency, self.config.prefetch,
-                 extra={"worker_id": self.config.worker_id})
+                 self.plan.describe(), extra={"worker_id": self.config.worker_id})
 
     def _register(self) -> None:
         def register() -> None:
@@ -176,9 +182,9 @@ class Worker:
         store = Store(url=self.config.redis_url, schema=self.config.schema,
                       worker_id=self.config.worker_id)
         try:
-            acks = [a for slot in stuck for a in slot.acks]
+            acks = [a for slot in stuck for a in slot.ledger.acks]
             if acks:
-                store.fetch(acks=acks, count=0)
+                store.ack(acks)
                 self.state.unhold(acks)
             # only the stuck slots hold entries now: give back all that is left
             n = store.release(store.held_entries())
@@ -208,7 +214,7 @@ class Worker:
         store = Store(url=self.config.redis_url, schema=self.config.schema,
                       worker_id=self.config.worker_id)
         try:
-            with self.state.fetch_gate.exclusive():
+            with self.state.fetch_lock:
                 requeued, dead = store.recover(worker_id=self.config.worker_id,
                                                max_attempts=self.config.max_attempts,
                                                reason=reason)
@@ -221,17 +227,20 @@ class Worker:
             store.close()
 
     def threads(self) -> list[threading.Thread]:
-        """The long-lived threads; each must live until the worker stops (the watchdog's
-        counts once `run_until_signal` started it)."""
-        threads = [slot.thread for slot in self.slots]
+        """The long-lived threads (`plan.threads`); each must live until the worker stops
+        (the watchdog's counts once `run_until_signal` started it)."""
         loops = [self.heartbeat.loop, self.promoter.loop, self.watchdog.loop]
         if self.lease_keeper is not None:
             loops.append(self.lease_keeper.loop)
-        threads += [loop.thread for loop in loops]
+        threads = [loop.thread for loop in loops]
         if self.wakeup is not None:
-            threads.append(self.wakeup.thread)
+            threads.append(self.wakeup.loop.thread)
         if self.dispatcher is not None:
             threads.append(self.dispatcher.thread)
+        threads += [slot.thread for slot in self.slots if not slot.inline]
+        started = handlers.started_loop() if self.plan.loop else None
+        if started is not None:
+            threads.append(started[1])
         return threads
 
     def dead_threads(self) -> list[str]:

@@ -9,9 +9,9 @@ variance exactly instead of inferring them from sampled in-flight counts. A fail
 totals back for the next one. The first attempt of a task whose envelope carries its
 `enqueued_at` also counts its wait (`waited`) in the histogram of `keys.wait_fields`: the
 operator reads the share of a queue's tasks that waited longer than its target from it.
-One `Totals` per worker id (`of`): thread-safe, no I/O. Each slot
-adds through a `SlotTotals` of its own (`Totals.slot`), so slots finishing tasks at once do not
-wait for one lock; `take` gathers them.
+One `Totals` per worker id (`of`): thread-safe, no I/O. Each slot adds through a `SlotTotals` of
+its own (`Totals.slot`), so slots finishing tasks at once do not wait for one lock; `take`
+gathers them into the `SlotTotals` the worker keeps between heartbeats and reports it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from taskqueue.wire import keys
 
 
 class SlotTotals:
-    """What one slot added since the last `Totals.take`, under a lock of its own."""
+    """Per-queue sums of attempts (seconds, squares in ms^2, count) and wait-histogram
+    increments, under a lock of their own: what one slot added since the last `Totals.take`,
+    and what `Totals` keeps between takes. The one owner of these sums."""
 
     __slots__ = ("_attempts", "_lock", "_seconds", "_squares", "_waits")
 
@@ -36,11 +38,10 @@ class SlotTotals:
         """Wait-histogram field -> increment."""
 
     def add(self, queue: str, seconds: float) -> None:
+        """Count an attempt of `queue` that ran `seconds` (a clock step back counts 0)."""
+        seconds = max(0.0, seconds)
         with self._lock:
-            seconds = max(0.0, seconds)
-            self._seconds[queue] = self._seconds.get(queue, 0.0) + seconds
-            self._squares[queue] = self._squares.get(queue, 0.0) + (seconds * 1000) ** 2
-            self._attempts[queue] = self._attempts.get(queue, 0) + 1
+            self._add(queue, seconds, (seconds * 1000) ** 2, 1)
 
     def waited(self, queue: str, seconds: float) -> None:
         """Count a task of `queue` that waited `seconds` before its first attempt."""
@@ -50,29 +51,64 @@ class SlotTotals:
             for name in counted:
                 waits[name] = waits.get(name, 0) + 1
 
-    def drain_into(self, seconds: dict[str, float], squares: dict[str, float],
-                   attempts: dict[str, int], waits: dict[str, int]) -> None:
-        """Add everything here to the totals and start again from zero."""
+    def move_into(self, other: SlotTotals) -> None:
+        """Add everything here to `other` and start again from zero."""
         with self._lock:
-            for queue, n in self._attempts.items():
-                seconds[queue] = seconds.get(queue, 0.0) + self._seconds[queue]
-                squares[queue] = squares.get(queue, 0.0) + self._squares[queue]
-                attempts[queue] = attempts.get(queue, 0) + n
-            for name, n in self._waits.items():
-                waits[name] = waits.get(name, 0) + n
+            seconds, squares, attempts, waits = (self._seconds, self._squares, self._attempts,
+                                                 self._waits)
             self._seconds, self._squares, self._attempts, self._waits = {}, {}, {}, {}
+        with other._lock:
+            for queue, n in attempts.items():
+                other._add(queue, seconds[queue], squares[queue], n)
+            for name, n in waits.items():
+                other._waits[name] = other._waits.get(name, 0) + n
+
+    def report(self) -> list[str | int]:
+        """heartbeat.lua's field/increment pairs for everything here: the service totals (8
+        per queue: whole milliseconds and ms^2, the remainders stay), then the wait-histogram
+        increments; the counts start again from zero."""
+        out: list[str | int] = []
+        with self._lock:
+            for queue, attempts in self._attempts.items():
+                ms, squares = int(self._seconds[queue] * 1000), int(self._squares[queue])
+                self._seconds[queue] -= ms / 1000
+                self._squares[queue] -= squares
+                ms_field, served_field = keys.service_fields(queue)
+                sq_field, sq_served_field = keys.service_sq_fields(queue)
+                out += [ms_field, ms, served_field, attempts, sq_field, squares,
+                        sq_served_field, attempts]
+            self._attempts.clear()
+            for name, n in self._waits.items():
+                out += [name, n]
+            self._waits.clear()
+        return out
+
+    def restore(self, pairs: list[str | int]) -> None:
+        """Add back what `report` returned (a heartbeat that failed)."""
+        with self._lock:
+            i = 0
+            while i < len(pairs) and str(pairs[i]).startswith(keys.SERVICE_MS_FIELD_PREFIX):
+                queue = str(pairs[i])[len(keys.SERVICE_MS_FIELD_PREFIX):]
+                self._add(queue, int(pairs[i + 1]) / 1000, int(pairs[i + 5]), int(pairs[i + 3]))
+                i += 8
+            for j in range(i, len(pairs), 2):
+                name = str(pairs[j])
+                self._waits[name] = self._waits.get(name, 0) + int(pairs[j + 1])
+
+    def _add(self, queue: str, seconds: float, squares: float, attempts: int) -> None:
+        """Under the lock."""
+        self._seconds[queue] = self._seconds.get(queue, 0.0) + seconds
+        self._squares[queue] = self._squares.get(queue, 0.0) + squares
+        self._attempts[queue] = self._attempts.get(queue, 0) + attempts
 
 
 class Totals:
-    """Seconds and attempts per queue since the last `take`."""
+    """The service totals of one worker: every slot's `SlotTotals` and what is kept between
+    heartbeats (the remainders below a millisecond, a failed heartbeat's increments)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seconds: dict[str, float] = {}
-        self._squares: dict[str, float] = {}
-        """Sum of the squared attempt times, ms^2."""
-        self._attempts: dict[str, int] = {}
-        self._waits: dict[str, int] = {}
+        self._kept = SlotTotals()
         self._direct = SlotTotals()
         self._slots: list[SlotTotals] = [self._direct]
 
@@ -90,39 +126,16 @@ class Totals:
         self._direct.waited(queue, seconds)
 
     def take(self) -> list[str | int]:
-        """heartbeat.lua's field/increment pairs for what was added since the last take: the
-        service totals (8 per queue), then the wait-histogram increments."""
-        out: list[str | int] = []
+        """heartbeat.lua's field/increment pairs for what was added since the last take
+        (`SlotTotals.report`)."""
         with self._lock:
             for added in self._slots:
-                added.drain_into(self._seconds, self._squares, self._attempts, self._waits)
-            for queue, attempts in self._attempts.items():
-                ms, squares = int(self._seconds[queue] * 1000), int(self._squares[queue])
-                self._seconds[queue] -= ms / 1000
-                self._squares[queue] -= squares
-                ms_field, served_field = keys.service_fields(queue)
-                sq_field, sq_served_field = keys.service_sq_fields(queue)
-                out += [ms_field, ms, served_field, attempts, sq_field, squares,
-                        sq_served_field, attempts]
-            self._attempts.clear()
-            for name, n in self._waits.items():
-                out += [name, n]
-            self._waits.clear()
-        return out
+                added.move_into(self._kept)
+            return self._kept.report()
 
     def give_back(self, pairs: list[str | int]) -> None:
         """Undo a `take` whose heartbeat failed."""
-        with self._lock:
-            i = 0
-            while i < len(pairs) and str(pairs[i]).startswith(keys.SERVICE_MS_FIELD_PREFIX):
-                queue = str(pairs[i])[len(keys.SERVICE_MS_FIELD_PREFIX):]
-                self._seconds[queue] = self._seconds.get(queue, 0.0) + int(pairs[i + 1]) / 1000
-                self._attempts[queue] = self._attempts.get(queue, 0) + int(pairs[i + 3])
-                self._squares[queue] = self._squares.get(queue, 0.0) + int(pairs[i + 5])
-                i += 8
-            for j in range(i, len(pairs), 2):
-                name = str(pairs[j])
-                self._waits[name] = self._waits.get(name, 0) + int(pairs[j + 1])
+        self._kept.restore(pairs)
 
 
 _WAIT_FIELDS: dict[str, tuple[str, ...]] = {}

@@ -1,24 +1,20 @@
 """One consume slot: a thread that runs tasks, one at a time.
 
-A worker runs `concurrency` slots. How a slot gets its entries depends on the fetch strategy
-(`fetching.fetch_mode`):
-- "held" (AtLeastOnce) and "unheld" (AtMostOnce with zset+list queues or starvation limits):
-  the process's dispatcher (`dispatch.Dispatcher`) fetches for all ready slots in one fetch.lua
-  call and delivers each its entries; the slot runs them and posts the successful ones back as
-  acks, which ride on the dispatcher's next call. The slot makes no Redis call of its own on the
-  task path (the last slot to become ready makes the dispatcher's call, for all: dispatch.py).
-  The thread slots of a worker share one inbox: the dispatcher fetches one delivery per ready
-  slot, and whichever slot asks next runs it. A slot that finishes while deliveries wait takes
-  one at once instead of blocking, so with short tasks the thread that holds the GIL runs the
-  next task and the woken ones find nothing (a hand-over between threads costs more than a
-  no-op task); the process never holds more than the ready slots asked for.
-  With concurrency 1 the one slot runs *inline*: the dispatcher thread runs its entries itself
-  (`deliver`), so a task costs no hand-over between threads (nobody else needs the dispatcher
-  while the only slot is busy).
-- "brpop" / "bzpopmin" (AtMostOnce, all queues lists / all zsets, no starvation limits): the
-  slot waits in a blocking pop over the keys in priority order itself, the seed's model.
+A worker runs `concurrency` slots; the plan (`plan.Plan.slots`) says how they get entries:
+- "threads": the process's dispatcher (`dispatch.Dispatcher`) fetches for all ready slots in
+  one fetch.lua call and delivers each its entries; the slot runs them and posts the successful
+  ones back as acks, which ride on the next call. The slot makes no Redis call of its own on
+  the task path (the last slot to become ready may make the dispatcher's call, for all:
+  dispatch.py). The thread slots of a worker share one inbox: the dispatcher fetches one
+  delivery per ready slot, and whichever slot asks next runs it. A slot that finishes while
+  deliveries wait takes one at once instead of blocking, so with short tasks the thread that
+  holds the GIL runs the next task and the woken ones find nothing (a hand-over between threads
+  costs more than a no-op task); the process never holds more than the ready slots asked for.
+- "inline": the one slot has no thread: the dispatcher thread runs its entries (`deliver`), so
+  a task costs no hand-over between threads.
+- "blocking": the slot waits in a blocking pop over the keys in priority order itself.
 Failures (fail.lua), give-backs on drain and idempotency scripts go over the slot's own `Store`,
-connected on first use.
+connected on first use; what the slot owes Redis for its entries is its `ledger.Ledger`.
 """
 
 from __future__ import annotations
@@ -26,15 +22,16 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 
 from taskqueue.worker import lastcalls
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.execute import Executor
-from taskqueue.worker.fetching import Fetching, fetch_mode
+from taskqueue.worker.fetching import Fetching
 from taskqueue.worker.handlers import Handler
 from taskqueue.worker.idempotency import Guard, Leases
+from taskqueue.worker.ledger import Ledger
+from taskqueue.worker.plan import Plan
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import Store
 
@@ -47,37 +44,32 @@ BLOCK_SECONDS = 0.5
 class Slot:
     """The consume loop of one slot; `run()` returns once the worker stops."""
 
-    def __init__(self, *, config: WorkerConfig, handler: Handler, state: WorkerState,
-                 dispatcher: Dispatcher | None, index: int,
-                 leases: Leases | None = None, inline: bool = False,
+    def __init__(self, *, config: WorkerConfig, plan: Plan, handler: Handler,
+                 state: WorkerState, dispatcher: Dispatcher | None, index: int,
+                 leases: Leases | None = None,
                  inbox: queue.SimpleQueue[list[str] | None] | None = None) -> None:
         self.config = config
+        self.plan = plan
         self.state = state
         self.dispatcher = dispatcher
-        self.mode = fetch_mode(config)
+        self.held = plan.held
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id, wait_replicas=config.wait_replicas)
         self.executor = Executor(config=config, handler=handler, store=self.store,
                                  stopping=state.stopping, name=f"slot-{index}")
-        self.acks: list[str] = []
-        """Entries this slot ran successfully and has not yet posted (AtLeastOnce)."""
+        self.ledger = Ledger(held=self.held, state=state)
         self.guard = None if leases is None else Guard(
             config=config, store=self.store, leases=leases, slot=index, held=self.held,
             stopping=state.stopping, counts=self.executor.counts)
         self.index = index
         self.busy = False
         self.want = 1
-        self.inline = inline and dispatcher is not None
+        self.inline = plan.slots == "inline"
         """Run on the dispatcher's thread (`deliver` runs the entries); `thread` is not used."""
         self._inbox: queue.SimpleQueue[list[str] | None] = (
             queue.SimpleQueue() if inbox is None else inbox)
         """Deliveries (None: end); shared by the worker's thread slots (one get per post)."""
-        self._last_promote = 0.0
         self.thread = threading.Thread(target=self.run, name=f"slot-{index}", daemon=True)
-
-    @property
-    def held(self) -> bool:
-        return self.mode == "held"
 
     def deliver(self, entries: list[str] | None) -> None:
         """From the dispatcher: entries to run, or None when the worker stops, for the next
@@ -91,10 +83,16 @@ class Slot:
             return
         self._work(entries)
         assert self.dispatcher is not None
-        if self.dispatcher.finished(self, self.acks):
-            self.acks = []
-        else:
-            self._flush_acks()
+        self._post(self.dispatcher)
+
+    def _post(self, dispatcher: Dispatcher) -> bool:
+        """Post this slot ready with its acks; False once the dispatcher has closed (the acks
+        went over our own connection)."""
+        if dispatcher.finished(self, self.ledger.acks):
+            self.ledger.posted()
+            return True
+        self._flush_acks()
+        return False
 
     def run(self) -> None:
         try:
@@ -114,8 +112,7 @@ class Slot:
 
     def _run_dispatched(self, dispatcher: Dispatcher) -> None:
         inbox = self._inbox
-        while dispatcher.finished(self, self.acks, lead=True):
-            self.acks = []
+        while self._post(dispatcher):
             entries = inbox.get()
             if entries is None:
                 return
@@ -130,19 +127,13 @@ class Slot:
                 self._work(entries)
 
     def _pop_blocking(self) -> list[str]:
-        now = time.monotonic()
-        if now - self._last_promote >= self.config.sweep_seconds:
-            self.store.fetch(acks=(), count=0, hold=False)
-            self._last_promote = now
-        entry = self.store.pop_blocking(zset=self.mode == "bzpopmin",
+        entry = self.store.pop_blocking(zset=self.plan.fetch == "bzpopmin",
                                         timeout=min(BLOCK_SECONDS, self.config.sweep_seconds))
         return [entry] if entry is not None else []
 
     def _work(self, entries: list[str]) -> None:
-        for i, entry in enumerate(entries):
-            if self.state.stopping.is_set() and self.held:
-                self.give_back(entries[i:])
-                return
+        ledger = self.ledger
+        for entry in ledger.entries(entries):
             if self.guard is not None:
                 self._work_idempotent(entry)
                 continue
@@ -151,12 +142,9 @@ class Slot:
                 ok = self.executor.run(entry, held=self.held)
             finally:
                 self.busy = False
-            if not self.held:
-                continue
-            if ok:
-                self.acks.append(entry)
-            else:
-                self.state.unhold([entry])
+            ledger.ran(entry, ack=ok)
+        if ledger.unrun:
+            self.give_back(ledger.take_unrun())
 
     def _work_idempotent(self, entry: str) -> None:
         """claim -> run -> complete (done marker + ack in one script) or drop the lease; see
@@ -177,8 +165,7 @@ class Slot:
                 guard.complete(entry)
             else:
                 guard.release(entry)
-        if self.held:
-            self.state.unhold([entry])
+        self.ledger.ran(entry, ack=False)  # the scripts acked or moved it
 
     def give_back(self, entries: list[str]) -> None:
         """Release entries this slot will not run (drain), attempts unchanged."""
@@ -187,4 +174,5 @@ class Slot:
 
     def _flush_acks(self) -> None:
         """Ack on our own connection what the dispatcher can no longer take (it closed)."""
-        self.acks = lastcalls.flush_acks(self.store, self.state, self.acks, name=self.thread.name)
+        self.ledger.acks = lastcalls.flush_acks(self.store, self.state, self.ledger.acks,
+                                                name=self.thread.name)

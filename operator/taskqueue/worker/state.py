@@ -2,9 +2,11 @@
 
 `held` is the multiset of processing entries some slot of this process owns (prefetched,
 running, or finished and not yet acked). After a connection error a fetch may have moved
-entries into the processing list whose reply never arrived; `reconcile` gives back whatever the
-list holds beyond `held`. It runs under the exclusive side of `fetch_gate`, so no fetch is
-between its Redis call and registering its entries meanwhile.
+entries into the processing list whose reply never arrived; the reconcile
+(`fetching.Fetching.reconcile`) gives back whatever the list holds beyond `held`. A fetch that
+takes entries holds `fetch_lock` from its call until its entries are registered here, and so
+do the reconcile and the requeue of a stalled worker (`runner.Worker.abandon`): neither sees
+an entry that is in Redis and not yet here.
 
 Both are on the per-task path, so the common case is one plain lock acquisition each.
 """
@@ -13,66 +15,17 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 
 from taskqueue.worker.wrongtype import QueueSkips
 
 
-class SharedExclusiveLock:
-    """Many shared holders or one exclusive holder (writers are not starved: they block new
-    shared holders while waiting). `acquire_shared`/`release_shared` are the cheap per-fetch
-    path: a plain lock, and a condition only while an exclusive holder waits or runs."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._shared = 0
-        self._exclusive = False
-        self._waiting = 0
-
-    def acquire_shared(self) -> None:
-        with self._lock:
-            if self._exclusive or self._waiting:
-                self._cond.wait_for(lambda: not self._exclusive and not self._waiting)
-            self._shared += 1
-
-    def release_shared(self) -> None:
-        with self._lock:
-            self._shared -= 1
-            if self._waiting and not self._shared:
-                self._cond.notify_all()
-
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        self.acquire_shared()
-        try:
-            yield
-        finally:
-            self.release_shared()
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._lock:
-            self._waiting += 1
-            self._cond.wait_for(lambda: not self._exclusive and not self._shared)
-            self._waiting -= 1
-            self._exclusive = True
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._exclusive = False
-                self._cond.notify_all()
-
-
 class WorkerState:
-    """Stop flag, held entries and the reconcile request of one worker process."""
+    """Stop flag, held entries and the fetch lock of one worker process."""
 
     def __init__(self) -> None:
         self.stopping = threading.Event()
-        self.fetch_gate = SharedExclusiveLock()
-        self.needs_reconcile = False
+        self.fetch_lock = threading.Lock()
         self.skips = QueueSkips()
         """Queue keys holding the wrong type, left out by every slot."""
         self._held: dict[str, int] = {}

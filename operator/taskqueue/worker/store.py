@@ -99,14 +99,13 @@ class Store:
         declared to fetch.lua, so due entries of theirs are judged, not taken for strangers)."""
         schema = self.schema
         self.queue_keys = tuple(k for k in schema.queue_keys if k not in skip)
-        queue_args = scripts.fetch_queue_args(schema, skip=skip)
         fetch_keys = scripts.fetch_keys(schema, self.worker_id)
-        # EVALSHA <sha> <numkeys> <keys...> max | now count hold nacks acks... | queue args...
+        # EVALSHA <sha> <numkeys> <keys...> <max> <queue options> | <now> <count> <hold> acks...
         head: list[str | int] = ["EVALSHA", scripts.script("fetch").sha, len(fetch_keys),
-                                 *fetch_keys, schema.dead_letter_max_length]
+                                 *fetch_keys, schema.dead_letter_max_length,
+                                 scripts.fetch_options(schema, skip=skip)]
         self._fetch_head = b"".join(bulk(a) for a in head)
-        self._fetch_tail = b"".join(bulk(a) for a in queue_args)
-        self._fetch_fixed = 3 + len(fetch_keys) + 5 + len(queue_args)
+        self._fetch_fixed = len(head) + 3
 
     def key_types(self) -> dict[str, str]:
         """The type Redis holds at each key fetch.lua touches ("none" when absent)."""
@@ -151,17 +150,10 @@ class Store:
             noscript=resp.NoScriptError, reply_error=resp.ReplyError,
             refused=resp.NoPermissionError)
 
-    def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True,
-              promote: bool = True) -> list[str]:
-        """Ack `acks`, promote due retries (unless `promote` is False), take up to `count`
-        entries (see fetch.lua)."""
-        packed = b"".join((
-            b"*%d\r\n" % (self._fetch_fixed + len(acks)), self._fetch_head,
-            bulk(now_ms() if promote else ""), bulk(count if self.queue_keys else 0),
-            self._hold_flag[hold],
-            bulk(len(acks)), *[bulk(a) for a in acks], self._fetch_tail,
-        ))
-        result: list[str] = self._evalsha("fetch", packed)
+    def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True) -> list[str]:
+        """Ack `acks` and take up to `count` entries, held in our processing list with `hold`
+        (see fetch.lua). Never promotes: the promoter does (`promote`)."""
+        result = self._fetch(acks=acks, count=count, hold=hold, now="")
         if result and self.wait_replicas and hold:
             # durable mode: the move into our processing list reaches a replica before we run
             # the task, so a failover now cannot hand it out again while we hold it
@@ -169,6 +161,25 @@ class Store:
             if acked < self.wait_replicas:
                 log.warning("WAIT: %d of %d replica(s) confirmed the fetch within %d ms",
                             acked, self.wait_replicas, WAIT_TIMEOUT_MS)
+        return result
+
+    def ack(self, acks: Sequence[str]) -> None:
+        """Ack `acks` (fetch.lua taking nothing)."""
+        self._fetch(acks=acks, count=0, hold=False, now="")
+
+    def promote(self) -> None:
+        """Move the due entries of the delayed zset back to their queues (fetch.lua with COUNT
+        0 and Redis's now): the promoter's call (`promoter.py`), the only one that promotes."""
+        self._fetch(acks=(), count=0, hold=False, now=now_ms())
+
+    def _fetch(self, *, acks: Sequence[str], count: int, hold: bool, now: int | str,
+               ) -> list[str]:
+        packed = b"".join((
+            b"*%d\r\n" % (self._fetch_fixed + len(acks)), self._fetch_head,
+            bulk(now), bulk(count if self.queue_keys else 0), self._hold_flag[hold],
+            *[bulk(a) for a in acks],
+        ))
+        result: list[str] = self._evalsha("fetch", packed)
         return result
 
     def fail(self, *, entry: str, held: bool, dead: bool, value: str, due_ms: int) -> bool:

@@ -17,7 +17,10 @@ fetch, `idle(token)` checks it after.
 
 Only the listener thread reads or writes its connection (an SSL connection must not be used by
 two threads at once): a slot asks for arming through a flag and a byte on a socket pair that
-the listener polls together with the connection.
+the listener polls together with the connection. The listener is a `periodic.Periodic`: each
+step connects when it has no connection or handles one message; a Redis error drops the
+connection and is retried with backoff (at most `RECONNECT_CAP_SECONDS` apart), anything else
+ends the thread and the runner exits the worker (its one error policy).
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ import logging
 import select
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from taskqueue.worker import backoff, resp
+from taskqueue.worker import resp
+from taskqueue.worker.periodic import Periodic
 from taskqueue.worker.resp import pack
 from taskqueue.worker.store import connect
 
@@ -40,6 +43,10 @@ log = logging.getLogger(__name__)
 
 DISARM_AFTER = 32
 """Pushes in a row with no slot waiting after which tracking is turned off."""
+RECONNECT_CAP_SECONDS = 2.0
+"""Longest wait between two connection attempts while Redis cannot be reached."""
+POLL_SECONDS = 0.5
+"""Longest wait for a message in one step of the listener."""
 
 Token = tuple[int, int]
 """(push generation, armed session) seen before a fetch."""
@@ -81,16 +88,18 @@ class Wakeup:
         self._idle_pushes = 0
         self.arms = 0
         self.disarms = 0
-        self._reconnect = backoff.Backoff(cap=2.0)
-        self.thread = threading.Thread(target=self._listen, daemon=True, name="wakeup")
+        self._halt = threading.Event()
+        self.loop = Periodic(name="wakeup", what="listening", step=self._step, stop=self._halt,
+                             cap=RECONNECT_CAP_SECONDS, close=self._close)
 
     def start(self) -> None:
-        self.thread.start()
+        self.loop.start()
 
     def stop(self) -> None:
         with self.cond:
             self._stopped = True
             self.cond.notify_all()
+        self._halt.set()
         self._poke()
 
     def _poke(self) -> None:
@@ -148,51 +157,64 @@ class Wakeup:
         self._poke()
 
     # -- listener thread --------------------------------------------------------------------
-    def _listen(self) -> None:
-        while not self._stopped:
-            try:
-                self._session()
-            except Exception as exc:  # connection loss, or anything else: never stop listening
-                delay = self._reconnect.failed()
-                log.warning("wake-up listener thread lost Redis (%s); reconnecting in %.2fs",
-                            backoff.describe(exc), delay)
-                time.sleep(delay)
-        self._wake_r.close()
-        self._wake_w.close()
+    def _step(self) -> float:
+        """Connect when not connected, else handle one message (or wait up to POLL_SECONDS
+        for one); a failure drops the connection (`Periodic` retries with backoff)."""
+        conn = self._conn
+        if conn is None:
+            self._open()
+            return 0.0
+        try:
+            self._maybe_send_arm(conn)
+            if conn.buffered() or self._poll(conn, timeout=POLL_SECONDS):
+                msg = conn.read()
+                if isinstance(msg, list):
+                    self._on_push(conn, msg)
+                else:
+                    self._on_reply()
+        except BaseException:
+            self._drop()
+            raise
+        return 0.0
 
-    def _session(self) -> None:
+    def _open(self) -> None:
+        """A new connection with tracking on; everyone wakes (writes while we were not
+        listening sent no push)."""
         conn = connect(self._url, key=min(self._keys), protocol=3)
         try:
             conn.send(self._on_cmd)
             conn.read()
-            self._reconnect.succeeded()
-            with self.cond:
-                self._conn = conn
-                self._pending.clear()
-                self._arming = False
-                self._want_arm = False
-                self._sessions += 1
-                self._armed = self._sessions
-                self._idle_pushes = 0
-                self._gen += 1  # anything written while we were not listening
-                self.cond.notify_all()
-            while not self._stopped:
-                self._maybe_send_arm(conn)
-                if conn.buffered() or self._poll(conn, timeout=0.5):
-                    msg = conn.read()
-                    if isinstance(msg, list):
-                        self._on_push(conn, msg)
-                    else:
-                        self._on_reply()
-        finally:
-            with self.cond:
-                self._conn = None
-                self._armed = 0
-                self._arming = False
-                self._want_arm = False
-                self._pending.clear()
-                self.cond.notify_all()
+        except BaseException:
             conn.close()
+            raise
+        with self.cond:
+            self._conn = conn
+            self._pending.clear()
+            self._arming = False
+            self._want_arm = False
+            self._sessions += 1
+            self._armed = self._sessions
+            self._idle_pushes = 0
+            self._gen += 1
+            self.cond.notify_all()
+
+    def _drop(self) -> None:
+        """Forget the connection: tracking is off until the next one."""
+        with self.cond:
+            conn, self._conn = self._conn, None
+            self._armed = 0
+            self._arming = False
+            self._want_arm = False
+            self._pending.clear()
+            self.cond.notify_all()
+        if conn is not None:
+            conn.close()
+
+    def _close(self) -> None:
+        """The listener thread ends, however it ends."""
+        self._drop()
+        self._wake_r.close()
+        self._wake_w.close()
 
     def _poll(self, conn: resp.Connection, *, timeout: float) -> bool:
         """Wait until the connection is readable (True) or a slot pokes us / timeout (False)."""

@@ -15,21 +15,12 @@ import threading
 import time
 from collections.abc import Mapping
 
-from taskqueue.wire import keys
 from taskqueue.worker.store import Store
 
 log = logging.getLogger(__name__)
 
 RECHECK_SECONDS = 5.0
 """How often skipped queue keys are looked at again."""
-
-
-def expected_types(schema: keys.KeySchema, *, processing: str) -> dict[str, str]:
-    """The Redis type each key of a fetch must hold (or be absent). Pure."""
-    expected = {processing: "list", schema.delayed: "zset", schema.starvation: "hash",
-                schema.stats: "hash", schema.dead_letter: "list"}
-    expected.update({q.key: q.type for q in schema.queues})
-    return expected
 
 
 def misfits(actual: Mapping[str, str], expected: Mapping[str, str]) -> dict[str, str]:
@@ -74,7 +65,7 @@ class QueueSkips:
 def check(store: Store, skips: QueueSkips) -> dict[str, str]:
     """Look up the type of every key a fetch touches, log each misfit by name, and skip the
     queue keys among them (served again once fixed). Returns the misfits {key: type held}."""
-    expected = expected_types(store.schema, processing=store.processing)
+    expected = store.schema.expected_types(processing=[store.processing])
     found = misfits(store.key_types(), expected)
     queue_keys = set(store.schema.queue_keys)
     for key, kind in sorted(found.items()):

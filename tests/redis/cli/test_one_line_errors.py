@@ -6,6 +6,7 @@ worker's own line)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -54,14 +55,21 @@ def test_a_number_out_of_range_is_one_line_stating_the_range(
         "of range; use a whole number of seconds from 0 to 604800 (7 days)")
 
 
+@functools.cache
+def _workers_line(url: str) -> str:
+    """What `taskqueue-worker --redis-url URL` says (one process per URL, whatever command the
+    CLI side runs)."""
+    return one_line(run_once("--redis-url", url, "--queue", "q", "--handler",
+                             "tests.helpers.handlers:record"), 2)
+
+
 @pytest.mark.parametrize("query", ["ssl_verify=1", "ssl_cert_reqs=sometimes"])
 @pytest.mark.parametrize("argv", REDIS_COMMANDS)
 def test_a_tls_option_neither_side_knows_is_the_workers_one_line(
         redis_url: str, argv: list[str], query: str) -> None:
     url = redis_url.replace("redis://", "rediss://") + "?" + query
     cli = one_line(taskqueue(*argv, "--redis-url", url, "--queue", "q"), 2)
-    worker = one_line(run_once("--redis-url", url, "--queue", "q", "--handler",
-                               "tests.helpers.handlers:record"), 2)
+    worker = _workers_line(url)
     assert cli.removeprefix("taskqueue: ") == worker.removeprefix("taskqueue-worker: ")
     assert cli.startswith("taskqueue: --redis-url: Redis URL option ssl_")
 

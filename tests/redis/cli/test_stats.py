@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -151,28 +152,40 @@ def test_a_wrong_type_key_is_named_not_a_lua_error(
     assert "script" not in result.err and "@user_script" not in result.err
 
 
+def _refresh(proc: subprocess.Popen[str]) -> str:
+    """The next line `stats --watch --json` prints (it must not end before)."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line, f"the watch ended: {proc.wait(timeout=30)}, {proc.communicate()[1]}"
+    return line
+
+
 def test_watch_rides_out_a_redis_restart(tmp_path: Path) -> None:
+    """Redis is killed while --watch runs, then started again (empty): the refreshes show the
+    error while it is down (each sample is sent once) and fresh numbers once it is back."""
     server = RedisServer(data_dir=tmp_path / "redis")
     server.start()
     try:
         redis.Redis.from_url(server.url).lpush("jobs", "a")
         proc = subprocess.Popen(
             [sys.executable, "-m", "taskqueue.cli.main", "stats", "--redis-url", server.url,
-             "--queue", "jobs", "--watch", "--json", "--interval", "0.2", "--iterations", "30"],
+             "--queue", "jobs", "--watch", "--json", "--interval", "0.2",
+             "--iterations", "1000"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert proc.stdout is not None
-        first = proc.stdout.readline()  # it has read Redis once (startup is slow under load)
-        # killed, then back, empty: down longer than the clients' own retry of a lost connection
-        # (taskqueue.redisio.clients.RETRIES, which rides out a failover's few seconds unseen)
-        server.restart(down_seconds=8)
+        lines = [_refresh(proc)]  # it has read Redis once (startup is slow under load)
+        server.stop(kill=True)
+        while "error" not in lines[-1]:
+            lines.append(_refresh(proc))
+        server.start()
+        while "error" in lines[-1]:
+            lines.append(_refresh(proc))
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the watch ends with exit code 0
         out, err = proc.communicate(timeout=60)
-        out = first + out
     finally:
         server.stop()
     assert (proc.returncode, err) == (0, "")
-    docs = [json.loads(line) for line in out.splitlines()]
+    docs = [json.loads(line) for line in [*lines, *out.splitlines()] if line.strip()]
     kinds = "".join("e" if "error" in d else "s" for d in docs)
-    assert len(docs) == 30
     assert re.fullmatch(r"s+e+s+", kinds), kinds  # read, errors while down, read again
     assert "Connection" in next(d["error"] for d in docs if "error" in d)
     assert docs[-1]["backlog"] == 0 and docs[0]["backlog"] == 1

@@ -48,7 +48,7 @@ def _promote_unusable(r: redis.Redis, store: Store, n: int) -> None:
     for i in range(n):
         r.zadd(SCHEMA.delayed, {keys.Entry("q", "9", keys.wrap(f"p{i}", task_id=f"id{i}"))
                                 .encode(): 1})
-        store.fetch(acks=(), count=0, hold=False)
+        store.promote()
 
 
 def _release_unusable(r: redis.Redis, store: Store, n: int) -> None:

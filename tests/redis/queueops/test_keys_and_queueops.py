@@ -155,13 +155,13 @@ async def test_an_entry_of_a_queue_the_taskqueue_dropped_is_dead_lettered(
                                       reason="test")
     elif script == "release":
         await redis_client.lpush(proc, entry, kept)
-        keys_, args = queueops.release_call(schema, "w", [entry, kept])
+        keys_, args = scripts.release_call(schema, "w", [entry, kept])
         await queueops.script("release")(redis_client, keys=keys_, args=args)
     else:
         await redis_client.zadd(schema.delayed, {entry: 1, kept: 2})
         await queueops.script("fetch")(
-            redis_client, keys=queueops.fetch_keys(schema, "w"),
-            args=queueops.fetch_args(schema, now_ms=int(time.time() * 1000), count=0,
+            redis_client, keys=scripts.fetch_keys(schema, "w"),
+            args=scripts.fetch_args(schema, now_ms=int(time.time() * 1000), count=0,
                                      hold=True))
     assert not await redis_client.exists("gone")
     assert [keys.unwrap(e).payload for e in await redis_client.lrange("q", 0, -1)] == ["stays"]

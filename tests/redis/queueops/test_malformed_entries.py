@@ -91,7 +91,7 @@ def _text(data: bytes) -> str:
 
 def _promote(raw: redis.Redis, store: Store, entries: list[bytes]) -> None:
     raw.zadd(SCHEMA.delayed, {e: 1 for e in entries})
-    store.fetch(acks=(), count=0, hold=False)
+    store.promote()
 
 
 def _release(raw: redis.Redis, store: Store, entries: list[bytes]) -> None:
@@ -277,7 +277,7 @@ def test_a_wrong_typed_dead_letter_key_stops_the_promotion_before_any_write(
     raw.set(SCHEMA.dead_letter, "not a list")
     raw.zadd(SCHEMA.delayed, {b"q\n\nfine": 1, b"z\nbad\nx": 2})
     with pytest.raises(ReplyError, match="WRONGTYPE"):
-        store.fetch(acks=(), count=0, hold=False)
+        store.promote()
     assert raw.zcard(SCHEMA.delayed) == 2
 
 

@@ -22,7 +22,6 @@ import pytest
 import redis
 
 from taskqueue import client as producer
-from taskqueue.redisio import queueops
 from taskqueue.wire import keys, scripts
 from tests.redis.seeds import handlers as h
 from tests.redis.worker.procs import spawn
@@ -59,7 +58,7 @@ def recover_a_live_worker(r: redis.Redis) -> int:
     if not held:
         return 0
     live = str(held[0]).removeprefix(SCHEMA.processing_prefix)
-    keys_, args = queueops.recover_call(SCHEMA, worker_id=live, max_attempts=50,
+    keys_, args = scripts.recover_call(SCHEMA, worker_id=live, max_attempts=50,
                                         reason="test: declared dead while alive")
     r.eval(scripts.lua("recover"), len(keys_), *keys_, *args)
     return 1

@@ -9,7 +9,6 @@ import pytest
 import redis
 
 from taskqueue import client as producer
-from taskqueue.redisio import queueops
 from taskqueue.wire import keys, scripts
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker
@@ -81,7 +80,7 @@ def test_seed_004_4_3_worker_recovered_while_finishing_runs_once(
     w1 = make_worker(worker_id="w1", worker=IDEMPOTENT)
     producer.enqueue_sync(redis_sync, "q", "1.0", task_id="mail-3")
     wait_for("mail-3 running", lambda: redis_sync.hexists(h.RUNNING, "mail-3"))
-    keys_, args = queueops.recover_call(SCHEMA, worker_id="w1", max_attempts=5,
+    keys_, args = scripts.recover_call(SCHEMA, worker_id="w1", max_attempts=5,
                                         reason="test: declared dead while alive")
     assert redis_sync.eval(scripts.lua("recover"), len(keys_), *keys_, *args) == [1, 0]
     make_worker(worker_id="w2", worker=IDEMPOTENT)

@@ -8,7 +8,7 @@ and the session's 6-node cluster (the push and its WAIT go to the node that owns
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,16 +26,34 @@ TIMEOUT_MS = 300
 the replica's ack can take longer than this)."""
 
 
-@pytest.fixture
-def primary_with_replica(redis_factory: Callable[..., RedisServer]) -> Iterator[str]:
-    """The URL of a primary whose one replica is in sync."""
-    primary, replica = redis_factory(), redis_factory()
+@pytest.fixture(scope="module")
+def _replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A primary whose one replica is in sync, shared by the module."""
+    root = tmp_path_factory.mktemp("replicated")
+    primary = RedisServer(data_dir=root / "primary")
+    replica = RedisServer(data_dir=root / "replica")
+    primary.start()
+    replica.start()
+    # the first sync starts at once, not after redis' default 5 s wait for more replicas
+    redis.Redis(port=primary.port).config_set("repl-diskless-sync-delay", 0)
     link = redis.Redis(port=replica.port, decode_responses=True)
-    link.replicaof("127.0.0.1", primary.port)
-    wait_for("the replica to sync", lambda: link.info("replication")["master_link_status"] == "up",
-             timeout=20)
-    yield primary.url
-    link.close()
+    try:
+        link.replicaof("127.0.0.1", primary.port)
+        wait_for("the replica to sync",
+                 lambda: link.info("replication")["master_link_status"] == "up", timeout=20)
+        yield primary
+    finally:
+        link.close()
+        replica.stop(kill=True)
+        primary.stop(kill=True)
+
+
+@pytest.fixture
+def primary_with_replica(_replicated: RedisServer) -> str:
+    """The URL of the module's primary, flushed (the replica applies the FLUSHALL before any
+    later write, and a WAIT covers both)."""
+    redis.Redis.from_url(_replicated.url).flushall()
+    return _replicated.url
 
 
 def _pushes(client: redis.Redis, how: str, *, replicas: int,

@@ -17,6 +17,8 @@ import redis
 
 from taskqueue.worker.aslot import AsyncSlot, Bridge
 from taskqueue.worker.dispatch import Dispatcher
+from taskqueue.worker.ledger import Ledger
+from taskqueue.worker.state import WorkerState
 from tests.helpers.worker import unstarted_dispatcher
 
 
@@ -27,8 +29,7 @@ class Recorder:
         self.closed = closed
         self.calls: list[tuple[list[Any], list[str]]] = []
 
-    def finished_many(self, slots: Sequence[Any], acks: Sequence[str], *,
-                      lead: bool = False) -> bool:
+    def finished_many(self, slots: Sequence[Any], acks: Sequence[str]) -> bool:
         self.calls.append((list(slots), list(acks)))
         return not self.closed
 
@@ -38,7 +39,7 @@ class FakeSlot:
         self.name = name
         self.bridge = bridge
         self.began: list[list[str] | None] = []
-        self.acks: list[str] = []
+        self.ledger = Ledger(held=True, state=WorkerState())
         self.alone = False
 
     def begin(self, entries: list[str] | None) -> None:
@@ -112,7 +113,7 @@ def test_a_delivery_after_the_loop_took_the_batch_wakes_it_again(
 def test_slots_finishing_in_one_iteration_post_together_with_all_their_acks(
         loop: asyncio.AbstractEventLoop) -> None:
     bridge, recorder, slots = make(loop, 3)
-    slots[0].acks, slots[2].acks = ["a0"], ["c0", "c1"]
+    slots[0].ledger.acks, slots[2].ledger.acks = ["a0"], ["c0", "c1"]
 
     def finish_all() -> None:
         for slot in slots:
@@ -120,7 +121,7 @@ def test_slots_finishing_in_one_iteration_post_together_with_all_their_acks(
     on_loop(loop, finish_all)
     on_loop(loop, lambda: None)
     assert recorder.calls == [(slots, ["a0", "c0", "c1"])]
-    assert all(slot.acks == [] and not slot.alone for slot in slots)
+    assert all(slot.ledger.acks == [] and not slot.alone for slot in slots)
     on_loop(loop, lambda: bridge.post(cast(AsyncSlot, slots[1])))  # a later iteration
     on_loop(loop, lambda: None)
     assert recorder.calls[1] == ([slots[1]], [])
@@ -129,12 +130,12 @@ def test_slots_finishing_in_one_iteration_post_together_with_all_their_acks(
 def test_after_the_dispatcher_closed_each_slot_acks_its_own(
         loop: asyncio.AbstractEventLoop) -> None:
     bridge, recorder, slots = make(loop, 2, closed=True)
-    slots[0].acks = ["a0"]
+    slots[0].ledger.acks = ["a0"]
     on_loop(loop, lambda: [bridge.post(cast(AsyncSlot, s)) for s in slots])
     on_loop(loop, lambda: None)
     assert len(recorder.calls) == 1
     assert all(slot.alone for slot in slots)
-    assert slots[0].acks == ["a0"]  # kept for its own final ack
+    assert slots[0].ledger.acks == ["a0"]  # kept for its own final ack
 
 
 class LoopSlot(FakeSlot):
@@ -161,4 +162,4 @@ def test_when_the_last_coroutines_finish_the_loop_fetches_for_all(
     assert d.calls == 1  # one call for the three, made on the loop
     assert [len(s.began[0] or []) for s in slots] == [1, 1, 1]
     assert redis_sync.llen("q:processing:w1") == 3
-    d.store.close()
+    d.close()

@@ -1,5 +1,5 @@
-"""A TaskQueue whose dead-letter list is one of its queues never starts a worker (the scenario of
-issue 29: `queues: [q, r]`, `retry.deadLetterKey: r`); and when such a collision reaches Redis
+"""A TaskQueue whose dead-letter list is one of its queues never starts a worker (`queues: [q, r]`
+with `retry.deadLetterKey: r`); and when such a collision reaches Redis
 anyway (a worker configured past every check, a record pushed into a queue by hand), a record
 that fails again goes back as the same record, byte-exact, never nested inside a new one."""
 

@@ -26,7 +26,7 @@ import redis
 from taskqueue import client
 from taskqueue.redisio import acl
 from taskqueue.wire import keys
-from taskqueue.worker import promoter
+from taskqueue.worker import handlers, promoter
 from taskqueue.worker.runner import EXIT_THREAD_DIED, Worker
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers import handlers as test_handlers
@@ -126,6 +126,37 @@ def test_scheduled_tasks_are_on_time_again_after_redis_refused_the_promoter(
     assert "promoter thread: promotion works again after " in text
 
 
+@pytest.mark.timeout(120)
+def test_a_promotion_fault_leaves_the_fetches_alone(
+        tmp_path: Path, redis_factory: type[RedisServer]) -> None:
+    """Only the promoter promotes: while Redis refuses the promotion (ZRANGEBYSCORE inside
+    fetch.lua, a retry due), tasks are fetched and run without one failed fetch; the promoter
+    alone meets the error, and the due retry runs once the refusal ends."""
+    server = redis_factory()  # type: ignore[call-arg]
+    admin = redis.Redis.from_url(server.url, decode_responses=True)
+    admin.execute_command("ACL", "SETUSER", USER, "on", f">{PASSWORD}",
+                          *acl.rule("worker", ["q*"]).split())
+    url = f"redis://{USER}:{PASSWORD}@127.0.0.1:{server.port}/0"
+    log = tmp_path / "worker.log"
+    with running(url, "--queue", "q", "--handler", f"{HANDLERS}:record", "--worker-id", "p1",
+                 "--concurrency", "4", log_path=log, handler_url=server.url) as proc:
+        wait_for("the worker registered", lambda: admin.zscore("q:workers", "p1"), timeout=20)
+        with refused_inside_fetch_lua(admin):
+            for burst in range(3):  # busy, then idle past a sweep, three times
+                admin.lpush("q", *[f"b{burst}-{i}" for i in range(20)])
+                wait_for("the burst ran", lambda b=burst: admin.llen(test_handlers.DONE)
+                         >= 20 * (b + 1), timeout=20)
+                time.sleep(1.2)
+            assert admin.zcard("q:delayed") == 1  # not promoted while refused
+        wait_for("the due task ran after the refusal",
+                 lambda: "during-the-fault" in admin.lrange(test_handlers.DONE, 0, -1),
+                 timeout=20)
+        assert proc.poll() is None
+    text = log.read_text()
+    assert "dispatch: Redis call failed" not in text, text
+    assert "promoter thread: promotion failed (" in text
+
+
 def _lateness(r: redis.Redis, n: int) -> dict[str, float] | None:
     raw = r.lrange(test_handlers.LATENESS, 0, -1)
     if len(raw) < n:
@@ -159,6 +190,18 @@ def _plant_leases(worker: Worker) -> None:
         "leases", worker.lease_keeper.leases.snapshot)
 
 
+def _plant_wakeup(worker: Worker) -> None:
+    assert worker.wakeup is not None
+    worker.wakeup._maybe_send_arm = _bug_in(  # type: ignore[method-assign]
+        "wakeup", worker.wakeup._maybe_send_arm)
+
+
+def _plant_event_loop(worker: Worker) -> None:
+    """The coroutine handlers' event loop thread ends a second after the worker starts."""
+    loop = handlers.shared_loop()
+    threading.Timer(1.0, loop.call_soon_threadsafe, (loop.stop,)).start()
+
+
 def _plant_watchdog(worker: Worker) -> None:
     worker.watchdog.watch.check = _bug_in(  # type: ignore[method-assign]
         "watchdog", worker.watchdog.watch.check)
@@ -173,6 +216,11 @@ def _plant_watchdog(worker: Worker) -> None:
         pytest.param(_plant_leases, {"worker": {"idempotency": {"windowSeconds": 60},
                                                 "heartbeatSeconds": 0.2}}, id="lease-keeper"),
         pytest.param(_plant_watchdog, {}, id="watchdog"),
+        pytest.param(_plant_wakeup, {}, id="wake-up-listener"),
+        pytest.param(_plant_event_loop,
+                     {"handler": f"{HANDLERS}:record_async",
+                      "worker": {"concurrency": 2, "terminationGracePeriodSeconds": 2}},
+                     id="event-loop"),
     ],
 )
 def test_a_periodic_thread_ended_by_a_bug_makes_the_worker_exit_non_zero(
@@ -191,4 +239,6 @@ def test_a_periodic_thread_ended_by_a_bug_makes_the_worker_exit_non_zero(
         timer.cancel()
         for signum, handler in saved.items():
             signal.signal(signum, handler)
+        if plant is _plant_event_loop:  # the next test that needs the loop starts a new one
+            handlers._loop = handlers._loop_thread = None
     assert worker.stopped.is_set()

@@ -62,7 +62,7 @@ def test_an_error_reply_raises_the_class_its_code_names(message: str, kind: type
                  id="unknown-tls-option"),
     pytest.param("rediss://h:6380/0?ssl_cert_reqs=sometimes", "ssl_cert_reqs must be one of",
                  id="bad-cert-reqs"),
-    pytest.param("http://h:6379", "is not a Redis URL", id="not-redis"),
+    pytest.param("http://h:6379", "scheme must be redis://", id="not-redis"),
 ])
 def test_a_url_the_worker_cannot_use_is_refused_naming_the_option(url: str,
                                                                   problem: str) -> None:

@@ -1,11 +1,10 @@
-"""The worker's pure rules: when peers may be judged dead, which keys misfit, which Redis URLs
-are malformed."""
+"""The worker's pure rules: when peers may be judged dead, which keys misfit."""
 
 from __future__ import annotations
 
 import pytest
 
-from taskqueue.worker import config, heartbeat, wrongtype
+from taskqueue.worker import heartbeat, wrongtype
 
 
 @pytest.mark.parametrize(
@@ -48,25 +47,3 @@ def test_judge(events: list[tuple[str, float]], verdicts: list[bool | None]) -> 
 )
 def test_misfits(actual: dict[str, str], found: dict[str, str]) -> None:
     assert wrongtype.misfits(actual, {"q": "list", "d": "zset"}) == found
-
-
-@pytest.mark.parametrize(
-    ("url", "problem"),
-    [
-        pytest.param("redis://localhost:6379/0", None, id="ok"),
-        pytest.param("rediss://u:p%2Fw@host/3", None, id="tls-encoded-password"),
-        pytest.param("unix:///run/redis.sock", None, id="unix-socket"),
-        pytest.param("redis://:pa/ss@host:6379", "port is not a number", id="slash-password"),
-        pytest.param("redis://host:70000", "port is not a number", id="port-range"),
-        pytest.param("ftp://host", "scheme must be", id="scheme"),
-        pytest.param("redis:///0", "host is missing", id="no-host"),
-        pytest.param("redis://host/db1", "database", id="database"),
-        pytest.param("unix://", "unix:// needs a socket path", id="unix-without-path"),
-    ],
-)
-def test_redis_url_problem(url: str, problem: str | None) -> None:
-    found = config.redis_url_problem(url)
-    if problem is None:
-        assert found is None
-    else:
-        assert found is not None and found.startswith(problem)

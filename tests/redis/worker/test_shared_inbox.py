@@ -18,6 +18,7 @@ import redis
 
 from taskqueue.wire import keys
 from taskqueue.worker.dispatch import Dispatcher
+from taskqueue.worker.plan import plan_for
 from taskqueue.worker.slot import Slot
 from taskqueue.worker.state import WorkerState
 from tests.helpers.wait import wait_for
@@ -32,7 +33,7 @@ class Recorder:
         self.closed = False
         self.lock = threading.Lock()
 
-    def finished(self, slot: Any, acks: Sequence[str], *, lead: bool = False) -> bool:
+    def finished(self, slot: Any, acks: Sequence[str]) -> bool:
         with self.lock:
             self.posts.append((slot.index, list(acks)))
         return not self.closed
@@ -47,7 +48,8 @@ def slots(redis_url: str, n: int, handler: Any) -> tuple[list[Slot], Recorder,
     config = make_config(redis_url, worker={"concurrency": n})
     recorder, inbox = Recorder(), queue.SimpleQueue[list[str] | None]()
     state = WorkerState()
-    made = [Slot(config=config, handler=handler, state=state,
+    plan = plan_for(config, coroutine_handler=False)
+    made = [Slot(config=config, plan=plan, handler=handler, state=state,
                  dispatcher=cast(Dispatcher, recorder), index=i, inbox=inbox)
             for i in range(n)]
     return made, recorder, inbox
@@ -118,14 +120,14 @@ def test_the_last_slot_to_become_ready_fetches_for_all_on_its_own_thread(
     redis_sync.lpush("q", *[f"t{i}" for i in range(20)])
     d, receivers = unstarted_dispatcher(redis_url, slots=4), [Receiving() for _ in range(4)]
     for r in receivers[:3]:  # the dispatcher thread is not started: nobody else fetches
-        assert d.finished(r, [], lead=True)
+        assert d.finished(r, [])
     assert d.calls == 0 and all(not r.got for r in receivers)
-    assert d.finished(receivers[3], [], lead=True)
+    assert d.finished(receivers[3], [])
     assert d.calls == 1  # one call, for the four
     me = threading.current_thread().name
     assert [(r.got[0][0], len(r.got[0][1] or [])) for r in receivers] == [(me, 1)] * 4
     assert redis_sync.llen("q:processing:w1") == 4
-    d.store.close()
+    d.close()
 
 
 def test_dry_queues_are_left_to_the_dispatcher_thread(redis_url: str,
@@ -133,11 +135,11 @@ def test_dry_queues_are_left_to_the_dispatcher_thread(redis_url: str,
     redis_sync.lpush("q", "only")
     d, receivers = unstarted_dispatcher(redis_url, slots=2), [Receiving() for _ in range(2)]
     for r in receivers:
-        d.finished(r, [], lead=True)
+        d.finished(r, [])
     assert d.calls == 1  # asked 2, got 1: the queues are dry
     given = [r for r in receivers if r.got]
     assert len(given) == 1
     redis_sync.lpush("q", "next")
-    assert d.finished(given[0], [], lead=True)  # all ready again, but dry: no call here
+    assert d.finished(given[0], [])  # all ready again, but dry: no call here
     assert d.calls == 1
-    d.store.close()
+    d.close()

@@ -72,7 +72,8 @@ def test_names_and_subresources() -> None:
         "Backlog": ".status.totalBacklog", "In-flight": ".status.inFlight",
         "Oldest": ".status.oldestTaskAgeSeconds",
         "Desired": ".status.desiredReplicas", "Replicas": ".status.replicas",
-        "Next-Schedule": ".status.nextScheduleTime", "Reason": ".status.reason", "Age": ".metadata.creationTimestamp",
+        "Next-Schedule": ".status.nextScheduleTime", "Reason": ".status.reason",
+        "Age": ".metadata.creationTimestamp",
     }
 
 

@@ -7,9 +7,9 @@ import re
 import pytest
 
 from taskqueue.api import crdgen, redact
+from taskqueue.redisio import dsn
 
 # a base64 password: '/' and '+' and '=' unencoded, as `openssl rand -base64` prints them
-from taskqueue.redisio import dsn
 
 B64 = "Zm9v/YmFy+cXV4=="
 
@@ -51,7 +51,6 @@ B64 = "Zm9v/YmFy+cXV4=="
 )
 def test_url_hides_the_password(url: str, shown: str) -> None:
     assert redact.url(url) == shown
-    assert dsn.redact(url) == shown  # connection/dsn messages use the same redactor
 
 
 @pytest.mark.parametrize(
@@ -120,12 +119,18 @@ def test_check_names_the_field_never_the_value(url: str, fragment: str) -> None:
         pytest.param("unix:///run/redis.sock?db=2", True, id="unix"),
         pytest.param("redis+cluster://a:7000,b:7001", True, id="cluster"),
         pytest.param("rediss+sentinel://s1:26379,[::1]:26380/m/0", True, id="sentinel"),
+        pytest.param("redis+sentinel://s1/mymaster", True, id="sentinel-database-0"),
+        pytest.param("redis+cluster://a:7000/0?db=0", True, id="cluster-database-0"),
+        pytest.param("redis://h:6379?db=3", True, id="database-option"),
+        pytest.param("rediss://h/0?ssl_ca_certs=/ca&ssl_cert_reqs=none", True, id="tls-options"),
         pytest.param("http://host", False, id="scheme"),
         pytest.param("redis://", False, id="no-host"),
     ],
 )
 def test_check_accepts_usable_urls(url: str, ok: bool) -> None:
     assert (redact.check(url, field="f") is None) is ok
+    if ok:  # the DSN parser checks with `problem` first: what it accepts parses
+        dsn.RedisSettings.from_dsn(url)
 
 
 @pytest.mark.parametrize(
@@ -139,6 +144,20 @@ def test_check_accepts_usable_urls(url: str, ok: bool) -> None:
         pytest.param("redis://host/db1", "database (the path after the port)", id="database"),
         pytest.param("unix://", "unix:// needs a socket path", id="unix-without-path"),
         pytest.param("redis://[::1/0", "the URL cannot be parsed", id="broken-ipv6"),
+        pytest.param("redis://:pa/ss@host:6379", "port is not a number", id="slash-password"),
+        pytest.param("redis://host:70000", "port is not a number", id="port-range"),
+        pytest.param("redis://a:6379,b:6379/0", "several hosts: use redis+cluster://",
+                     id="several-hosts-of-one-server"),
+        pytest.param("redis+sentinel://s1:26379,s2", "name the master", id="sentinel-no-master"),
+        pytest.param("redis+sentinel://s1/mymaster/zero", "database", id="sentinel-database"),
+        pytest.param("redis+cluster://a:7000/1", "Redis Cluster has only database 0",
+                     id="cluster-database"),
+        pytest.param("redis+cluster://a:7000?db=2", "Redis Cluster has only database 0",
+                     id="cluster-database-option"),
+        pytest.param("rediss://h:6380/0?ssl_verify=1", "Redis URL option ssl_verify is not",
+                     id="unknown-tls-option"),
+        pytest.param("redis://h:6379/0?ssl_ca_certs=/ca", "Redis URL option ssl_ca_certs needs "
+                     "TLS", id="tls-option-without-tls"),
     ],
 )
 def test_problem_names_the_part_that_is_wrong(url: str, part: str) -> None:

@@ -12,19 +12,20 @@ from taskqueue.cli import ui
 from taskqueue.cli.errors import CliError
 from tests.fixtures.redis_server import free_port
 from tests.helpers.cli import Run
+from tests.helpers.hangup import hanging_up
+
+UNREACHABLE = [
+    pytest.param(["stats", "--queue", "jobs"], id="stats"),
+    pytest.param(["stats", "--queue", "jobs", "--watch", "--iterations", "3"], id="stats-watch"),
+    pytest.param(["enqueue", "jobs", "x"], id="enqueue"),
+    pytest.param(["inflight", "--queue", "jobs"], id="inflight"),
+    pytest.param(["dlq", "list", "--queue", "jobs"], id="dlq-list"),
+    pytest.param(["dlq", "requeue", "--queue", "jobs", "--all"], id="dlq-requeue"),
+    pytest.param(["drain", "jobs", "--yes"], id="drain"),
+]
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        pytest.param(["stats", "--queue", "jobs"], id="stats"),
-        pytest.param(["enqueue", "jobs", "x"], id="enqueue"),
-        pytest.param(["inflight", "--queue", "jobs"], id="inflight"),
-        pytest.param(["dlq", "list", "--queue", "jobs"], id="dlq-list"),
-        pytest.param(["dlq", "requeue", "--queue", "jobs", "--all"], id="dlq-requeue"),
-        pytest.param(["drain", "jobs", "--yes"], id="drain"),
-    ],
-)
+@pytest.mark.parametrize("argv", UNREACHABLE)
 def test_unreachable_redis_exits_4(cli: Run, argv: list[str]) -> None:
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     result = cli(*argv, "--redis-url", url)
@@ -32,6 +33,17 @@ def test_unreachable_redis_exits_4(cli: Run, argv: list[str]) -> None:
     assert result.err.startswith(f"taskqueue: cannot reach Redis at {url}: ")
     assert "Traceback" not in result.err
     assert result.err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", UNREACHABLE)
+def test_a_redis_that_never_answered_is_tried_once(cli: Run, argv: list[str]) -> None:
+    """A first contact that fails is reported at once (a wrong URL, a port-forward that is not
+    running): no retry, which would leave the user waiting seconds for the same answer."""
+    with hanging_up() as redis_that_hangs_up:
+        result = cli(*argv, "--redis-url", redis_that_hangs_up.url)
+    assert result.code == 4, result.err
+    assert result.err.startswith(f"taskqueue: cannot reach Redis at {redis_that_hangs_up.url}: ")
+    assert redis_that_hangs_up.accepted == 1
 
 
 def test_the_password_is_not_printed(cli: Run) -> None:

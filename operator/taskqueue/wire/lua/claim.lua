@@ -2,35 +2,40 @@
 --   the id completed within the window -> ack the entry unrun, count 'duplicates': "done";
 --   the entry is no longer held (a recovery already requeued it)  -> do not run it: "gone";
 --   another owner's running lease on the id -> defer: the entry leaves the processing list for
---     the delayed zset, due when the lease ends (at most ARGV[6] ms away): "deferred";
---   otherwise take (or renew) the running lease, which lives ARGV[3] ms unless refreshed: "run".
--- KEYS[1] the caller's processing list, KEYS[2] the id's done key, KEYS[3] the id's running key,
--- KEYS[4] delayed zset, KEYS[5] stats hash.
--- ARGV[1] the entry, ARGV[2] owner ("<worker id>#<slot>"), ARGV[3] lease ms, ARGV[4] held
--- ("1": AtLeastOnce, the entry is in KEYS[1]; "0": AtMostOnce), ARGV[5] now (unix ms),
--- ARGV[6] longest deferral (ms).
+--     the delayed zset, due when the lease ends (at most `max_defer_ms` away): "deferred";
+--   otherwise take (or renew) the running lease, which lives `lease_ms` unless refreshed: "run".
+local processing = KEYS[1]   -- the caller's processing list
+local done = KEYS[2]         -- the id's done marker
+local running = KEYS[3]      -- the id's running lease
+local delayed = KEYS[4]      -- delayed zset
+local stats = KEYS[5]        -- stats hash
+local entry = ARGV[1]        -- the processing entry
+local owner = ARGV[2]        -- "<worker id>#<slot>"
+local lease_ms = ARGV[3]
+local held = ARGV[4] == '1'  -- "1": AtLeastOnce, the entry is in `processing`; "0": AtMostOnce
+local now = tonumber(ARGV[5])           -- unix ms
+local max_defer_ms = tonumber(ARGV[6])  -- longest deferral
 -- A key holding another type fails the call before any write (WRONGTYPE naming it).
 -- include: entry
 -- include: count
-local held = ARGV[4] == '1'
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  local wrong = misfit({KEYS[1], 'list', KEYS[5], 'hash'})
+if redis.call('EXISTS', done) == 1 then
+  local wrong = misfit({processing, 'list', stats, 'hash'})
   if wrong then return wrong end
-  if held then redis.call('LREM', KEYS[1], -1, ARGV[1]) end
-  add_count(KEYS[5], 'duplicates', 1)
+  if held then redis.call('LREM', processing, -1, entry) end
+  add_count(stats, 'duplicates', 1)
   return 'done'
 end
-if held and not redis.call('LPOS', KEYS[1], ARGV[1]) then return 'gone' end
-local owner = redis.call('GET', KEYS[3])
-if owner and owner ~= ARGV[2] then
-  local wait = redis.call('PTTL', KEYS[3])
-  if wait < 1 or wait > tonumber(ARGV[6]) then wait = tonumber(ARGV[6]) end
-  local wrong = misfit({KEYS[4], 'zset', KEYS[5], 'hash'})
+if held and not redis.call('LPOS', processing, entry) then return 'gone' end
+local holder = redis.call('GET', running)
+if holder and holder ~= owner then
+  local wait = redis.call('PTTL', running)
+  if wait < 1 or wait > max_defer_ms then wait = max_defer_ms end
+  local wrong = misfit({delayed, 'zset', stats, 'hash'})
   if wrong then return wrong end
-  if held then redis.call('LREM', KEYS[1], -1, ARGV[1]) end
-  redis.call('ZADD', KEYS[4], tonumber(ARGV[5]) + wait, ARGV[1])
-  add_count(KEYS[5], 'deferred', 1)
+  if held then redis.call('LREM', processing, -1, entry) end
+  redis.call('ZADD', delayed, now + wait, entry)
+  add_count(stats, 'deferred', 1)
   return 'deferred'
 end
-redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
+redis.call('SET', running, owner, 'PX', lease_ms)
 return 'run'

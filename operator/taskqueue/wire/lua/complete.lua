@@ -2,22 +2,26 @@
 -- as done for the window, drop our running lease, and ack the entry (count 'completed').
 -- The done marker is written even when the entry is no longer held (a recovery requeued it while
 -- the task was finishing): the effect happened, so the requeued copy must be skipped.
--- KEYS[1] the caller's processing list, KEYS[2] the id's done key, KEYS[3] the id's running key,
--- KEYS[4] stats hash.
--- ARGV[1] the entry, ARGV[2] owner, ARGV[3] window ms, ARGV[4] now (unix ms, the marker's value),
--- ARGV[5] held ("1" | "0").
+local processing = KEYS[1]   -- the caller's processing list
+local done = KEYS[2]         -- the id's done marker
+local running = KEYS[3]      -- the id's running lease
+local stats = KEYS[4]        -- stats hash
+local entry = ARGV[1]        -- the processing entry
+local owner = ARGV[2]        -- "<worker id>#<slot>"
+local window_ms = ARGV[3]    -- how long the done marker lives
+local now = ARGV[4]          -- unix ms, the marker's value
+local held = ARGV[5] == '1'  -- "1": AtLeastOnce, the entry is in `processing`; "0": AtMostOnce
 -- Returns 1 when the entry was acked, 0 when it was not held. A key holding another type fails
 -- the call before any write (WRONGTYPE naming it).
 -- include: entry
 -- include: count
-local held = ARGV[5] == '1'
-local wrong = held and misfit({KEYS[1], 'list', KEYS[4], 'hash'})
+local wrong = held and misfit({processing, 'list', stats, 'hash'})
 if wrong then return wrong end
-local owner = redis.call('GET', KEYS[3])
-redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])
-if owner == ARGV[2] then redis.call('DEL', KEYS[3]) end
-if held and redis.call('LREM', KEYS[1], -1, ARGV[1]) > 0 then
-  add_count(KEYS[4], 'completed', 1)
+local holder = redis.call('GET', running)
+redis.call('SET', done, now, 'PX', window_ms)
+if holder == owner then redis.call('DEL', running) end
+if held and redis.call('LREM', processing, -1, entry) > 0 then
+  add_count(stats, 'completed', 1)
   return 1
 end
 return 0

@@ -1,25 +1,30 @@
 -- fail.lua: a failed attempt, atomically: take the entry out of the processing list, then either
 -- schedule the retry in the delayed zset or push the dead-letter record, and count it.
--- KEYS[1] processing list, KEYS[2] delayed zset, KEYS[3] dead-letter list, KEYS[4] stats hash.
--- ARGV[1] held ("1": the entry must still be in KEYS[1], else nothing happens, since a recovery
--- already requeued it; "0": AtMostOnce, not held), ARGV[2] the processing entry,
--- ARGV[3] "retry" | "dead", ARGV[4] the new delayed entry or the dead-letter record,
--- ARGV[5] due time of the retry (unix ms), ARGV[6] dead-letter list's maximum length.
+local processing = KEYS[1]   -- the caller's processing list
+local delayed = KEYS[2]      -- delayed zset
+local dead_letter = KEYS[3]  -- dead-letter list
+local stats = KEYS[4]        -- stats hash
+local held = ARGV[1] == '1'  -- "1": the entry must still be in `processing`, else nothing happens
+                             -- (a recovery already requeued it); "0": AtMostOnce, not held
+local entry = ARGV[2]        -- the processing entry
+local retry = ARGV[3] == 'retry'  -- "retry" | "dead"
+local value = ARGV[4]        -- the new delayed entry (retry) or the dead-letter record (dead)
+local due_ms = ARGV[5]       -- due time of the retry (unix ms)
+local max_dead = tonumber(ARGV[6])  -- the dead-letter list's maximum length
 -- Returns 1 when applied, 0 when the entry was no longer held. A key holding another type fails
 -- the call before any write (WRONGTYPE naming it): the entry stays held.
 -- include: entry
 -- include: count
 -- include: moves
-local retry = ARGV[3] == 'retry'
-local wrong = misfit({KEYS[1], 'list', retry and KEYS[2] or KEYS[3], retry and 'zset' or 'list',
-  KEYS[4], 'hash'})
+local wrong = misfit({processing, 'list', retry and delayed or dead_letter,
+  retry and 'zset' or 'list', stats, 'hash'})
 if wrong then return wrong end
-if ARGV[1] == '1' and redis.call('LREM', KEYS[1], -1, ARGV[2]) == 0 then return 0 end
-add_count(KEYS[4], 'failed', 1)
+if held and redis.call('LREM', processing, -1, entry) == 0 then return 0 end
+add_count(stats, 'failed', 1)
 if retry then
-  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
-  add_count(KEYS[4], 'retried', 1)
+  redis.call('ZADD', delayed, due_ms, value)
+  add_count(stats, 'retried', 1)
 else
-  push_dead(KEYS[3], KEYS[4], tonumber(ARGV[6]), ARGV[4])
+  push_dead(dead_letter, stats, max_dead, value)
 end
 return 1

@@ -1,78 +1,101 @@
--- fetch.lua: ack finished tasks, promote due retries, then take up to COUNT tasks by priority and
--- starvation limits, moving each into the caller's processing list, all in one atomic call.
--- KEYS[1] processing list of the caller, KEYS[2] delayed zset, KEYS[3] starvation hash,
--- KEYS[4] stats hash, KEYS[5] dead-letter list, KEYS[6] quiesced set, KEYS[7..] every queue of
--- the TaskQueue in priority order.
--- A caller whose processing list is in KEYS[6] (quiesced by the operator) acks and promotes but
--- takes nothing. Each take adds to the stats field "taken:<queue key>" (keys.TAKEN_FIELD_PREFIX).
--- ARGV[1] dead-letter list's maximum length, ARGV[2] now (unix ms; "" skips promoting due
--- retries in this call), ARGV[3] COUNT (0: ack and promote only), ARGV[4] hold ("1": LPUSH the
--- entries into KEYS[1] (AtLeastOnce); "0": hand them out unheld (AtMostOnce)), ARGV[5] number of
--- acks A, ARGV[6..5+A] processing entries to ack, then per queue: type ("list"|"zset"),
--- starvation limit ("" for none) and take ("1"; "0": the caller skips the queue, its key holds
--- another type).
+-- fetch.lua: ack finished tasks, promote due retries, then take up to `count` tasks by priority
+-- and starvation limits, moving each into the caller's processing list, all in one atomic call.
+-- A caller whose processing list is in the quiesced set (the operator is removing it) acks and
+-- promotes but takes nothing. Each take adds to the stats field "taken:<queue key>"
+-- (keys.TAKEN_FIELD_PREFIX).
+local processing = KEYS[1]   -- the caller's processing list
+local delayed = KEYS[2]      -- delayed zset (retries and scheduled tasks)
+local starvation = KEYS[3]   -- starvation counters hash
+local stats = KEYS[4]        -- stats hash
+local dead_letter = KEYS[5]  -- dead-letter list
+local quiesced = KEYS[6]     -- quiesced set (processing lists that take nothing)
+local FIRST_QUEUE = 7        -- KEYS[7..]: every queue of the TaskQueue, in priority order
+local max_dead = tonumber(ARGV[1])  -- the dead-letter list's maximum length
+local queue_options = ARGV[2]       -- per queue, in KEYS order and space-separated,
+                                     -- "<type>:<starvation limit or empty>:<take>" (type "list" |
+                                     -- "zset"; take "0": the caller skips the queue, its key
+                                     -- holds another type), e.g. "list:3:1 zset::1"
+local now = tonumber(ARGV[3])       -- unix ms on Redis's clock; "" skips the promotion
+local count = tonumber(ARGV[4])     -- tasks to take (0: ack and promote only)
+local hold = ARGV[5] == '1'         -- "1": LPUSH the entries into `processing` (AtLeastOnce);
+                                     -- "0": hand them out unheld (AtMostOnce)
+local FIRST_ACK = 6                 -- ARGV[6..]: processing entries to ack
 -- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken.
 -- Nothing is written before every check passed: each key written holds its type or nothing
 -- (else a WRONGTYPE error naming it, and no write), and each due delayed entry is placed
 -- (lib/entry.lua `place`): one that cannot go back to its queue goes to the dead-letter list.
--- Starvation counters are fleet-wide: KEYS[3] holds, per queue key, how many tasks in a row were
--- taken from it while a later queue had tasks; at the limit the next task comes from the next
--- non-empty later queue and the counter restarts. Without any limit the queues are simply drained
--- in order (one pop per queue, no length reads).
+-- Starvation counters are fleet-wide: `starvation` holds, per queue key, how many tasks in a row
+-- were taken from it while a later queue had tasks; at the limit the next task comes from the
+-- next non-empty later queue and the counter restarts. Without any limit the queues are simply
+-- drained in order (one pop per queue, no length reads).
 -- include: entry
 -- include: count
 -- include: moves
-local max_dead, now, count = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local hold, nacks = ARGV[4] == '1', tonumber(ARGV[5])
-local first_queue_arg = 6 + nacks
-local taking = count > 0 and redis.call('SISMEMBER', KEYS[6], KEYS[1]) == 0
+local nacks = #ARGV - FIRST_ACK + 1
+local taking = count > 0 and redis.call('SISMEMBER', quiesced, processing) == 0
 
+local OPTION = '(%a+):(%d*):([01])'  -- one queue's word of `queue_options`
+
+-- the queues to take from, in priority order: `keys`, `types`, `limits` (none when not taking)
 local keys, types, limits = {}, {}, {}
 local any_limit = false
-for i = 7, #KEYS do
-  local a = first_queue_arg + (i - 7) * 3
-  if ARGV[a + 2] == '1' then
-    local n = #keys + 1
-    keys[n], types[n], limits[n] = KEYS[i], ARGV[a], tonumber(ARGV[a + 1])
-    if limits[n] then any_limit = true end
+if taking then
+  local key_index = FIRST_QUEUE
+  for kind, limit, take in string.gmatch(queue_options, OPTION) do
+    if take == '1' then
+      local n = #keys + 1
+      keys[n], types[n], limits[n] = KEYS[key_index], kind, tonumber(limit)
+      if limits[n] then any_limit = true end
+    end
+    key_index = key_index + 1
   end
+end
+
+-- {queue key = type} of every declared queue, skipped ones too (where a due entry may go back)
+local function declared_types()
+  local declared, k = {}, FIRST_QUEUE
+  for kind in string.gmatch(queue_options, OPTION) do
+    declared[KEYS[k]] = kind
+    k = k + 1
+  end
+  return declared
 end
 
 -- the checks: every key this call writes (the first LREM of an ack checks the processing list
 -- itself), then every due entry
-local wrong = wrong_type(KEYS[4], 'hash')
+local wrong = wrong_type(stats, 'hash')
 if taking then
-  if hold and nacks == 0 then wrong = wrong or wrong_type(KEYS[1], 'list') end
-  for i = 1, #keys do wrong = wrong or wrong_type(keys[i], types[i]) end
-  if any_limit then wrong = wrong or wrong_type(KEYS[3], 'hash') end
+  if hold and nacks == 0 then wrong = wrong or wrong_type(processing, 'list') end
+  for q = 1, #keys do wrong = wrong or wrong_type(keys[q], types[q]) end
+  if any_limit then wrong = wrong or wrong_type(starvation, 'hash') end
 end
 if wrong then return wrong end
 local moves = {}
-local due = now and redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000) or {}
+local due = now and redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1000) or {}
 if #due > 0 then
-  local queue_set, seen, rejects = queue_types(7, first_queue_arg, 3), {}, false
+  local declared, seen, rejects = declared_types(), {}, false
   for _, entry in ipairs(due) do
-    local reason, queue, score, element = place(entry, queue_set, seen)
+    local reason, queue, score, element = place(entry, declared, seen)
     moves[#moves + 1] = {entry, reason, queue, score, element}
     rejects = rejects or reason ~= nil
   end
-  wrong = rejects and wrong_type(KEYS[5], 'list')
+  wrong = rejects and wrong_type(dead_letter, 'list')
   if wrong then return wrong end
 end
 
 if nacks > 0 then
   local acked = 0
-  for i = 6, 5 + nacks do
-    acked = acked + redis.call('LREM', KEYS[1], -1, ARGV[i])
+  for a = FIRST_ACK, #ARGV do
+    acked = acked + redis.call('LREM', processing, -1, ARGV[a])
   end
-  if acked > 0 then add_count(KEYS[4], 'completed', acked) end
+  if acked > 0 then add_count(stats, 'completed', acked) end
 end
 
 -- promote due retries back to the right end of their list (served next) or into their zset
 for _, m in ipairs(moves) do
-  redis.call('ZREM', KEYS[2], m[1])
+  redis.call('ZREM', delayed, m[1])
   if m[2] then
-    reject(KEYS[5], KEYS[4], max_dead, m[3], m[5], m[2])
+    reject(dead_letter, stats, max_dead, m[3], m[5], m[2])
   else
     put(m[3], m[4], m[5])
   end
@@ -81,41 +104,41 @@ if not taking then return {} end
 
 local nq = #keys
 local out = {}
--- pop up to n tasks from queue i into out; returns how many
-local function take(i, n)
+-- pop up to n tasks from queue q into out; returns how many
+local function take(q, n)
   local before = #out
-  if types[i] == 'zset' then
-    local popped = redis.call('ZPOPMIN', keys[i], n)
+  if types[q] == 'zset' then
+    local popped = redis.call('ZPOPMIN', keys[q], n)
     for k = 1, #popped, 2 do
-      out[#out + 1] = join_entry(keys[i], popped[k + 1], popped[k])
+      out[#out + 1] = join_entry(keys[q], popped[k + 1], popped[k])
     end
   else
-    local popped = redis.call('RPOP', keys[i], n)
+    local popped = redis.call('RPOP', keys[q], n)
     if popped then
-      for k = 1, #popped do out[#out + 1] = join_entry(keys[i], '', popped[k]) end
+      for k = 1, #popped do out[#out + 1] = join_entry(keys[q], '', popped[k]) end
     end
   end
   local got = #out - before
-  if got > 0 then add_count(KEYS[4], 'taken:' .. keys[i], got) end
+  if got > 0 then add_count(stats, 'taken:' .. keys[q], got) end
   return got
 end
 
 if not any_limit then
   -- strict priority: drain the queues in order, one pop per queue at most
   local remaining = count
-  for i = 1, nq do
-    remaining = remaining - take(i, remaining)
+  for q = 1, nq do
+    remaining = remaining - take(q, remaining)
     if remaining <= 0 then break end
   end
 else
   local lens = {}
-  for i = 1, nq do
-    if types[i] == 'zset' then lens[i] = redis.call('ZCARD', keys[i])
-    else lens[i] = redis.call('LLEN', keys[i]) end
+  for q = 1, nq do
+    if types[q] == 'zset' then lens[q] = redis.call('ZCARD', keys[q])
+    else lens[q] = redis.call('LLEN', keys[q]) end
   end
   local counts = {}
-  local raw = redis.call('HMGET', KEYS[3], unpack(keys))
-  for i = 1, nq do counts[i] = tonumber(raw[i]) or 0 end
+  local raw = redis.call('HMGET', starvation, unpack(keys))
+  for q = 1, nq do counts[q] = tonumber(raw[q]) or 0 end
 
   local function next_nonempty(after)
     for j = after + 1, nq do
@@ -126,25 +149,25 @@ else
 
   local remaining = count
   while remaining > 0 do
-    local i = next_nonempty(0)
-    if not i then break end
-    local later = next_nonempty(i)
-    while later and limits[i] and counts[i] >= limits[i] do
-      counts[i] = 0
-      i = later
-      later = next_nonempty(i)
+    local q = next_nonempty(0)
+    if not q then break end
+    local later = next_nonempty(q)
+    while later and limits[q] and counts[q] >= limits[q] do
+      counts[q] = 0
+      q = later
+      later = next_nonempty(q)
     end
-    local n = math.min(remaining, lens[i])
-    if later and limits[i] then n = math.min(n, limits[i] - counts[i]) end
-    take(i, n)
-    lens[i] = lens[i] - n
+    local n = math.min(remaining, lens[q])
+    if later and limits[q] then n = math.min(n, limits[q] - counts[q]) end
+    take(q, n)
+    lens[q] = lens[q] - n
     remaining = remaining - n
-    for k = 1, i - 1 do counts[k] = 0 end
-    if later then counts[i] = counts[i] + n else counts[i] = 0 end
+    for k = 1, q - 1 do counts[k] = 0 end
+    if later then counts[q] = counts[q] + n else counts[q] = 0 end
   end
   local flat = {}
-  for i = 1, nq do flat[#flat + 1] = keys[i]; flat[#flat + 1] = counts[i] end
-  redis.call('HSET', KEYS[3], unpack(flat))
+  for q = 1, nq do flat[#flat + 1] = keys[q]; flat[#flat + 1] = counts[q] end
+  redis.call('HSET', starvation, unpack(flat))
 end
-if hold and #out > 0 then redis.call('LPUSH', KEYS[1], unpack(out)) end
+if hold and #out > 0 then redis.call('LPUSH', processing, unpack(out)) end
 return out

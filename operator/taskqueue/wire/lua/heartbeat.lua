@@ -3,18 +3,23 @@
 -- with recover.lua).
 -- Time is Redis's own clock (TIME), never the caller's: a worker clock that is off cannot make
 -- live peers look dead.
--- KEYS[1] workers zset, KEYS[2] stats hash. ARGV[1] worker id, ARGV[2] deadline window (ms after
--- now), ARGV[3..] pairs of stats field and integer increment (the milliseconds and attempts the
--- worker ran each queue's tasks for since its last beat: keys.service_fields and
--- keys.service_sq_fields; the waits it measured: keys.wait_fields; none when idle).
+local workers = KEYS[1]      -- workers zset (member: worker id, score: deadline, unix ms)
+local stats = KEYS[2]        -- stats hash
+local worker_id = ARGV[1]
+local window_ms = tonumber(ARGV[2])  -- the new deadline, in ms after now
+local FIRST_FIELD = 3        -- ARGV[3..]: pairs of stats field and integer increment (the
+                             -- milliseconds and attempts the worker ran each queue's tasks for
+                             -- since its last beat: keys.service_fields and
+                             -- keys.service_sq_fields; the waits it measured: keys.wait_fields;
+                             -- none when idle)
 -- Returns {now (unix ms, Redis clock), {ids of expired workers (never the caller)}}. A key
 -- holding another type fails the call before any write (WRONGTYPE naming it).
 -- include: entry
 -- include: count
-local wrong = misfit({KEYS[1], 'zset', KEYS[2], 'hash'})
+local wrong = misfit({workers, 'zset', stats, 'hash'})
 if wrong then return wrong end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-for i = 3, #ARGV, 2 do add_count(KEYS[2], ARGV[i], ARGV[i + 1]) end
-return {now, redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, 100)}
+redis.call('ZADD', workers, now + window_ms, worker_id)
+for i = FIRST_FIELD, #ARGV, 2 do add_count(stats, ARGV[i], ARGV[i + 1]) end
+return {now, redis.call('ZRANGEBYSCORE', workers, '-inf', '(' .. now, 'LIMIT', 0, 100)}

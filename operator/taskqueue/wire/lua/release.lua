@@ -1,27 +1,30 @@
 -- release.lua: give back entries a worker holds but will not run (SIGTERM drain, fetch replies
 -- lost on a broken connection): out of the processing list and back to the right end of their
 -- list (served next) or into their zset, attempts unchanged (the handler never finished them).
--- KEYS[1] processing list, KEYS[2] dead-letter list, KEYS[3] stats hash, KEYS[4..3+N] the
--- TaskQueue's queues.
--- ARGV[1] dead-letter list's maximum length, ARGV[2..1+N] the type of each queue ("list" |
--- "zset"), ARGV[2+N..] the entries.
+local processing = KEYS[1]   -- the caller's processing list
+local dead_letter = KEYS[2]  -- dead-letter list
+local stats = KEYS[3]        -- stats hash
+local FIRST_QUEUE = 4        -- KEYS[4..3+N]: the TaskQueue's N queues
+local max_dead = tonumber(ARGV[1])  -- the dead-letter list's maximum length
+local FIRST_TYPE = 2         -- ARGV[2..1+N]: the type of each queue ("list" | "zset"), KEYS order
+local first_entry = FIRST_TYPE + #KEYS - FIRST_QUEUE + 1  -- ARGV[first_entry..]: the entries
 -- Returns how many were given back. Entries no longer held are skipped; a held entry that cannot
 -- go back (not an entry, a queue the TaskQueue no longer has, a score its queue's type does not
 -- take, a queue key holding another type: lib/entry.lua `place`) goes to the dead-letter list.
 -- include: entry
 -- include: count
 -- include: moves
-local wrong = misfit({KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'hash'})
+local wrong = misfit({processing, 'list', dead_letter, 'list', stats, 'hash'})
 if wrong then return wrong end
-local queues = queue_types(4, 2, 1)
-local max_dead = tonumber(ARGV[1])
+local queues = queue_types(FIRST_QUEUE, FIRST_TYPE, 1)
 local seen = {}
 local n = 0
-for i = #KEYS - 1, #ARGV do
-  local reason, queue, score, element = place(ARGV[i], queues, seen)
-  if redis.call('LREM', KEYS[1], -1, ARGV[i]) > 0 then
+for i = first_entry, #ARGV do
+  local entry = ARGV[i]
+  local reason, queue, score, element = place(entry, queues, seen)
+  if redis.call('LREM', processing, -1, entry) > 0 then
     if reason then
-      reject(KEYS[2], KEYS[3], max_dead, queue, element, reason)
+      reject(dead_letter, stats, max_dead, queue, element, reason)
     else
       put(queue, score, element)
       n = n + 1

@@ -1,0 +1,59 @@
+"""What one consume slot owes Redis for the entries it runs: the one ack loop of the thread slots
+(`slot.Slot`) and the coroutine slots (`aslot.AsyncSlot`).
+
+A slot runs a delivery entry by entry (`Ledger.entries`); once the worker stops, a slot whose
+entries are held runs no more of them, and the rest is given back unrun (`unrun`, attempts
+unchanged). After each entry (`ran`): a held entry that succeeded is owed as an ack, which rides
+on the slot's next post to the dispatcher (`posted` once the dispatcher took it) or, when the
+dispatcher has closed, goes over the slot's own connection (`lastcalls.flush_acks`); a held
+entry that ended any other way was taken out of the processing list by its script (fail.lua,
+claim.lua, complete.lua) and is forgotten from the worker's held entries at once. Unheld entries
+(AtMostOnce) owe nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from taskqueue.worker.state import WorkerState
+
+
+class Ledger:
+    """The acks one slot owes and the entries it will not run (a plain class: start-up time)."""
+
+    __slots__ = ("acks", "held", "state", "unrun")
+
+    def __init__(self, *, held: bool, state: WorkerState) -> None:
+        self.held = held
+        self.state = state
+        self.acks: list[str] = []
+        """Entries run successfully and not yet acked (held entries only)."""
+        self.unrun: list[str] = []
+        """The rest of a delivery left when the worker stopped (to give back)."""
+
+    def entries(self, delivery: list[str]) -> Iterator[str]:
+        """The entries of `delivery` to run, in turn; held ones stop when the worker stops,
+        the rest left in `unrun`."""
+        for i, entry in enumerate(delivery):
+            if self.held and self.state.stopping.is_set():
+                self.unrun = delivery[i:]
+                return
+            yield entry
+
+    def ran(self, entry: str, *, ack: bool) -> None:
+        """`entry` ran: with `ack` it is owed as an ack; otherwise its script took it out of the
+        processing list already."""
+        if not self.held:
+            return
+        if ack:
+            self.acks.append(entry)
+        else:
+            self.state.unhold((entry,))
+
+    def posted(self) -> None:
+        """The dispatcher took `acks` with the slot's post."""
+        self.acks = []
+
+    def take_unrun(self) -> list[str]:
+        unrun, self.unrun = self.unrun, []
+        return unrun
