@@ -24,15 +24,19 @@
 -- Returns per schedule {name, "ok" | "stale", through, last slot ms, last task id, missed,
 -- skipped, one letter per slot: F fired, D already fired, S skipped} ("" where never written).
 -- include: entry
-local H, DELAYED, WORKERS = KEYS[1], KEYS[2], KEYS[3]
+local H = KEYS[1]        -- the schedules hash
+local DELAYED = KEYS[2]  -- the delayed zset
+local WORKERS = KEYS[3]  -- the workers zset
 local nq = tonumber(ARGV[1])
-local types, expected = {}, {H, 'hash', DELAYED, 'zset', WORKERS, 'zset'}
+local wrong = misfit({H, 'hash', DELAYED, 'zset', WORKERS, 'zset'})
+if wrong then return wrong end
+local types, queues = {}, {}
 for i = 1, nq do
   types[i] = ARGV[1 + i]
-  expected[#expected + 1] = KEYS[3 + i]
-  expected[#expected + 1] = types[i]
+  queues[#queues + 1] = KEYS[3 + i]
+  queues[#queues + 1] = types[i]
 end
-local wrong = misfit(expected)
+wrong = misfit(queues)
 if wrong then return wrong end
 
 local function field(what, name) return what .. ':' .. name end
