@@ -97,10 +97,18 @@ LUA_NAMES = ("claim", "complete", "enqueue", "fail", "fetch", "fire", "heartbeat
              "observe", "recover", "release")
 
 
+_ALIAS = re.compile(r"^local (\w+) = (KEYS\[\d+\])", re.MULTILINE)
+"""`local name = KEYS[n]`: the named locals a script opens with."""
+
+
 def _checks(source: str) -> list[tuple[int, str]]:
-    """(n, type) of every `KEYS[n]` whose type a script checks (a queue's type comes from
-    ARGV, so `KEYS[1], zadd and 'zset' or 'list'` of enqueue.lua is none of these)."""
+    """(n, type) of every `KEYS[n]` whose type a script checks, by index or by the local that
+    names it (a queue's type comes from ARGV, so `KEYS[1], zadd and 'zset' or 'list'` of
+    enqueue.lua is none of these)."""
     found = []
+    aliases = dict(_ALIAS.findall(source))
+    for name, key in aliases.items():
+        source = re.sub(rf"\b{name}\b(?!\s*=)", key, source)
     for misfit, wrong_type in _CALL.findall(source):
         args = misfit or wrong_type
         found += [(int(n), kind) for n, kind in _PAIR.findall(args)]
