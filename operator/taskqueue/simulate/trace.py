@@ -27,9 +27,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from taskqueue.api import schedulespec
-from taskqueue.api.models import ScheduleSpec
+if TYPE_CHECKING:  # `taskqueue simulate --help` loads no pydantic
+    from taskqueue.api.models import ScheduleSpec
 
 HIGH, LOW = "high", "low"
 DEFAULT_QUEUE = "tasks"
@@ -66,6 +67,8 @@ def scheduled(schedules: Iterable[ScheduleSpec], *, start: float, duration: floa
     """The tasks `schedules` fire over (`start`, `start` + `duration`] (unix seconds; the slots
     are the operator's, daylight saving time included), at slot + jitter, as arrivals from 0;
     service times exponential with mean `service`."""
+    from taskqueue.api import schedulespec
+
     rng = random.Random(seed)
     out = [Arrival(schedulespec.due_ms(s, slot) / 1000 - start, s.queue,
                    rng.expovariate(1 / service) if service > 0 else 0.0, scheduled=True)
