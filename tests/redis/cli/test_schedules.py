@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 import redis
+import redis.asyncio as aioredis
 
 from taskqueue.api import manifest, schedulespec
 from taskqueue.controller import schedules
@@ -21,8 +22,9 @@ SCHEDULES = [
 ]
 
 
-def test_json_lists_the_next_slots_and_the_firing_record(
-        cli: Run, manifest_file: Callable[..., str], redis_sync: redis.Redis) -> None:
+async def test_json_lists_the_next_slots_and_the_firing_record(
+        cli: Run, manifest_file: Callable[..., str], redis_sync: redis.Redis,
+        redis_client: aioredis.Redis) -> None:
     path = manifest_file(schedules=SCHEDULES)
     spec = manifest.load(path).spec
     schema = keys.KeySchema.from_spec(spec)
@@ -31,7 +33,8 @@ def test_json_lists_the_next_slots_and_the_firing_record(
         plans = schedules.plan(spec, schema, seen={"nightly": seen, "tick": seen}, now=now,
                                horizon=2)
         keys_, args = schedules.call(schema, plans)
-        queueops.script("fire").sync(redis_sync, keys=keys_, args=args)
+        await queueops.script("fire")(redis_client, keys=queueops.wire(keys_),
+                                      args=queueops.wire(args))
     redis_sync.hset(schema.schedules, mapping={"missed:nightly": 2, "slot:nightly": 1000})
     result = cli("schedules", "-f", path, "--json", "--count", "2")
     assert result.code == 0, result.err
