@@ -37,9 +37,19 @@ async def _fire(client: aioredis.Redis, spec: Any, seen: dict[str, int | None], 
 
 
 def _fired_ids(r: redis.Redis) -> list[str]:
-    """Task ids in the delayed zset, in due order."""
-    return [keys.unwrap(keys.Entry.decode(e).element).id
-            for e in r.zrange("q:delayed", 0, -1)]
+    """Task ids in the queue (oldest first), then in the delayed zset in due order."""
+    queued = [keys.unwrap(e).id for e in reversed(r.lrange("q", 0, -1))]
+    return queued + [keys.unwrap(keys.Entry.decode(e).element).id
+                     for e in r.zrange("q:delayed", 0, -1)]
+
+
+async def _promote(client: aioredis.Redis, stop: asyncio.Event) -> None:
+    """A promoter moving every delayed entry into the queue (a worker's, early): a slot fired
+    again after its task left the delayed zset would be a second task, not the same member."""
+    while not stop.is_set():
+        for entry, _ in await client.zpopmin("q:delayed", 1000):
+            await client.lpush("q", keys.Entry.decode(entry).element)
+        await asyncio.sleep(0.01)
 
 
 def _ids(spec: Any, after: float, until: float) -> list[str]:
@@ -81,11 +91,15 @@ async def test_a_retried_call_and_a_second_operator_fire_nothing_twice(
 async def test_racing_operators_fire_every_slot_exactly_once(
         redis_url: str, redis_sync: redis.Redis) -> None:
     spec = _spec()
-    clients = [aioredis.Redis.from_url(redis_url) for _ in range(4)]
+    clients = [aioredis.Redis.from_url(redis_url, decode_responses=True) for _ in range(5)]
+    stop = asyncio.Event()
+    promoter = asyncio.create_task(_promote(clients[4], stop))
     try:
         await asyncio.gather(*(_run(c, spec, start=T0 + i * 0.25, polls=40, every=0.5)
-                               for i, c in enumerate(clients)))
+                               for i, c in enumerate(clients[:4])))
     finally:
+        stop.set()
+        await promoter
         for c in clients:
             await c.aclose()
     ids = _fired_ids(redis_sync)
