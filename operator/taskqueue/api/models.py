@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from taskqueue.api import limits, redisspec
 from taskqueue.api.historyspec import HistorySpec as HistorySpec
 from taskqueue.api.scalingspec import ScalingSpec as ScalingSpec
+from taskqueue.api.schedulespec import MAX_SCHEDULES
+from taskqueue.api.schedulespec import ScheduleSpec as ScheduleSpec
 from taskqueue.api.statusschema import SpecModel as _Model
 from taskqueue.api.statusschema import TaskQueueStatus
 from taskqueue.wire import keyspace
@@ -240,6 +242,10 @@ class TaskQueueSpec(_Model):
     history: HistorySpec = Field(
         default_factory=HistorySpec,
         description="The history and decision log the operator keeps in the TaskQueue's Redis.")
+    schedules: list[ScheduleSpec] = Field(
+        default_factory=list, max_length=MAX_SCHEDULES,
+        description="Cron schedules: a task into one of the queues at every slot, fired once "
+        "per slot by the operator.")
 
     @field_validator("queues")
     @classmethod
@@ -290,6 +296,20 @@ class TaskQueueSpec(_Model):
                             f"spec.queues[{i}].{name} needs delivery AtLeastOnce (the fetch "
                             "script keeps flow limits and pauses; AtMostOnce workers BRPOP): "
                             f"set delivery: AtLeastOnce or remove {name}")
+        return self
+
+    @model_validator(mode="after")
+    def _schedules_named_once_into_queues(self) -> TaskQueueSpec:
+        keys = {q.key for q in self.queues}
+        seen: set[str] = set()
+        for i, schedule in enumerate(self.schedules):
+            if schedule.name in seen:
+                raise ValueError(f"schedules[{i}].name {schedule.name!r} is used twice; give "
+                                 "each schedule its own name")
+            seen.add(schedule.name)
+            if schedule.queue not in keys:
+                raise ValueError(f"schedules[{i}].queue {schedule.queue!r} is not in "
+                                 f"spec.queues; use the key of one of {sorted(keys)}")
         return self
 
     @property

@@ -143,6 +143,19 @@ class QueueFlowStatus(ApiModel):
         default=None, description="The queue's tasks held by workers (queues with maxInFlight).")
 
 
+class ScheduleStatus(ApiModel):
+    """One schedule's firing, as recorded in Redis (the same for every operator replica)."""
+
+    lastSlotTime: str | None = Field(default=None, description="The last slot fired.")
+    lastTaskId: str | None = Field(default=None, description="The task id of that slot.")
+    nextSlotTime: str | None = Field(default=None, description="The next slot (unset: "
+                                     "suspended, or no slot in 50 years).")
+    missed: int = Field(default=0, description="Slots not fired: older than catchUpSeconds "
+                        "when the operator came back.")
+    skipped: int = Field(default=0, description="Slots skipped by overlap Skip.")
+    suspended: bool = Field(default=False, description="spec.schedules[].suspend is set.")
+
+
 class TaskQueueStatus(ApiModel):
     """status of a TaskQueue, written by the operator."""
 
@@ -188,3 +201,7 @@ class TaskQueueStatus(ApiModel):
         default=None, description="Per queue with a limit or a pause: its flow control.")
     observedGeneration: int | None = Field(default=None, description="Generation last acted on.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready etc.")
+    schedules: dict[str, ScheduleStatus] | None = Field(
+        default=None, description="Per schedule (by name): its last and next slot, counts.")
+    nextScheduleTime: str | None = Field(
+        default=None, description="The earliest next slot of all schedules.")

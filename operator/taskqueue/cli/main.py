@@ -37,6 +37,7 @@ COMMANDS = {
     "drain": "delete a queue's tasks in batches",
     "pause": "stop workers taking from a queue (an incident)",
     "resume": "lift `taskqueue pause` of a queue",
+    "schedules": "next slots of spec.schedules, in their zones and UTC",
     "simulate": "replay traffic against a manifest's scaling (no Redis, no cluster)",
     "console": "web console (read-only by default)",
 }

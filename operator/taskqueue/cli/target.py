@@ -35,6 +35,8 @@ class Target:
     redis_url: str
     schema: keys.KeySchema | None
     name: str
+    spec: models.TaskQueueSpec | None = None
+    """The whole spec when the target is a manifest or a cluster object."""
 
     def require_schema(self, command: str) -> keys.KeySchema:
         if self.schema is None:
@@ -176,7 +178,7 @@ def from_object(tq: models.TaskQueue, *, url: str, given: str) -> Target:
     problem = schema.cluster_problem() if dsn.is_cluster_dsn(url) else None
     if problem:
         raise CliError(problem, EXIT_USAGE)
-    return Target(redis_url=url, schema=schema, name=name)
+    return Target(redis_url=url, schema=schema, name=name, spec=tq.spec)
 
 
 def _spec_url(tq: models.TaskQueue, path: str) -> str:

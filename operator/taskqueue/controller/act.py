@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 import redis.asyncio as aioredis
 
+from taskqueue.api import redact
+from taskqueue.controller import schedules, workload
 from taskqueue.controller import status as statuses
-from taskqueue.controller import workload
 from taskqueue.controller.deployments import Deployments
 from taskqueue.controller.kube import DeploymentState, Kube, ObjectRef
 from taskqueue.redisio import queueops
@@ -110,6 +111,28 @@ class Actor:
                 log.warning("%s/%s: %s", ref.namespace, ref.name, message)
                 await self.kube.event(ref, type="Warning", reason="HistoryNotWritten",
                                       message=message)
+
+    async def fire(self, ref: ObjectRef, client: aioredis.Redis, schema: keys.KeySchema,
+                   plans: list[schedules.Plan]) -> list[schedules.Fired] | None:
+        """The schedules' slots of `plans` fired (one fire.lua call); None when Redis failed
+        (the observation that follows reports it; the next poll sends the slots again)."""
+        if not plans:
+            return []
+        keys_, args = schedules.call(schema, plans)
+        try:
+            reply = await queueops.script("fire")(client, keys=queueops.wire(keys_),
+                                                  args=queueops.wire(args))
+        except (aioredis.RedisError, OSError) as e:
+            log.warning("schedules of %s/%s not fired this poll: %s: %s", ref.namespace,
+                        ref.name, type(e).__name__, redact.scrub(str(e)))
+            return None
+        return schedules.parse(reply, plans)
+
+    async def schedule_notices(self, ref: ObjectRef, notices: list[schedules.Notice]) -> None:
+        """A Warning Event per skipped or missed slot."""
+        for n in notices:
+            log.info("%s/%s: %s", ref.namespace, ref.name, n.message)
+            await self.kube.event(ref, type="Warning", reason=n.reason, message=n.message)
 
     async def problem(self, ref: ObjectRef, problem: str, *, reason: str) -> None:
         """A spec the operator cannot act on: a Warning Event."""

@@ -22,7 +22,7 @@ import redis
 import redis.asyncio as aioredis
 
 from taskqueue.api.models import TaskQueue
-from taskqueue.controller import admission, journal, workload
+from taskqueue.controller import admission, journal, schedules, workload
 from taskqueue.controller import status as statuses
 from taskqueue.controller.act import Actor, record_metrics
 from taskqueue.controller.deployments import Deployments
@@ -77,6 +77,7 @@ class Poller:
         url = await self.urls.url(tq)
         record.tq, record.uid, record.url = tq, uid, url
         client, schema = self.pools.get(url), keys.KeySchema.from_spec(tq.spec)
+        await self._fire(ref, record, client, schema, tq)
         observed = await observe(client, url, tq, schema, appends=record.journal.pending)
         observation = observed.observation
         flow = await self._flow(client, schema, tq)
@@ -102,11 +103,12 @@ class Poller:
             observation=observation, now=now,
             fleet=journal.Fleet(outcome.replicas, deployment.pods, deployment.ready_replicas))
         written = self.clock()
-        await self._write_status(ref, record, statuses.build_status(
+        built = statuses.build_status(
             record.status, observation, outcome, deployment=deployment.name,
             ready_replicas=deployment.ready_replicas, error=observed.error,
-            generation=generation, last_scale=record.last_scale, now=written, flow=flow),
-            now=written)
+            generation=generation, last_scale=record.last_scale, now=written, flow=flow)
+        await self._write_status(ref, record, statuses.with_schedules(
+            built, schedules.status(tq.spec, record.fired, now=written)), now=written)
         record_metrics(ref, observation, outcome, deployment, time.perf_counter() - started,
                        flow)
         return outcome
@@ -121,6 +123,22 @@ class Poller:
         except (redis.RedisError, OSError) as exc:
             log.warning("flow control of %s not written to Redis: %s", schema.flow, exc)
             return declared
+
+    async def _fire(self, ref: ObjectRef, record: Record, client: aioredis.Redis,
+                    schema: keys.KeySchema, tq: TaskQueue) -> None:
+        """Fire the schedules' slots up to the horizon (one round trip, none without schedules)."""
+        names = {s.name for s in tq.spec.schedules}
+        record.fired = {k: v for k, v in record.fired.items() if k in names}
+        if not names:
+            return
+        plans = schedules.plan(tq.spec, schema, seen=record.schedules_seen, now=self.clock(),
+                               horizon=policy.due_horizon(tq.spec.scaling))
+        fired = await self.actor.fire(ref, client, schema, plans)
+        if fired is None:
+            return
+        record.schedules_seen = schedules.seen_after(fired)
+        record.fired.update({f.name: f for f in fired})
+        await self.actor.schedule_notices(ref, schedules.notices(tq.spec, fired))
 
     async def _scale_in(self, namespace: str, client: aioredis.Redis, schema: keys.KeySchema,
                         deployment: DeploymentState, decision: policy.Decision,

@@ -33,7 +33,7 @@ STATUS_DRIFT_SECONDS = 15.0
 """A status change that is only DRIFT_FIELDS moving on is written at most this often; any other
 change is written at once."""
 DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime", "waitSeconds", "arrivalRate",
-                "serviceSeconds", "waitP95Seconds")
+                "serviceSeconds", "waitP95Seconds", "schedules", "nextScheduleTime")
 COUNTS = ("backlog", "totalBacklog", "inFlight", "delayed", "dueSoon", "nextDueTime",
           "deadLetter", "oldestTaskAgeSeconds", "throughputPerReplica", "workers", "waitSeconds",
           "arrivalRate", "serviceSeconds", "waitP95Seconds")
@@ -182,6 +182,12 @@ def problem_status(previous: Status | None, problem: str, *, reason: str, now: f
         status.get("conditions", []), [condition("Ready", False, reason, problem)], now=now)
     status["reason"] = problem
     return checked(status)
+
+
+def with_schedules(status: Status, schedules: dict[str, Any]) -> Status:
+    """`status` with `status.schedules` and `nextScheduleTime` (`controller.schedules.status`;
+    None removes them), checked against the status model."""
+    return checked({**status, **schedules})
 
 
 def checked(status: Status) -> Status:

@@ -22,7 +22,7 @@ Component = Literal["worker", "operator", "cli", "console"]
 SCRIPTS: dict[Component, tuple[str, ...]] = {
     # claim/complete/lease: idempotent consumption (spec.worker.idempotency)
     "worker": ("fetch", "fail", "release", "heartbeat", "recover", "claim", "complete", "lease"),
-    "operator": ("observe", "recover"),
+    "operator": ("observe", "recover", "fire"),
     "cli": ("observe",),
     "console": ("observe",),
 }

@@ -103,10 +103,13 @@ class World:
 
     def __init__(self, trace: list[Arrival], *, queues: list[str], concurrency: int,
                  startup: float, grace: float, dispatch: Dispatch = "pack",
-                 seed: int = 1, heartbeat: float = 5.0, flow: FlowSim | None = None) -> None:
+                 seed: int = 1, heartbeat: float = 5.0, flow: FlowSim | None = None,
+                 horizon: float = 0.0) -> None:
         self.trace, self.next = trace, 0
         self.flow = flow
         """The queues' rate and in-flight limits and pauses (None: no queue has one)."""
+        self.horizon = horizon
+        """Scheduled arrivals due within this many seconds are observed as due soon."""
         self.order = queues
         self.queues: dict[str, deque[Task]] = {q: deque() for q in queues}
         self.concurrency, self.startup, self.grace = concurrency, startup, grace
@@ -187,7 +190,16 @@ class World:
             taken=dict(self.counters.taken), service=dict(self.reported),
             service_sq=dict(self.reported_sq), waited=dict(self.reported_waited),
             quiesced=frozenset(p.name for p in self.pods if p.quiesced and p.gone_at is None),
+            due_soon=self._due_soon(t),
         )
+
+    def _due_soon(self, t: float) -> int:
+        """Scheduled arrivals not yet arrived and due by `t` + the horizon (fired ahead)."""
+        n, i = 0, self.next
+        while i < len(self.trace) and self.trace[i].at <= t + self.horizon:
+            n += self.trace[i].scheduled
+            i += 1
+        return n
 
     def pod_views(self, t: float) -> list[PodView]:
         return [PodView(p.name, p.running(t), p.created, p.rank(t)) for p in self.live()]

@@ -25,6 +25,9 @@ all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot)
 | <prefix>:flowstate                | hash   | tat:<q> (rate limit), held:<q> (tasks in flight)    |
 | <prefix>:history                  | stream | one point per spec.history.intervalSeconds          |
 | <prefix>:decisions                | stream | one entry per change of the operator's decision     |
+| <prefix>:schedules                | hash   | per schedule: slots accounted, last slot fired,     |
+|                                   |        | its task, missed and skipped counts (fire.lua)      |
+| <prefix>:fired:<task id>          | string | a schedule's slot was fired (SET NX, PX = window)   |
 | <prefix>:done:<task id>           | string | idempotency: the task completed (PX = window)       |
 | <prefix>:running:<task id>        | string | idempotency: worker id running it (PX = lease)      |
 | <prefix>:unique:<task id>         | string | unique enqueue: the id was enqueued (PX = window)   |
@@ -285,6 +288,15 @@ class KeySchema:
     def running(self, task_id: str) -> str:
         """Idempotency lease: the worker id running `task_id` (expires with its heartbeat)."""
         return keyspace.family_prefix(self.prefix, "running") + task_id
+
+    @property
+    def schedules(self) -> str:
+        """Hash of the schedules' firing: fields `<what>:<schedule name>` (fire.lua)."""
+        return keyspace.bookkeeping_key(self.prefix, "schedules")
+
+    def fired(self, task_id: str) -> str:
+        """A schedule's slot whose task is `task_id` was fired (expires after the window)."""
+        return keyspace.family_prefix(self.prefix, "fired") + task_id
 
     def unique(self, task_id: str) -> str:
         """Unique enqueue: `task_id` was enqueued (expires after `unique_for`)."""

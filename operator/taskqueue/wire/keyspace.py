@@ -50,6 +50,7 @@ BOOKKEEPING: dict[str, Owned] = {
     "flowstate": Owned("hash", "flow-state hash (rate-limit times, tasks in flight)"),
     "history": Owned("stream", "history stream"),
     "decisions": Owned("stream", "decision-log stream"),
+    "schedules": Owned("hash", "schedules hash (each schedule's last slot, counts)"),
 }
 """`<prefix>:<name>` -> its type and what it holds."""
 
@@ -58,6 +59,7 @@ FAMILIES: dict[str, Owned] = {
     "done": Owned("string", "idempotency done markers"),
     "running": Owned("string", "idempotency running leases"),
     "unique": Owned("string", "unique-enqueue markers"),
+    "fired": Owned("string", "fired schedule slots"),
 }
 """`<prefix>:<name>:<id>` -> the type and what the keys of the family hold."""
 

@@ -103,6 +103,10 @@ def manifest_with(field: NumberField, value: Any) -> dict[str, Any]:
         if part == "queues":
             node = spec["queues"][0]
             continue
+        if part == "schedules":  # a list too: its one item
+            spec["schedules"] = [{"name": "s", "cron": "* * * * *", "queue": "q"}]
+            node = spec["schedules"][0]
+            continue
         node = node.setdefault(part, dict(REQUIRED.get(part, {})))
     node[leaf] = {"q": value} if field.path[-1] == "*" else value
     return {"kind": "TaskQueue", "spec": spec}
