@@ -40,7 +40,7 @@ def unstarted_dispatcher(redis_url: str, *, slots: int) -> Dispatcher:
     """A real `Dispatcher` for queue "q" of worker "w1" with `slots` slots, its thread not
     started: only the slots' own posts (`finished`) fetch. `close()` it at the end."""
     config = make_config(redis_url, worker={"concurrency": slots})
-    wakeup = Wakeup(url=config.redis_url, queue_keys=config.schema.queue_keys)
+    wakeup = Wakeup(url=config.redis_url, queue_keys=config.schema.wakeup_keys)
     return Dispatcher(config=config, state=WorkerState(), wakeup=wakeup, held=True)
 
 
@@ -63,7 +63,7 @@ def done(r: redis.Redis) -> list[str]:
     return list(r.lrange(test_handlers.DONE, 0, -1))
 
 
-def wait_done(r: redis.Redis, n: int, *, timeout: float = 10.0) -> list[str]:
+def wait_done(r: redis.Redis, n: int, *, timeout: float = 30.0) -> list[str]:
     wait_for(f"{n} tasks done", lambda: r.llen(test_handlers.DONE) >= n, timeout=timeout)
     return done(r)
 

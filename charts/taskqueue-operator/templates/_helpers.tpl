@@ -98,3 +98,15 @@ name in different namespaces do not collide; a hash keeps it unique when truncat
 {{- fail "values: replicaCount > 1 needs leaderElection.enabled=true, or replicas would scale the same TaskQueues concurrently" }}
 {{- end }}
 {{- end }}
+
+{{/* Labels of the console's objects: the chart's, with component "console". */}}
+{{- define "taskqueue-operator.consoleLabels" -}}
+{{ include "taskqueue-operator.labels" . | replace "app.kubernetes.io/component: operator" "app.kubernetes.io/component: console" }}
+{{- end }}
+
+{{/* Labels that select the console pod. */}}
+{{- define "taskqueue-operator.consoleSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "taskqueue-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/component: console
+{{- end }}

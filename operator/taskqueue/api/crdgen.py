@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from taskqueue.api import limits, models, redact, redisspec
+from taskqueue.api import limits, models, redact, redisspec, schedulespec
 from taskqueue.wire import keyspace
 
 OUTPUT = Path("crds") / f"{models.GROUP}_{models.PLURAL}.yaml"
@@ -156,6 +156,15 @@ RULES: dict[str, list[Rule]] = {
         "the queues",
         f".scaling.{name}",
     ) for name in ("targetWaitSeconds", "expectedServiceSeconds")), Rule(
+        "!has(self.schedules) || self.schedules.all(s, self.schedules.exists_one(o, "
+        "o.name == s.name))",
+        "spec.schedules: each name must be used once; give each schedule its own name",
+        ".schedules",
+    ), Rule(
+        "!has(self.schedules) || self.schedules.all(s, self.queues.exists(q, q.key == s.queue))",
+        "spec.schedules[].queue is not in spec.queues; use the key of one of the queues",
+        ".schedules",
+    ), Rule(
         _ONE_SLOT,
         "spec.redis.mode cluster: every key of a TaskQueue (spec.queues[*].key, keyPrefix, "
         "retry.deadLetterKey) must share one hash tag so that all of them live in one slot; "
@@ -176,6 +185,7 @@ FIELD_EXTRAS: dict[tuple[str, str], Schema] = {
                                               "pattern": redisspec.ADDRESS_PATTERN}},
     ("RetrySpec", "deadLetterKey"): {"maxLength": 512},
     ("TaskQueueSpec", "keyPrefix"): {"maxLength": 512},
+    ("ScheduleSpec", "cron"): {"pattern": schedulespec.CRON_FIELDS_PATTERN},
 }
 
 PRINTER_COLUMNS = [
@@ -189,6 +199,10 @@ PRINTER_COLUMNS = [
      "description": "Replicas the operator decided."},
     {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas",
      "description": "Replicas of the worker Deployment."},
+    {"name": "Paused", "type": "string", "jsonPath": ".status.pausedQueues",
+     "description": "Queues workers take nothing from."},
+    {"name": "Next-Schedule", "type": "date", "jsonPath": ".status.nextScheduleTime",
+     "description": "The earliest next slot of spec.schedules."},
     {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1,
      "description": "Why the last decision was taken."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from taskqueue.api import limits, redisspec
 from taskqueue.api.historyspec import HistorySpec as HistorySpec
 from taskqueue.api.scalingspec import ScalingSpec as ScalingSpec
+from taskqueue.api.schedulespec import MAX_SCHEDULES
+from taskqueue.api.schedulespec import ScheduleSpec as ScheduleSpec
 from taskqueue.api.statusschema import SpecModel as _Model
 from taskqueue.api.statusschema import TaskQueueStatus
 from taskqueue.wire import keyspace
@@ -46,6 +48,27 @@ SentinelSpec = redisspec.SentinelSpec
 
 
 
+class RateLimit(_Model):
+    """At most `tasks` task starts per `perSeconds` for the whole fleet (a GCRA in Redis, kept
+    by the fetch script: docs/worker.md "Flow control")."""
+
+    tasks: int = Field(ge=1, le=limits.MAX_COUNT, description="Task starts allowed per period.")
+    perSeconds: float = Field(
+        default=1.0, gt=0, le=limits.MAX_DURATION_SECONDS, description="The period, in seconds.")
+    burst: int | None = Field(
+        default=None, ge=1, le=limits.MAX_COUNT,
+        description="Tasks that may start at once after a quiet spell (default: tasks). Any "
+        "perSeconds window holds at most tasks + burst - 1 starts.")
+
+    @property
+    def per_second(self) -> float:
+        return self.tasks / self.perSeconds
+
+    @property
+    def bucket(self) -> int:
+        return self.burst if self.burst is not None else self.tasks
+
+
 class QueueSpec(_Model):
     """One queue in priority order (the first in spec.queues is served first)."""
 
@@ -63,6 +86,15 @@ class QueueSpec(_Model):
     type: QueueType = Field(
         default="list", description="list (LPUSH/FIFO) or zset (lowest score first)."
     )
+    rateLimit: RateLimit | None = Field(
+        default=None, description="Fleet-wide limit of task starts from this queue.")
+    maxInFlight: int | None = Field(
+        default=None, ge=1, le=limits.MAX_COUNT,
+        description="Fleet-wide limit of this queue's tasks held by workers at once.")
+    paused: bool = Field(
+        default=False,
+        description="Workers take nothing from this queue (tasks in hand finish; nothing is "
+        "lost). `taskqueue pause` pauses a queue for an incident beside this flag.")
 
 
 class RetrySpec(_Model):
@@ -235,6 +267,10 @@ class TaskQueueSpec(_Model):
     history: HistorySpec = Field(
         default_factory=HistorySpec,
         description="The history and decision log the operator keeps in the TaskQueue's Redis.")
+    schedules: list[ScheduleSpec] = Field(
+        default_factory=list, max_length=MAX_SCHEDULES,
+        description="Cron schedules: a task into one of the queues at every slot, fired once "
+        "per slot by the operator.")
 
     @field_validator("queues")
     @classmethod
@@ -273,6 +309,32 @@ class TaskQueueSpec(_Model):
                     f"scaling.{name} names {unknown}, not in spec.queues; use the key "
                     f"of one of {sorted(keys)}"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _flow_needs_held_tasks(self) -> TaskQueueSpec:
+        if self.delivery == "AtMostOnce":
+            for i, q in enumerate(self.queues):
+                for name in ("rateLimit", "maxInFlight", "paused"):
+                    if getattr(q, name):
+                        raise ValueError(
+                            f"spec.queues[{i}].{name} needs delivery AtLeastOnce (the fetch "
+                            "script keeps flow limits and pauses; AtMostOnce workers BRPOP): "
+                            f"set delivery: AtLeastOnce or remove {name}")
+        return self
+
+    @model_validator(mode="after")
+    def _schedules_named_once_into_queues(self) -> TaskQueueSpec:
+        keys = {q.key for q in self.queues}
+        seen: set[str] = set()
+        for i, schedule in enumerate(self.schedules):
+            if schedule.name in seen:
+                raise ValueError(f"schedules[{i}].name {schedule.name!r} is used twice; give "
+                                 "each schedule its own name")
+            seen.add(schedule.name)
+            if schedule.queue not in keys:
+                raise ValueError(f"schedules[{i}].queue {schedule.queue!r} is not in "
+                                 f"spec.queues; use the key of one of {sorted(keys)}")
         return self
 
     @property

@@ -130,6 +130,32 @@ class Condition(ApiModel):
     lastTransitionTime: str | None = None
 
 
+class QueueFlowStatus(ApiModel):
+    """One queue's flow control as Redis holds it (docs/worker.md "Flow control")."""
+
+    paused: bool = Field(default=False, description="Workers take nothing from the queue.")
+    pausedBy: list[str] | None = Field(
+        default=None, description="Who paused it: spec (spec.queues[].paused) and/or "
+        "'taskqueue pause at <unix seconds> by <who>'.")
+    rateLimit: str | None = Field(default=None, description="'<tasks>/<perSeconds>s burst <n>'.")
+    maxInFlight: int | None = Field(default=None, description="The in-flight limit.")
+    inFlight: int | None = Field(
+        default=None, description="The queue's tasks held by workers (queues with maxInFlight).")
+
+
+class ScheduleStatus(ApiModel):
+    """One schedule's firing, as recorded in Redis (the same for every operator replica)."""
+
+    lastSlotTime: str | None = Field(default=None, description="The last slot fired.")
+    lastTaskId: str | None = Field(default=None, description="The task id of that slot.")
+    nextSlotTime: str | None = Field(default=None, description="The next slot (unset: "
+                                     "suspended, or no slot in 50 years).")
+    missed: int = Field(default=0, description="Slots not fired: older than catchUpSeconds "
+                        "when the operator came back.")
+    skipped: int = Field(default=0, description="Slots skipped by overlap Skip.")
+    suspended: bool = Field(default=False, description="spec.schedules[].suspend is set.")
+
+
 class TaskQueueStatus(ApiModel):
     """status of a TaskQueue, written by the operator."""
 
@@ -168,5 +194,14 @@ class TaskQueueStatus(ApiModel):
     lastScaleTime: str | None = Field(default=None, description="Time of the last scale change.")
     lastActiveTime: str | None = Field(default=None, description="Last time work was seen.")
     reason: str | None = Field(default=None, description="Why the last decision was taken.")
+    pausedQueues: list[str] | None = Field(
+        default=None, description="Queues workers take nothing from (spec.queues[].paused or "
+        "`taskqueue pause`).")
+    flow: dict[str, QueueFlowStatus] | None = Field(
+        default=None, description="Per queue with a limit or a pause: its flow control.")
     observedGeneration: int | None = Field(default=None, description="Generation last acted on.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready etc.")
+    schedules: dict[str, ScheduleStatus] | None = Field(
+        default=None, description="Per schedule (by name): its last and next slot, counts.")
+    nextScheduleTime: str | None = Field(
+        default=None, description="The earliest next slot of all schedules.")

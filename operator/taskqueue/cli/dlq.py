@@ -135,14 +135,14 @@ Pick = Callable[[list[DeadLetter]], list[DeadLetter]]
 
 
 def _requeue_batch(client: redis.Redis, dead_key: str, start: int, pick: Pick,
-                   resolve: Resolve, priority: float) -> tuple[int, Kept]:
-    """One watched transaction: of the records from index `start` to the end, push the picked
+                   resolve: Resolve, priority: float, *, stop: int = -1) -> tuple[int, Kept]:
+    """One watched transaction: of the records from index `start` to `stop`, push the picked
     ones that can go back and remove them; returns (moved, picked records kept and why)."""
     with client.pipeline(transaction=True) as pipe:
         while True:
             try:
                 pipe.watch(dead_key)  # type: ignore[no-untyped-call]
-                records = [DeadLetter.parse(str(r)) for r in pipe.lrange(dead_key, start, -1)]
+                records = [DeadLetter.parse(str(r)) for r in pipe.lrange(dead_key, start, stop)]
                 plan: list[tuple[DeadLetter, Destination]] = []
                 kept: Kept = []
                 for record in pick(records):
@@ -209,6 +209,41 @@ def run_requeue(target: Target, args: argparse.Namespace) -> int:
     return _requeue_oldest(client, schema.dead_letter, goal, resolve, args.priority)
 
 
+def requeue_picked(client: redis.Redis, target: Target, *, stop: int, pick: Pick
+                   ) -> tuple[int, Kept]:
+    """Requeue the records `pick` chooses among the newest `stop + 1` to their own queue (the
+    TaskQueue's queues only), byte-exact, in one watched transaction: (moved, kept and why).
+    The web console's requeue."""
+    schema = target.require_schema("requeue")
+    resolve = _resolver(client, target, schema.queue_keys, None)
+    return _requeue_batch(client, schema.dead_letter, 0, pick, resolve, 0.0, stop=stop)
+
+
+def delete_picked(client: redis.Redis, dead_key: str, *, stop: int, pick: Pick) -> int:
+    """Delete the records `pick` chooses among the newest `stop + 1`, in one transaction
+    watched on the dead-letter key; returns how many. The web console's delete."""
+    with client.pipeline(transaction=True) as pipe:
+        while True:
+            try:
+                pipe.watch(dead_key)  # type: ignore[no-untyped-call]
+                records = [DeadLetter.parse(str(r)) for r in pipe.lrange(dead_key, 0, stop)]
+                chosen = pick(records)
+                pipe.multi()
+                for record in chosen:
+                    pipe.lrem(dead_key, -1, to_bytes(record.raw))  # type: ignore[arg-type]
+                return sum(int(n) for n in pipe.execute())
+            except redis.WatchError:
+                continue
+
+
+def kept_lines(kept: Kept) -> list[str]:
+    """The kept records as lines (up to SHOWN_KEPT), then a count."""
+    lines = [f"kept {record.label()}: {why}" for record, why in kept[:SHOWN_KEPT]]
+    if len(kept) > SHOWN_KEPT:
+        lines.append(f"... and {len(kept) - SHOWN_KEPT} more record(s) kept")
+    return lines
+
+
 def _before_last(skipped: int) -> Pick:
     def pick(records: list[DeadLetter]) -> list[DeadLetter]:
         return records[: len(records) - skipped]
@@ -238,10 +273,8 @@ def _requeue_oldest(client: redis.Redis, dead_key: str, goal: int, resolve: Reso
 
 def _report_kept(kept: Kept) -> None:
     """One stderr line per kept record (up to SHOWN_KEPT), then a count."""
-    for record, why in kept[:SHOWN_KEPT]:
-        sys.stderr.write(f"taskqueue: kept {record.label()}: {why}\n")
-    if len(kept) > SHOWN_KEPT:
-        sys.stderr.write(f"taskqueue: ... and {len(kept) - SHOWN_KEPT} more record(s) kept\n")
+    for line in kept_lines(kept):
+        sys.stderr.write(f"taskqueue: {line}\n")
 
 
 def run_purge(target: Target, args: argparse.Namespace) -> int:

@@ -37,9 +37,17 @@ COMMANDS = {
     "cancel": "cancel one task, by id",
     "dlq": "dead letters: list, requeue, purge",
     "drain": "delete a queue's tasks in batches",
+    "pause": "stop workers taking from a queue (an incident)",
+    "resume": "lift `taskqueue pause` of a queue",
+    "schedules": "next slots of spec.schedules, in their zones and UTC",
     "simulate": "replay traffic against a manifest's scaling (no Redis, no cluster)",
+    "console": "web console (read-only by default)",
 }
-"""Each command (the module `taskqueue.cli.<command>`) and its line in `taskqueue --help`."""
+"""Each command (the module `taskqueue.cli.<command>`, or MODULES') and its line in
+`taskqueue --help`."""
+
+MODULES = {"console": "webconsole"}
+"""The commands whose module has another name (`taskqueue.cli.console` is the console script)."""
 
 EPILOG = """exit codes: 0 ok, 1 failed, 2 usage, 3 bad manifest / unknown TaskQueue,
 4 Redis unreachable, 5 wrong key type, 6 not confirmed (add --yes), 130 interrupted"""
@@ -72,7 +80,8 @@ def parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     command = named(argv)
     for name, help_ in COMMANDS.items():
         if name == command:
-            importlib.import_module(f"taskqueue.cli.{name}").add_parser(sub, help=help_)
+            importlib.import_module(f"taskqueue.cli.{MODULES.get(name, name)}").add_parser(
+                sub, help=help_)
         else:
             sub.add_parser(name, help=help_)
     return root

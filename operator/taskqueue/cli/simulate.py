@@ -8,7 +8,9 @@ wait per queue, interrupted tasks, busy pods deleted, scale changes and the time
 from __future__ import annotations
 
 import argparse
+import datetime
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +45,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help
                    help="generator: mean service seconds (default 1)")
     p.add_argument("--duration", type=float, default=3600.0, help="generator: seconds (3600)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--start", default=None, metavar="TIME",
+                   help="spec.schedules: the wall-clock start of the run, ISO 8601 (default: "
+                   "now); their tasks join the trace, fired ahead as the operator does")
     p.add_argument("--startup", type=float, default=5.0,
                    help="seconds from pod creation to a worker taking tasks (default 5)")
     p.add_argument("--grace", type=float, default=None,
@@ -78,6 +83,27 @@ def scalers(tq: TaskQueue, compare: str) -> list[Scaler]:
 
 
 def load_trace(args: argparse.Namespace, tq: TaskQueue) -> list[trace.Arrival]:
+    """The trace or the generator's arrivals, with the tasks of spec.schedules."""
+    arrivals = _load(args, tq)
+    if not tq.spec.schedules:
+        return arrivals
+    start = time.time() if args.start is None else _start(args.start)
+    duration = arrivals[-1].at if arrivals else args.duration
+    return trace.merge(arrivals, trace.scheduled(tq.spec.schedules, start=start,
+                                                 duration=duration, service=args.service,
+                                                 seed=args.seed))
+
+
+def _start(text: str) -> float:
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CliError(f"--start {text!r}: not an ISO 8601 time (e.g. 2026-03-29T00:00:00Z)",
+                       EXIT_USAGE) from None
+    return (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp()
+
+
+def _load(args: argparse.Namespace, tq: TaskQueue) -> list[trace.Arrival]:
     if args.trace:
         return trace.read_csv(Path(args.trace))
     require("--rate", args.rate, RATE)

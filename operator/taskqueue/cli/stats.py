@@ -33,10 +33,11 @@ from taskqueue.api.limits import Bounds
 from taskqueue.cli import numbers, ui
 from taskqueue.cli.errors import EXIT_USAGE, CliError, wrong_type
 from taskqueue.cli.target import Target, target_options
-from taskqueue.redisio import queueops
+from taskqueue.redisio import flowops, queueops
 from taskqueue.scaling import waits
 from taskqueue.scaling.observation import QueueObservation
 from taskqueue.wire import keys
+from taskqueue.wire.flow import QueueFlow
 
 WINDOW_SECONDS = 60.0
 CLEAR = "\x1b[H\x1b[2J"
@@ -74,12 +75,15 @@ def _p95(counts: tuple[int, ...]) -> float | None:
 
 
 def snapshot(name: str, schema: keys.KeySchema, obs: QueueObservation,
-             rate: tuple[float | None, float]) -> dict[str, Any]:
+             rate: tuple[float | None, float],
+             flows: tuple[QueueFlow, ...] = ()) -> dict[str, Any]:
     """The JSON document of `stats --json` (and what the text view shows)."""
-    queues = [
+    by_key = {f.key: f for f in flows}
+    queues: list[dict[str, Any]] = [
         {"key": q.key, "type": q.type, "backlog": obs.backlog.get(q.key, 0),
          "oldest_task_age_seconds": _age(obs.at, obs.oldest_enqueued_at.get(q.key)),
-         "wait_p95_seconds": _p95(obs.waited.get(q.key, ()))}
+         "wait_p95_seconds": _p95(obs.waited.get(q.key, ())),
+         "flow": _flow(by_key.get(q.key))}
         for q in schema.queues
     ]
     ages = [q["oldest_task_age_seconds"] for q in queues if q["oldest_task_age_seconds"]]
@@ -105,6 +109,27 @@ def snapshot(name: str, schema: keys.KeySchema, obs: QueueObservation,
         "throughput_per_second": None if per_second is None else round(per_second, 3),
         "throughput_window_seconds": round(window, 1),
     }
+
+
+def _flow(q: QueueFlow | None) -> dict[str, Any] | None:
+    """A queue's limits and pause for `stats --json` (None when it has none)."""
+    if q is None or not q.limited:
+        return None
+    return {"paused": q.is_paused, "paused_by_spec": q.paused, "paused_by_cli": q.paused_cli,
+            "rate_per_second": q.per_second, "burst": None if q.rate is None else q.rate[2],
+            "max_in_flight": q.max_in_flight, "in_flight": q.held}
+
+
+def _flow_text(flow: dict[str, Any] | None) -> str:
+    """'paused', '7/10 in flight', '50/s'; '-' for a queue without limits."""
+    if flow is None:
+        return "-"
+    parts = ["paused"] if flow["paused"] else []
+    if flow["max_in_flight"] is not None:
+        parts.append(f"{flow['in_flight'] or 0}/{flow['max_in_flight']} in flight")
+    if flow["rate_per_second"] is not None:
+        parts.append(f"{flow['rate_per_second']:g}/s")
+    return ", ".join(parts)
 
 
 def _delayed(snap: dict[str, Any]) -> str:
@@ -135,7 +160,7 @@ def _wait(seconds: float | None) -> str:
 def render(snap: dict[str, Any]) -> str:
     """The text view: one row per queue, then the TaskQueue's totals."""
     rows = [[q["key"], q["type"], str(q["backlog"]), ui.duration(q["oldest_task_age_seconds"]),
-             _wait(q["wait_p95_seconds"])]
+             _wait(q["wait_p95_seconds"]), _flow_text(q["flow"])]
             for q in snap["queues"]]
     w = snap["workers"]
     rate = snap["throughput_per_second"]
@@ -158,7 +183,7 @@ def render(snap: dict[str, Any]) -> str:
     return "\n".join([
         f"TaskQueue {snap['taskqueue']}   {stamp}",
         "",
-        ui.table(["QUEUE", "TYPE", "BACKLOG", "OLDEST", "P95 WAIT"], rows),
+        ui.table(["QUEUE", "TYPE", "BACKLOG", "OLDEST", "P95 WAIT", "FLOW"], rows),
         "",
         *(f"{label:<16} {value}" for label, value in totals),
     ])
@@ -222,9 +247,10 @@ async def _once(target: Target, schema: keys.KeySchema, args: argparse.Namespace
             await asyncio.sleep(interval)
             obs = await _observe(client, schema)
             samples.append(Sample(obs.at, obs.completed_total))
+        flows = await flowops.read_async(client, schema)
     finally:
         await client.aclose()
-    snap = snapshot(target.name, schema, obs, throughput(samples))
+    snap = snapshot(target.name, schema, obs, throughput(samples), flows)
     print(json.dumps(snap) if args.json else render(snap))
     return 0
 
@@ -247,6 +273,7 @@ async def _watch(target: Target, schema: keys.KeySchema, args: argparse.Namespac
             done += 1
             try:
                 obs = await _observe(client, schema)
+                flows = await flowops.read_async(client, schema)
             except BLIP_ERRORS as exc:
                 if last is None:
                     raise  # never read: a wrong URL is reported, not watched
@@ -257,7 +284,7 @@ async def _watch(target: Target, schema: keys.KeySchema, args: argparse.Namespac
             samples.append(Sample(obs.at, obs.completed_total))
             while samples[-1].at - samples[0].at > WINDOW_SECONDS:
                 samples.popleft()
-            last = snapshot(target.name, schema, obs, throughput(samples))
+            last = snapshot(target.name, schema, obs, throughput(samples), flows)
             if args.json:
                 print(json.dumps(last), flush=True)
             else:

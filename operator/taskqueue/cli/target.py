@@ -35,6 +35,8 @@ class Target:
     redis_url: str
     schema: keys.KeySchema | None
     name: str
+    spec: models.TaskQueueSpec | None = None
+    """The whole spec when the target is a manifest or a cluster object."""
 
     def require_schema(self, command: str) -> keys.KeySchema:
         if self.schema is None:
@@ -129,10 +131,10 @@ def resolve(args: argparse.Namespace) -> Target:
     given = "--redis-url" if args.redis_url else "spec.redis"
     if args.file:
         tq = _load(args.file)
-        return _from_object(tq, url=args.redis_url or _spec_url(tq, args.file), given=given)
+        return from_object(tq, url=args.redis_url or _spec_url(tq, args.file), given=given)
     if args.name:
         tq, url = _from_cluster(args)
-        return _from_object(tq, url=args.redis_url or url, given=given)
+        return from_object(tq, url=args.redis_url or url, given=given)
     return _from_flags(args)
 
 
@@ -155,8 +157,9 @@ def _check_url(url: str, source: str) -> None:
         raise CliError(problem, EXIT_USAGE if source.startswith("--") else EXIT_TARGET)
 
 
-def _from_object(tq: models.TaskQueue, *, url: str, given: str) -> Target:
-    """The target of a TaskQueue whose Redis URL is `url` (checked), from `given`."""
+def from_object(tq: models.TaskQueue, *, url: str, given: str) -> Target:
+    """The target of TaskQueue `tq` on Redis `url` (checked; from `given`): its schema, the DSN
+    of its mode, TLS files from TASKQUEUE_REDIS_TLS_DIR; CliError when they do not fit together."""
     ns = tq.metadata.namespace
     name = f"{ns}/{tq.metadata.name}" if ns else tq.metadata.name
     url = dsn.dsn_for(url, tq.spec.redis.mode, sentinel=tq.spec.redis.sentinel)
@@ -175,7 +178,7 @@ def _from_object(tq: models.TaskQueue, *, url: str, given: str) -> Target:
     problem = schema.cluster_problem() if dsn.is_cluster_dsn(url) else None
     if problem:
         raise CliError(problem, EXIT_USAGE)
-    return Target(redis_url=url, schema=schema, name=name)
+    return Target(redis_url=url, schema=schema, name=name, spec=tq.spec)
 
 
 def _spec_url(tq: models.TaskQueue, path: str) -> str:

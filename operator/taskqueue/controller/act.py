@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 import redis.asyncio as aioredis
 
+from taskqueue.api import redact
+from taskqueue.controller import schedules, workload
 from taskqueue.controller import status as statuses
-from taskqueue.controller import workload
 from taskqueue.controller.deployments import Deployments
 from taskqueue.controller.kube import DeploymentState, Kube, ObjectRef
 from taskqueue.redisio import queueops
@@ -21,6 +22,7 @@ from taskqueue.scaling import policy, quiesce
 from taskqueue.scaling.observation import QueueObservation
 from taskqueue.telemetry import metrics
 from taskqueue.wire import keys
+from taskqueue.wire.flow import QueueFlow
 
 log = logging.getLogger("taskqueue.operator")
 
@@ -110,6 +112,28 @@ class Actor:
                 await self.kube.event(ref, type="Warning", reason="HistoryNotWritten",
                                       message=message)
 
+    async def fire(self, ref: ObjectRef, client: aioredis.Redis, schema: keys.KeySchema,
+                   plans: list[schedules.Plan]) -> list[schedules.Fired] | None:
+        """The schedules' slots of `plans` fired (one fire.lua call); None when Redis failed
+        (the observation that follows reports it; the next poll sends the slots again)."""
+        if not plans:
+            return []
+        keys_, args = schedules.call(schema, plans)
+        try:
+            reply = await queueops.script("fire")(client, keys=queueops.wire(keys_),
+                                                  args=queueops.wire(args))
+        except (aioredis.RedisError, OSError) as e:
+            log.warning("schedules of %s/%s not fired this poll: %s: %s", ref.namespace,
+                        ref.name, type(e).__name__, redact.scrub(str(e)))
+            return None
+        return schedules.parse(reply, plans)
+
+    async def schedule_notices(self, ref: ObjectRef, notices: list[schedules.Notice]) -> None:
+        """A Warning Event per skipped or missed slot."""
+        for n in notices:
+            log.info("%s/%s: %s", ref.namespace, ref.name, n.message)
+            await self.kube.event(ref, type="Warning", reason=n.reason, message=n.message)
+
     async def problem(self, ref: ObjectRef, problem: str, *, reason: str) -> None:
         """A spec the operator cannot act on: a Warning Event."""
         log.warning("%s/%s: %s", ref.namespace, ref.name, problem)
@@ -121,9 +145,17 @@ class Actor:
 
 def record_metrics(ref: ObjectRef, observation: QueueObservation | None,
                    outcome: policy.Outcome, deployment: DeploymentState,
-                   seconds: float) -> None:
+                   seconds: float, flows: tuple[QueueFlow, ...] = ()) -> None:
     """The operator's gauges for one poll (the queue gauges only when Redis was read)."""
     labels = (ref.namespace, ref.name)
+    for q in flows:
+        if q.limited:
+            metrics.QUEUE_PAUSED.labels(*labels, q.key).set(1 if q.is_paused else 0)
+        if q.max_in_flight is not None:
+            metrics.QUEUE_IN_FLIGHT_LIMIT.labels(*labels, q.key).set(q.max_in_flight)
+            metrics.QUEUE_IN_FLIGHT.labels(*labels, q.key).set(q.held or 0)
+        if q.per_second is not None:
+            metrics.QUEUE_RATE_LIMIT.labels(*labels, q.key).set(q.per_second)
     metrics.POLL_DURATION.labels(*labels).observe(seconds)
     metrics.DESIRED_REPLICAS.labels(*labels).set(outcome.replicas)
     metrics.REPLICAS.labels(*labels).set(deployment.ready_replicas)

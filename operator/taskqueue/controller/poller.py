@@ -12,15 +12,17 @@ these, and so do the benchmarks and tests.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import redis
 import redis.asyncio as aioredis
 
 from taskqueue.api.models import TaskQueue
-from taskqueue.controller import admission, journal, workload
+from taskqueue.controller import admission, journal, schedules, workload
 from taskqueue.controller import status as statuses
 from taskqueue.controller.act import Actor, record_metrics
 from taskqueue.controller.deployments import Deployments
@@ -29,9 +31,13 @@ from taskqueue.controller.observe import Observed, observe
 from taskqueue.controller.reaper import Reaper
 from taskqueue.controller.record import Record, Records, key_of
 from taskqueue.controller.redisurls import RedisPools, RedisUrls
+from taskqueue.redisio import flowops
 from taskqueue.scaling import policy, quiesce
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.wire import keys
+from taskqueue.wire import flow, keys
+from taskqueue.wire.flow import QueueFlow
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -71,8 +77,10 @@ class Poller:
         url = await self.urls.url(tq)
         record.tq, record.uid, record.url = tq, uid, url
         client, schema = self.pools.get(url), keys.KeySchema.from_spec(tq.spec)
+        await self._fire(ref, record, client, schema, tq)
         observed = await observe(client, url, tq, schema, appends=record.journal.pending)
         observation = observed.observation
+        flow = await self._flow(client, schema, tq)
         await self._appended(ref, record, observed)
         deployment = await self.deployments.ensure(tq, uid=uid)
         state = record.state or statuses.initial_state(
@@ -81,7 +89,7 @@ class Poller:
         decision = policy.decide(spec=tq.spec.scaling, observation=observation,
                                  state=replace(state, replicas=deployment.replicas), now=now,
                                  concurrency=tq.spec.worker.concurrency,
-                                 queue_order=schema.queue_keys)
+                                 queue_order=schema.queue_keys, flow=flow)
         outcome = policy.Outcome(decision, await self._scale_in(
             ns, client, schema, deployment, decision, observation))
         if outcome.changed:
@@ -95,12 +103,42 @@ class Poller:
             observation=observation, now=now,
             fleet=journal.Fleet(outcome.replicas, deployment.pods, deployment.ready_replicas))
         written = self.clock()
-        await self._write_status(ref, record, statuses.build_status(
+        built = statuses.build_status(
             record.status, observation, outcome, deployment=deployment.name,
             ready_replicas=deployment.ready_replicas, error=observed.error,
-            generation=generation, last_scale=record.last_scale, now=written), now=written)
-        record_metrics(ref, observation, outcome, deployment, time.perf_counter() - started)
+            generation=generation, last_scale=record.last_scale, now=written, flow=flow)
+        await self._write_status(ref, record, statuses.with_schedules(
+            built, schedules.status(tq.spec, record.fired, now=written)), now=written)
+        record_metrics(ref, observation, outcome, deployment, time.perf_counter() - started,
+                       flow)
         return outcome
+
+    async def _flow(self, client: aioredis.Redis, schema: keys.KeySchema,
+                    tq: TaskQueue) -> tuple[QueueFlow, ...]:
+        """Write the spec's flow limits and pauses into Redis; every queue's flow control as it
+        then stands (`taskqueue pause` included). Redis unusable: the spec's, as declared."""
+        declared = flow.declared(tq.spec.queues)
+        try:
+            return await flowops.sync(client, schema, declared)
+        except (redis.RedisError, OSError) as exc:
+            log.warning("flow control of %s not written to Redis: %s", schema.flow, exc)
+            return declared
+
+    async def _fire(self, ref: ObjectRef, record: Record, client: aioredis.Redis,
+                    schema: keys.KeySchema, tq: TaskQueue) -> None:
+        """Fire the schedules' slots up to the horizon (one round trip, none without schedules)."""
+        names = {s.name for s in tq.spec.schedules}
+        record.fired = {k: v for k, v in record.fired.items() if k in names}
+        if not names:
+            return
+        plans = schedules.plan(tq.spec, schema, seen=record.schedules_seen, now=self.clock(),
+                               horizon=policy.due_horizon(tq.spec.scaling))
+        fired = await self.actor.fire(ref, client, schema, plans)
+        if fired is None:
+            return
+        record.schedules_seen = schedules.seen_after(fired)
+        record.fired.update({f.name: f for f in fired})
+        await self.actor.schedule_notices(ref, schedules.notices(tq.spec, fired))
 
     async def _scale_in(self, namespace: str, client: aioredis.Redis, schema: keys.KeySchema,
                         deployment: DeploymentState, decision: policy.Decision,

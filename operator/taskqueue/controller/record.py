@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from taskqueue.api import manifest, models
-from taskqueue.controller import journal
+from taskqueue.controller import journal, schedules
 from taskqueue.scaling import policy
 
 
@@ -60,6 +60,10 @@ class Record:
     """What the history and the decision log need from poll to poll."""
     history_error: str | None = None
     """The last refusal of a history write (an Event is posted when it changes)."""
+    schedules_seen: dict[str, int | None] = field(default_factory=dict)
+    """Per schedule, the `through` Redis held after the last fire.lua call (`schedules`)."""
+    fired: dict[str, schedules.Fired] = field(default_factory=dict)
+    """Per schedule, what the last fire.lua call that reached it said."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the spec changed: the daemon polls at once instead of waiting its interval."""
 

@@ -25,6 +25,7 @@ from taskqueue.api.models import ScalingSpec
 from taskqueue.api.statusschema import TaskQueueStatus
 from taskqueue.scaling import policy
 from taskqueue.scaling.observation import QueueObservation, WrongType
+from taskqueue.wire.flow import QueueFlow
 
 Status = dict[str, Any]
 
@@ -32,7 +33,7 @@ STATUS_DRIFT_SECONDS = 15.0
 """A status change that is only DRIFT_FIELDS moving on is written at most this often; any other
 change is written at once."""
 DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime", "waitSeconds", "arrivalRate",
-                "serviceSeconds", "waitP95Seconds")
+                "serviceSeconds", "waitP95Seconds", "schedules", "nextScheduleTime")
 COUNTS = ("backlog", "totalBacklog", "inFlight", "delayed", "dueSoon", "nextDueTime",
           "deadLetter", "oldestTaskAgeSeconds", "throughputPerReplica", "workers", "waitSeconds",
           "arrivalRate", "serviceSeconds", "waitP95Seconds")
@@ -114,7 +115,7 @@ def measured(observation: QueueObservation, state: policy.PolicyState) -> dict[s
 def build_status(previous: Status | None, observation: QueueObservation | None,
                  outcome: policy.Outcome, *, deployment: str, ready_replicas: int,
                  error: str | None, generation: int | None, last_scale: float | None,
-                 now: float) -> Status:
+                 now: float, flow: tuple[QueueFlow, ...] = ()) -> Status:
     """The TaskQueue's status after a poll of Deployment `deployment` (`observation` None: Redis
     unreadable) that set the replicas of `outcome`; the count last changed at `last_scale`."""
     state = outcome.decision.state
@@ -128,6 +129,7 @@ def build_status(previous: Status | None, observation: QueueObservation | None,
         "lastActiveTime": iso(state.last_active),
         "reason": reason,
         "observedGeneration": generation,
+        **flow_status(flow),
     }
     scaling_reason = "Paused" if paused else (
         "RedisUnreachable" if error else ("Scaled" if outcome.changed else "Steady"))
@@ -138,6 +140,28 @@ def build_status(previous: Status | None, observation: QueueObservation | None,
         *([] if observation is None else [key_types(observation.wrong_types)]),
     ], now=now)
     return checked(status)
+
+
+def flow_status(flows: tuple[QueueFlow, ...]) -> Status:
+    """status.pausedQueues and status.flow of the queues with a limit or a pause (nothing when
+    none has one)."""
+    limited = [q for q in flows if q.limited]
+    if not limited:
+        return {}
+    out: Status = {"pausedQueues": [q.key for q in limited if q.is_paused]}
+    out["flow"] = {q.key: _queue_flow(q) for q in limited}
+    return out
+
+
+def _queue_flow(q: QueueFlow) -> dict[str, Any]:
+    by = (["spec"] if q.paused else []) + (
+        [f"taskqueue pause at {q.paused_cli.replace(' ', ' by ', 1)}"] if q.paused_cli else [])
+    entry: dict[str, Any] = {"paused": q.is_paused, "pausedBy": by or None,
+                             "maxInFlight": q.max_in_flight, "inFlight": q.held}
+    if q.rate is not None:
+        tasks, per, burst = q.rate
+        entry["rateLimit"] = f"{tasks}/{per:g}s burst {burst}"
+    return {k: v for k, v in entry.items() if v is not None}
 
 
 def key_types(wrong: tuple[WrongType, ...]) -> dict[str, Any]:
@@ -158,6 +182,12 @@ def problem_status(previous: Status | None, problem: str, *, reason: str, now: f
         status.get("conditions", []), [condition("Ready", False, reason, problem)], now=now)
     status["reason"] = problem
     return checked(status)
+
+
+def with_schedules(status: Status, schedules: dict[str, Any]) -> Status:
+    """`status` with `status.schedules` and `nextScheduleTime` (`controller.schedules.status`;
+    None removes them), checked against the status model."""
+    return checked({**status, **schedules})
 
 
 def checked(status: Status) -> Status:

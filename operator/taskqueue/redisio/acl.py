@@ -1,4 +1,4 @@
-"""Least-privilege Redis ACL rules for the worker, the operator and the CLI. Pure.
+"""Least-privilege Redis ACL rules for the worker, the operator, the CLI and the web console. Pure.
 
 Each rule allows exactly the commands a component sends, directly or from inside its Lua scripts
 (Redis checks every `redis.call` against the caller's ACL), on the TaskQueue's keys only. The
@@ -17,15 +17,16 @@ from typing import Literal
 
 from taskqueue.wire import scripts
 
-Component = Literal["worker", "operator", "cli"]
+Component = Literal["worker", "operator", "cli", "console"]
 
 SCRIPTS: dict[Component, tuple[str, ...]] = {
     # claim/complete/lease: idempotent consumption (spec.worker.idempotency)
     # cancelled: a running task stopped by a cancel
     "worker": ("fetch", "fail", "release", "heartbeat", "recover", "claim", "complete", "lease",
                "cancelled"),
-    "operator": ("observe", "recover"),
+    "operator": ("observe", "recover", "fire"),
     "cli": ("observe", "status", "cancel"),
+    "console": ("observe",),
 }
 """The Lua scripts each component runs."""
 
@@ -48,6 +49,11 @@ DIRECT: dict[Component, tuple[str, ...]] = {
     "cli": ("evalsha", "script|load", "lpush", "zadd", "llen", "lrange", "ltrim", "lrem",
             "rpush", "zcard", "zrange", "zremrangebyrank", "unlink", "type", "scan", "watch",
             "multi", "exec", "unwatch"),
+    # the web console (taskqueue console): the CLI's dlq code for its actions; reads of queues,
+    # dead letters and held tasks (lrange, llen, zrange); XRANGE/XREVRANGE: the history and the
+    # decision log
+    "console": ("evalsha", "script|load", "llen", "lrange", "lrem", "rpush", "zadd", "zrange",
+                "type", "watch", "multi", "exec", "unwatch", "xrange", "xrevrange"),
 }
 """Commands each component sends itself (cluster clients add the commands below)."""
 
@@ -83,15 +89,15 @@ def rule(component: Component, key_patterns: list[str], *, cluster: bool = False
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m taskqueue.redisio.acl worker|operator|cli PATTERN... [--cluster]`: print the
-    rule."""
+    """`python -m taskqueue.redisio.acl worker|operator|cli|console PATTERN... [--cluster]`:
+    print the rule."""
     import sys
     args = list(sys.argv[1:] if argv is None else argv)
     cluster = "--cluster" in args
     args = [a for a in args if a != "--cluster"]
     if len(args) < 2 or args[0] not in SCRIPTS:
-        print("usage: python -m taskqueue.redisio.acl worker|operator|cli KEY_PATTERN... "
-              "[--cluster]", file=sys.stderr)
+        print("usage: python -m taskqueue.redisio.acl worker|operator|cli|console "
+              "KEY_PATTERN... [--cluster]", file=sys.stderr)
         return 2
     print(rule(args[0], args[1:], cluster=cluster))
     return 0

@@ -79,7 +79,7 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
 
-def _wire(values: Sequence[Any]) -> list[Any]:
+def wire(values: Sequence[Any]) -> list[Any]:
     """KEYS or ARGV with every text as its exact bytes (`_text` in reverse)."""
     return [v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v for v in values]
 
@@ -137,13 +137,13 @@ async def observe_appending(
     keys_, args = observe_call(schema, _seen_workers.get(schema.workers, ()), horizon_ms=horizon)
     refused: tuple[redis.RedisError | None, ...] = ()
     if appends:
-        raw, refused = await _append_and_call(client, appends, call, _wire(keys_), _wire(args))
+        raw, refused = await _append_and_call(client, appends, call, wire(keys_), wire(args))
     else:
-        raw = await call(client, keys=_wire(keys_), args=_wire(args))
+        raw = await call(client, keys=wire(keys_), args=wire(args))
     missing = _missing_workers(raw)
     if missing is not None:
         keys_, args = observe_call(schema, missing, horizon_ms=horizon)
-        raw = await call(client, keys=_wire(keys_), args=_wire(args))
+        raw = await call(client, keys=wire(keys_), args=wire(args))
     _remember(schema, raw)
     return parse_observation(raw, schema, at=at), refused
 
@@ -264,10 +264,10 @@ async def quiesce(client: aioredis.Redis, schema: keys.KeySchema, *, add: Sequen
     of `add`, in one MULTI/EXEC: a length read here is final, a quiesced worker takes nothing."""
     async with client.pipeline(transaction=True) as pipe:
         if add:
-            pipe.sadd(schema.quiesced, *_wire([schema.processing(w) for w in add]))
+            pipe.sadd(schema.quiesced, *wire([schema.processing(w) for w in add]))
         if remove:
-            pipe.srem(schema.quiesced, *_wire([schema.processing(w) for w in remove]))
-        for key in _wire([schema.processing(w) for w in add]):
+            pipe.srem(schema.quiesced, *wire([schema.processing(w) for w in remove]))
+        for key in wire([schema.processing(w) for w in add]):
             pipe.llen(key)
         try:
             replies = await pipe.execute()

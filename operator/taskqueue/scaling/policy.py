@@ -36,8 +36,11 @@ The rules, in the order they are applied:
    passed since work was last seen; until then one replica stays, or, for arrivals that come in
    batches, the replicas the next batch needs (`waitmodel.WaitSizing.batches`) while the
    measured arrivals make a lull that long normal (`arrivals.Arrivals.lull_expected`).
-7. Clamp to [minReplicas, maxReplicas].
-8. Up: immediate, at most ``maxScaleUpStep`` added (0 -> n on the first poll that sees a task).
+7. Flow limits (`taskqueue.scaling.flowcap`): no more than the queues' rate limits, in-flight
+   limits and pauses can use (a paused queue none, maxInFlight / concurrency, rate x service
+   time (+ headroom) / concurrency), when every queue with work is bounded by one.
+8. Clamp to [minReplicas, maxReplicas].
+9. Up: immediate, at most ``maxScaleUpStep`` added (0 -> n on the first poll that sees a task).
    Down: to the highest recommendation of the last ``scaleDownStabilizationSeconds`` (as the HPA
    does) while a burst is being drained, else to the highest *steady* recommendation of that
    window (the burst's pods leave as soon as its backlog is gone: quiesce makes that safe), at
@@ -56,9 +59,10 @@ import math
 from dataclasses import dataclass, field, replace
 
 from taskqueue.api.models import ScalingSpec
-from taskqueue.scaling import quiesce, waitpolicy
+from taskqueue.scaling import flowcap, quiesce, waitpolicy
 from taskqueue.scaling import rates as rates_
 from taskqueue.scaling.observation import QueueObservation
+from taskqueue.wire.flow import QueueFlow
 
 NO_RATES = rates_.Rates()
 """Nothing measured yet."""
@@ -129,6 +133,12 @@ class Rule(enum.StrEnum):
     WORKERS_NOT_PODS = quiesce.WORKERS_NOT_PODS
     REPLICASET_ORDER = quiesce.REPLICASET_ORDER
     SCALE_IN_DEFERRED = quiesce.SCALE_IN_DEFERRED
+    RATE_LIMIT_CAP = flowcap.RATE_LIMIT_CAP
+    """The queues' rate limits cannot use more replicas."""
+    IN_FLIGHT_CAP = flowcap.IN_FLIGHT_CAP
+    """The queues' maxInFlight cannot use more replicas."""
+    PAUSED_QUEUE = flowcap.PAUSED_QUEUE
+    """The queues with work are paused: they can use no replica."""
 
 
 @dataclass(frozen=True)
@@ -198,11 +208,13 @@ def decide(
     now: float,
     concurrency: int = 1,
     queue_order: tuple[str, ...] = (),
+    flow: tuple[QueueFlow, ...] = (),
 ) -> Decision:
     """The replica count for one poll. Pure: the same arguments always give the same Decision.
 
     `concurrency` is the worker's slots per replica and `queue_order` the queue keys in
-    priority order (both from the TaskQueue spec; needed by targetWaitSeconds only)."""
+    priority order (both from the TaskQueue spec; needed by targetWaitSeconds only); `flow`
+    the queues' flow limits and pauses (as Redis holds them)."""
     current = state.replicas
     if observation is None:
         return _on_redis_error(spec, state)
@@ -211,7 +223,7 @@ def decide(
         return Decision(current, current, f"paused: holding {current}", current, state,
                         Rule.PAUSED)
     rec = _recommend(spec, observation, state, now,
-                     _Fleet(concurrency, queue_order or tuple(observation.backlog)))
+                     _Fleet(concurrency, queue_order or tuple(observation.backlog), flow))
     recommendation, why = rec.replicas, rec.why
     window = spec.scaleDownStabilizationSeconds
     history = (*_window(state.recommendations, now, window, current), (now, recommendation))
@@ -306,6 +318,7 @@ def due_horizon(spec: ScalingSpec) -> float:
 class _Fleet:
     concurrency: int
     queue_order: tuple[str, ...]
+    flow: tuple[QueueFlow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -355,12 +368,29 @@ def _recommend(
             rule = Rule.IDLE
             if state.replicas > 0:
                 why = f"idle {idle_for:.0f}s >= idleCooldownSeconds {spec.idleCooldownSeconds:g}"
+    capped = _flow_cap(spec, obs, state, fleet)
+    if capped is not None and capped.replicas < rec:
+        rec, steady, rule = capped.replicas, min(steady, capped.replicas), Rule(capped.rule)
+        why += f"; {capped.why}"
     clamped = _clamp(rec, spec)
     if clamped != rec:
         bound = "maxReplicas" if clamped < rec else "minReplicas"
         rule = Rule.MAX_REPLICAS if clamped < rec else Rule.MIN_REPLICAS
         why += f"; {bound} {clamped}"
     return _Recommendation(clamped, why, _clamp(min(steady, rec), spec), burst, rule)
+
+
+def _flow_cap(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
+              fleet: _Fleet) -> flowcap.Cap | None:
+    """What the queues' flow limits let the fleet use (`flowcap`), None when unbounded."""
+    if not any(q.limited for q in fleet.flow):
+        return None
+    queues = tuple(q.key for q in fleet.flow)
+    known = waitpolicy.service_times(state.rates, dict(spec.expectedServiceSeconds or {}),
+                                     queues)
+    busy = {q: obs.backlog.get(q, 0) > 0 or state.rates.arrivals.rate(q) > 0 for q in queues}
+    return flowcap.cap(fleet.flow, busy=busy, service=known[1] if known else {},
+                       concurrency=fleet.concurrency)
 
 
 def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,

@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from taskqueue.api.models import TaskQueue
+from taskqueue.scaling import policy
+from taskqueue.simulate.flowsim import FlowSim
 from taskqueue.simulate.trace import Arrival
 from taskqueue.simulate.world import Dispatch, World
+from taskqueue.wire import flow
 
 
 class Scaler(Protocol):
@@ -123,7 +126,9 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
                   startup=settings.startup,
                   grace=tq.spec.worker.terminationGracePeriodSeconds if grace is None else grace,
                   dispatch=settings.dispatch, seed=settings.seed,
-                  heartbeat=tq.spec.worker.heartbeatSeconds)
+                  heartbeat=tq.spec.worker.heartbeatSeconds,
+                  flow=FlowSim.of(flow.declared(tq.spec.queues)),
+                  horizon=policy.due_horizon(tq.spec.scaling))
     if settings.history > 0:
         world.counters.service = history(trace, settings.history)
         world.counters.service_sq = history(trace, settings.history, power=2)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from taskqueue.api.models import TaskQueue
 from taskqueue.scaling import policy, quiesce
 from taskqueue.simulate.world import World
+from taskqueue.wire import flow
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class OperatorScaler:
         self.spec = tq.spec.scaling
         self.concurrency = tq.spec.worker.concurrency
         self.order = tuple(q.key for q in tq.spec.queues)
+        self.flow = flow.declared(tq.spec.queues)
         self.quiesce, self.api_delay = quiesce, api_delay
         self.state: policy.PolicyState | None = None
         self.quiesced: tuple[str, ...] = ()
@@ -68,7 +70,8 @@ class OperatorScaler:
         current = world.spec_replicas
         state = replace(self.state or policy.PolicyState(replicas=0), replicas=current)
         decision = policy.decide(spec=self.spec, observation=observation, state=state, now=t,
-                                 concurrency=self.concurrency, queue_order=self.order)
+                                 concurrency=self.concurrency, queue_order=self.order,
+                                 flow=self.flow)
         target = decision.replicas
         if self.quiesce:
             target = self._scale_in(world, t, current, target)

@@ -27,6 +27,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # `taskqueue simulate --help` loads no pydantic
+    from taskqueue.api.models import ScheduleSpec
 
 HIGH, LOW = "high", "low"
 DEFAULT_QUEUE = "tasks"
@@ -43,6 +47,8 @@ class Arrival:
     at: float
     queue: str
     service: float
+    scheduled: bool = False
+    """Fired by a schedule: in the delayed zset (demand due soon) before `at`."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,26 @@ class Load:
     duration: float = 3600.0
     seed: int = 1
     queue: str = DEFAULT_QUEUE
+
+
+def scheduled(schedules: Iterable[ScheduleSpec], *, start: float, duration: float,
+              service: float, seed: int = 1) -> list[Arrival]:
+    """The tasks `schedules` fire over (`start`, `start` + `duration`] (unix seconds; the slots
+    are the operator's, daylight saving time included), at slot + jitter, as arrivals from 0;
+    service times exponential with mean `service`."""
+    from taskqueue.api import schedulespec
+
+    rng = random.Random(seed)
+    out = [Arrival(schedulespec.due_ms(s, slot) / 1000 - start, s.queue,
+                   rng.expovariate(1 / service) if service > 0 else 0.0, scheduled=True)
+           for s in schedules if not s.suspend
+           for slot in schedulespec.slots(s, after=start, until=start + duration)]
+    return sorted(out, key=lambda a: a.at)
+
+
+def merge(*traces: list[Arrival]) -> list[Arrival]:
+    """The arrivals of all `traces`, in time order."""
+    return sorted((a for t in traces for a in t), key=lambda a: a.at)
 
 
 COLUMNS = ("enqueued_at", "queue", "service_seconds")

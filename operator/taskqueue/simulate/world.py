@@ -23,6 +23,7 @@ from typing import Literal
 
 from taskqueue.scaling.observation import QueueObservation, WorkerObservation
 from taskqueue.scaling.quiesce import RUNNING_READY, PodView, replicaset_rank
+from taskqueue.simulate.flowsim import FlowSim
 from taskqueue.simulate.trace import Arrival
 from taskqueue.wire.keys import WAIT_EDGES_SECONDS, edges_below
 
@@ -102,8 +103,13 @@ class World:
 
     def __init__(self, trace: list[Arrival], *, queues: list[str], concurrency: int,
                  startup: float, grace: float, dispatch: Dispatch = "pack",
-                 seed: int = 1, heartbeat: float = 5.0) -> None:
+                 seed: int = 1, heartbeat: float = 5.0, flow: FlowSim | None = None,
+                 horizon: float = 0.0) -> None:
         self.trace, self.next = trace, 0
+        self.flow = flow
+        """The queues' rate and in-flight limits and pauses (None: no queue has one)."""
+        self.horizon = horizon
+        """Scheduled arrivals due within this many seconds are observed as due soon."""
         self.order = queues
         self.queues: dict[str, deque[Task]] = {q: deque() for q in queues}
         self.concurrency, self.startup, self.grace = concurrency, startup, grace
@@ -184,7 +190,16 @@ class World:
             taken=dict(self.counters.taken), service=dict(self.reported),
             service_sq=dict(self.reported_sq), waited=dict(self.reported_waited),
             quiesced=frozenset(p.name for p in self.pods if p.quiesced and p.gone_at is None),
+            due_soon=self._due_soon(t),
         )
+
+    def _due_soon(self, t: float) -> int:
+        """Scheduled arrivals not yet arrived and due by `t` + the horizon (fired ahead)."""
+        n, i = 0, self.next
+        while i < len(self.trace) and self.trace[i].at <= t + self.horizon:
+            n += self.trace[i].scheduled
+            i += 1
+        return n
 
     def pod_views(self, t: float) -> list[PodView]:
         return [PodView(p.name, p.running(t), p.created, p.rank(t)) for p in self.live()]
@@ -236,22 +251,29 @@ class World:
                         pod.slots[i] = None
                 pod.gone_at = deadline
 
-    def _next_task(self) -> Task | None:
+    def _next_task(self, t: float) -> Task | None:
+        """The first task by priority among the queues the flow limits let start by `t`."""
         for q in self.order:
             d = self.queues.get(q)
-            if d:
+            if d and (self.flow is None or self.flow.allows(q, t, running=self._running(q, t))):
                 return d[0]
         return None
 
+    def _running(self, queue: str, t: float) -> int:
+        return sum(1 for p in self.pods for s in p.slots
+                   if s is not None and s.queue == queue and s.end > t)
+
     def _dispatch(self, t: float) -> None:
         while True:
-            task = self._next_task()
+            task = self._next_task(t)
             if task is None or task.at > t:
                 return
             choice = self._free_slot(t, task.at)
             if choice is None:
                 return
             pod, i, start = choice
+            if self.flow is not None:
+                start = self.flow.start(task.queue, start)
             self.queues[task.queue].popleft()
             task.end = start + task.service
             done = pod.slots[i]

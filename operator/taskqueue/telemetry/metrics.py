@@ -134,6 +134,17 @@ DESIRED_REPLICAS = Gauge("taskqueue_desired_replicas", "Replicas the policy deci
 REPLICAS = Gauge("taskqueue_replicas", "Replicas of the worker Deployment.", _TQ, registry=_O)
 THROUGHPUT_PER_REPLICA = Gauge("taskqueue_throughput_per_replica",
                                "Completed tasks per second per replica.", _TQ, registry=_O)
+QUEUE_PAUSED = Gauge("taskqueue_queue_paused",
+                     "1 while workers take nothing from the queue (spec or taskqueue pause).",
+                     [*_TQ, "queue"], registry=_O)
+QUEUE_IN_FLIGHT = Gauge("taskqueue_queue_in_flight",
+                        "The queue's tasks held by workers (queues with maxInFlight).",
+                        [*_TQ, "queue"], registry=_O)
+QUEUE_IN_FLIGHT_LIMIT = Gauge("taskqueue_queue_in_flight_limit", "The queue's maxInFlight.",
+                              [*_TQ, "queue"], registry=_O)
+QUEUE_RATE_LIMIT = Gauge("taskqueue_queue_rate_limit",
+                         "The queue's rateLimit in task starts per second.", [*_TQ, "queue"],
+                         registry=_O)
 OLDEST_TASK_AGE = Gauge("taskqueue_oldest_task_age_seconds", "Age of the oldest queued task.",
                         _TQ, registry=_O)
 POLL_DURATION = Histogram("taskqueue_poll_duration_seconds", "One poll: Redis read to decision.",

@@ -21,8 +21,13 @@ all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot)
 |                                   |        | dead_trimmed: dead letters dropped by the cap)      |
 |                                   |        | and taken:<queue key> (tasks fetch.lua took)        |
 | <prefix>:quiesced                 | set    | processing-list keys of workers told to stop taking |
+| <prefix>:flow                     | hash   | flow control: rate:, max:, paused:, paused-cli:<q>  |
+| <prefix>:flowstate                | hash   | tat:<q> (rate limit), held:<q> (tasks in flight)    |
 | <prefix>:history                  | stream | one point per spec.history.intervalSeconds          |
 | <prefix>:decisions                | stream | one entry per change of the operator's decision     |
+| <prefix>:schedules                | hash   | per schedule: slots accounted, last slot fired,     |
+|                                   |        | its task, missed and skipped counts (fire.lua)      |
+| <prefix>:fired:<task id>          | string | a schedule's slot was fired (SET NX, PX = window)   |
 | <prefix>:done:<task id>           | string | idempotency: the task completed (PX = window)       |
 | <prefix>:running:<task id>        | string | idempotency: worker id running it (PX = lease)      |
 | <prefix>:unique:<task id>         | string | unique enqueue: the id was enqueued (PX = window)   |
@@ -231,6 +236,17 @@ class KeySchema:
         return keyspace.bookkeeping_key(self.prefix, "quiesced")
 
     @property
+    def flow(self) -> str:
+        """Hash of the queues' flow control: rate and in-flight limits, pauses
+        (`taskqueue.wire.flow`; fetch.lua reads it)."""
+        return keyspace.bookkeeping_key(self.prefix, "flow")
+
+    @property
+    def flow_state(self) -> str:
+        """Hash the scripts keep for flow control: rate-limit times and tasks in flight."""
+        return keyspace.bookkeeping_key(self.prefix, "flowstate")
+
+    @property
     def history(self) -> str:
         """Stream of the TaskQueue's history, one point per interval (`taskqueue.wire.history`)."""
         return keyspace.bookkeeping_key(self.prefix, "history")
@@ -278,6 +294,15 @@ class KeySchema:
         return keyspace.family_prefix(self.prefix, "running") + task_id
 
     @property
+    def schedules(self) -> str:
+        """Hash of the schedules' firing: fields `<what>:<schedule name>` (fire.lua)."""
+        return keyspace.bookkeeping_key(self.prefix, "schedules")
+
+    def fired(self, task_id: str) -> str:
+        """A schedule's slot whose task is `task_id` was fired (expires after the window)."""
+        return keyspace.family_prefix(self.prefix, "fired") + task_id
+
+    @property
     def cancels(self) -> str:
         """Zset of cancelled task ids -> when the cancel expires (unix ms): fetch.lua drops
         them, workers stop them (`taskqueue.wire.lifecycle`)."""
@@ -312,6 +337,12 @@ class KeySchema:
     @property
     def queue_keys(self) -> tuple[str, ...]:
         return tuple(q.key for q in self.queues)
+
+    @property
+    def wakeup_keys(self) -> tuple[str, ...]:
+        """The keys whose writes wake an idle worker: its queues, and the flow hashes (a resume,
+        a limit raised, a task in flight given back elsewhere)."""
+        return (*self.queue_keys, self.flow, self.flow_state)
 
     @property
     def queue_types(self) -> tuple[str, ...]:

@@ -46,8 +46,11 @@ BOOKKEEPING: dict[str, Owned] = {
     "starvation": Owned("hash", "starvation counters hash"),
     "stats": Owned("hash", "stats hash"),
     "quiesced": Owned("set", "quiesced-workers set"),
+    "flow": Owned("hash", "flow-control hash (rate limits, in-flight limits, pauses)"),
+    "flowstate": Owned("hash", "flow-state hash (rate-limit times, tasks in flight)"),
     "history": Owned("stream", "history stream"),
     "decisions": Owned("stream", "decision-log stream"),
+    "schedules": Owned("hash", "schedules hash (each schedule's last slot, counts)"),
     "cancels": Owned("zset", "cancelled task ids zset"),
 }
 """`<prefix>:<name>` -> its type and what it holds."""
@@ -57,6 +60,7 @@ FAMILIES: dict[str, Owned] = {
     "done": Owned("string", "idempotency done markers"),
     "running": Owned("string", "idempotency running leases"),
     "unique": Owned("string", "unique-enqueue markers"),
+    "fired": Owned("string", "fired schedule slots"),
     "task": Owned("hash", "task index hashes (spec.worker.tracking)"),
     "progress": Owned("hash", "progress hashes of the workers"),
 }

@@ -81,7 +81,7 @@ def recover_call(
     """KEYS and ARGV of recover.lua for `worker_id` (shared by the async and sync callers)."""
     return (
         [schema.processing(worker_id), schema.workers, schema.dead_letter, schema.stats,
-         *schema.queue_keys],
+         schema.flow_state, *schema.queue_keys],
         [worker_id, max_attempts, reason, schema.dead_letter_max_length, *schema.queue_types],
     )
 
@@ -89,14 +89,16 @@ def recover_call(
 def release_call(schema: keys.KeySchema, worker_id: str,
                  entries: Sequence[str]) -> tuple[list[str], list[str | int]]:
     """KEYS and ARGV of release.lua giving back `entries` of `worker_id`."""
-    return ([schema.processing(worker_id), schema.dead_letter, schema.stats, *schema.queue_keys],
+    return ([schema.processing(worker_id), schema.dead_letter, schema.stats, schema.flow_state,
+             *schema.queue_keys],
             [schema.dead_letter_max_length, *schema.queue_types, *entries])
 
 
 def fetch_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
     """KEYS of fetch.lua for `worker_id`: the bookkeeping keys, then every queue."""
     return [schema.processing(worker_id), schema.delayed, schema.starvation, schema.stats,
-            schema.dead_letter, schema.quiesced, schema.cancels, *schema.queue_keys]
+            schema.dead_letter, schema.quiesced, schema.flow, schema.flow_state, schema.cancels,
+            *schema.queue_keys]
 
 
 def fetch_options(schema: keys.KeySchema, *, skip: Collection[str] = ()) -> str:

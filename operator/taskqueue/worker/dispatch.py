@@ -169,6 +169,9 @@ class Dispatcher:
         """The last call found the queues dry: the dispatcher thread waits for a push first."""
         self._retry = False
         """The last call failed (backoff waited): the dispatcher thread calls again."""
+        self._flow_wait = 0.0
+        """The dry call was held back by a rate limit: seconds until its next task may start
+        (the dispatcher sleeps that long instead of waiting for a push)."""
         self.thread = threading.Thread(target=self.run, name="dispatch", daemon=True)
 
     @property
@@ -243,6 +246,7 @@ class Dispatcher:
                     self._retry = True
                 elif outcome == "dry":
                     self._dry = token
+                    self._flow_wait = fetcher.store.flow_wait_ms / 1000
                 self._turn = fetcher
                 self.cond.notify_all()
 
@@ -289,7 +293,14 @@ class Dispatcher:
         return bool(self._posted) or self.state.stopping.is_set()
 
     def _idle(self, token: Token, fetcher: Fetcher) -> None:
-        """The queues ran dry: wait for a push (or a slot to finish, or the sweep)."""
+        """The queues ran dry: wait for a push (or a slot to finish, or the sweep). Held back
+        by a rate limit: wait until the limit lets the next task start (pushes of new tasks
+        cannot help), at most the sweep."""
+        with self.cond:
+            flow_wait, self._flow_wait = self._flow_wait, 0.0
+            if flow_wait > 0:
+                self.cond.wait_for(self._has_news, min(flow_wait, self.config.sweep_seconds))
+                return
         self.wakeup.idle(token, timeout=self.config.sweep_seconds, until=self._has_news)
         if (self.held and self.state.held_count() == 0
                 and others_registered(fetcher.store)):

@@ -93,7 +93,8 @@ class Guard:
         tid, queue = entry_identity(entry), entry.queue
         s = self.config.schema
         verdict: Verdict | None = self._retry("claim.lua", lambda: self.store.script(
-            "claim", [self.store.processing, s.done(tid), s.running(tid), s.delayed, s.stats],
+            "claim", [self.store.processing, s.done(tid), s.running(tid), s.delayed, s.stats,
+                      s.flow_state],
             [raw_entry, self.owner, lease_ms(self.config), self.held, now_ms(), MAX_DEFER_MS]))
         if verdict == "run":
             self.leases.add(s.running(tid), self.owner)
@@ -112,7 +113,8 @@ class Guard:
         tid = entry_identity(keys.Entry.decode(raw_entry))
         s = self.config.schema
         acked = self._retry("complete.lua", lambda: self.store.script(
-            "complete", [self.store.processing, s.done(tid), s.running(tid), s.stats],
+            "complete", [self.store.processing, s.done(tid), s.running(tid), s.stats,
+                         s.flow_state],
             [raw_entry, self.owner, self.window_ms, now_ms(), self.held]))
         self.leases.remove(s.running(tid))
         if acked is None:

@@ -59,7 +59,7 @@ class Worker:
         self.config = config
         self.state = WorkerState()
         plan = self.plan = plan_for(config, coroutine_handler=isinstance(handler, AsyncHandler))
-        self.wakeup = (Wakeup(url=config.redis_url, queue_keys=config.schema.queue_keys)
+        self.wakeup = (Wakeup(url=config.redis_url, queue_keys=config.schema.wakeup_keys)
                        if plan.dispatched else None)
         self.heartbeat = Heartbeat(config=config)
         self.promoter = Promoter(config=config, stopping=self.state.stopping)

@@ -95,6 +95,9 @@ class Store:
         self._conn: resp.Connection | None = None
         self._hold_flag = {True: bulk("1"), False: bulk("0")}
         self.queue_keys: tuple[str, ...] = ()
+        self.flow_wait_ms = 0
+        """From the last fetch: ms until a rate-limited queue may give its next task (0: none
+        held back)."""
         self.use_queues(skip=())
 
     def use_queues(self, *, skip: Collection[str]) -> None:
@@ -156,7 +159,8 @@ class Store:
 
     def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True) -> list[str]:
         """Ack `acks` and take up to `count` entries, held in our processing list with `hold`
-        (see fetch.lua). Never promotes: the promoter does (`promote`)."""
+        (see fetch.lua). Never promotes: the promoter does (`promote`). When a rate limit held a
+        queue back, `flow_wait_ms` is the time until it may give its next task (else 0)."""
         result = self._fetch(acks=acks, count=count, hold=hold, now="")
         if result and self.wait_replicas and hold:
             # durable mode: the move into our processing list reaches a replica before we run
@@ -184,13 +188,16 @@ class Store:
             self._tracking, *[bulk(a) for a in acks],
         ))
         result: list[str] = self._evalsha("fetch", packed)
+        self.flow_wait_ms = 0
+        if result and isinstance(result[-1], int):
+            self.flow_wait_ms = result.pop()
         return result
 
     def fail(self, *, entry: str, held: bool, dead: bool, value: str, due_ms: int) -> bool:
         """Retry (`value` = delayed entry) or dead-letter (`value` = record); see fail.lua."""
         s = self.schema
         applied = self.script(
-            "fail", [self.processing, s.delayed, s.dead_letter, s.stats],
+            "fail", [self.processing, s.delayed, s.dead_letter, s.stats, s.flow_state],
             ["1" if held else "0", entry, "dead" if dead else "retry", value, due_ms,
              s.dead_letter_max_length, self.tracking],
         )
@@ -200,7 +207,7 @@ class Store:
         """Finish a running task that was cancelled: out of the processing list, counted, its
         cancel spent; never retried (cancelled.lua). False when it was no longer held."""
         s = self.schema
-        return bool(self.script("cancelled", [self.processing, s.stats, s.cancels],
+        return bool(self.script("cancelled", [self.processing, s.stats, s.cancels, s.flow_state],
                                 ["1" if held else "0", entry, task_id, self.tracking]))
 
     def release(self, entries: Sequence[str]) -> int:

@@ -74,7 +74,10 @@ def test_every_object_carries_the_standard_labels(render: Render, values: tuple[
 
 # ------------------------------------------------------------------------------------ Deployment
 def _container(objs: list[dict[str, Any]]) -> dict[str, Any]:
-    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    """The operator's container (the console, when enabled, is another Deployment)."""
+    operator = [o for o in objs if o["metadata"].get("labels", {}).get(
+        "app.kubernetes.io/component") != "console"]
+    pod = one(operator, "Deployment")["spec"]["template"]["spec"]
     [container] = pod["containers"]
     return container
 

@@ -58,6 +58,20 @@ REFUSED = [
                  "spec.scaling.maxReplicas: Invalid value", id="replicas-huge"),
     pytest.param({"queues": [{"key": "q"}], "scaling": {"targetWaitSeconds": {"q": 1e9}}},
                  "spec.scaling.targetWaitSeconds.q: Invalid value", id="wait-target-huge"),
+    pytest.param({"queues": [{"key": "q"}],
+                  "schedules": [{"name": "a", "cron": "@daily", "queue": "nope"}]},
+                 "spec.schedules[].queue is not in spec.queues", id="schedule-queue-unknown"),
+    pytest.param({"queues": [{"key": "q"}],
+                  "schedules": [{"name": "a", "cron": "@daily", "queue": "q"},
+                                {"name": "a", "cron": "@hourly", "queue": "q"}]},
+                 "spec.schedules: each name must be used once", id="schedule-name-twice"),
+    pytest.param({"queues": [{"key": "q"}],
+                  "schedules": [{"name": "a", "cron": "* * *", "queue": "q"}]},
+                 "spec.schedules[0].cron", id="schedule-cron-three-fields"),
+    pytest.param({"queues": [{"key": "q"}],
+                  "schedules": [{"name": "a", "cron": "@daily", "queue": "q",
+                                 "catchUpSeconds": 1e12}]},
+                 "spec.schedules[0].catchUpSeconds: Invalid value", id="schedule-catch-up-huge"),
 ]
 
 
@@ -87,6 +101,11 @@ ACCEPTED = [
                              "taskTimeoutSeconds": 604_800,
                              "idempotency": {"windowSeconds": 31_536_000}},
                   "scaling": {"maxReplicas": 10_000}}, id="every-maximum"),
+    pytest.param({"queues": [{"key": "q"}],
+                  "schedules": [{"name": "nightly", "cron": "30 2 * * *", "queue": "q",
+                                 "timeZone": "Australia/Sydney", "overlap": "Skip"},
+                                {"name": "tick", "cron": "*/5 * * * * *", "queue": "q"}]},
+                 id="schedules"),
 ]
 
 

@@ -52,13 +52,13 @@ def _still_held(r: redis.Redis) -> bool:
 
 def _claim(s: Store) -> object:
     return s.script("claim", [s.processing, SCHEMA.done("id1"), SCHEMA.running("id1"),
-                              SCHEMA.delayed, SCHEMA.stats],
+                              SCHEMA.delayed, SCHEMA.stats, SCHEMA.flow_state],
                     [ENTRY, OWNER, 15000, "1", int(time.time() * 1000), 1000])
 
 
 def _complete(s: Store) -> object:
     return s.script("complete", [s.processing, SCHEMA.done("id1"), SCHEMA.running("id1"),
-                                 SCHEMA.stats], [ENTRY, OWNER, 60000, 1, "1"])
+                                 SCHEMA.stats, SCHEMA.flow_state], [ENTRY, OWNER, 60000, 1, "1"])
 
 
 def _unique_push(score: str) -> Callable[[Store], object]:

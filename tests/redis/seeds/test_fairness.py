@@ -42,6 +42,7 @@ def test_shares(order: str, workers: str, worst: float, cv: float) -> None:
     assert (s["worst_dev_pct"], s["cv_pct"]) == (worst, cv)
 
 
+@pytest.mark.slow  # the shares are timed: one test at a time, not beside other tests' processes
 @pytest.mark.parametrize("delivery", ["AtLeastOnce", "AtMostOnce"])
 def test_seed_000_8_1_5_workers_rejoin_at_the_back(
         make_worker: MakeWorker, redis_sync: redis.Redis, delivery: str) -> None:

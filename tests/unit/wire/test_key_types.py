@@ -28,6 +28,8 @@ SCHEMA = keys.KeySchema(prefix="p", dead_letter="p:dead",
     pytest.param("p:done:t1", "string", id="done"),
     pytest.param("p:running:t1", "string", id="running"),
     pytest.param("p:unique:t1", "string", id="unique"),
+    pytest.param("p:schedules", "hash", id="schedules"),
+    pytest.param("p:fired:s:2026-01-01T00:00:00Z", "string", id="fired"),
     pytest.param("p:cancels", "zset", id="cancels"),
     pytest.param("p:task:t1", "hash", id="task-index"),
     pytest.param("p:progress:w1", "hash", id="progress"),
@@ -41,8 +43,9 @@ def test_type_of_each_key(key: str, kind: str | None) -> None:
 def test_expected_types_are_the_fixed_keys_then_the_processing_lists() -> None:
     assert SCHEMA.expected_types(processing=["p:processing:w1"]) == {
         "a": "list", "b": "zset", "p:workers": "zset", "p:delayed": "zset",
-        "p:starvation": "hash", "p:stats": "hash", "p:quiesced": "set", "p:history": "stream",
-        "p:decisions": "stream", "p:cancels": "zset", "p:dead": "list",
+        "p:starvation": "hash", "p:stats": "hash", "p:quiesced": "set", "p:flow": "hash",
+        "p:flowstate": "hash", "p:history": "stream", "p:decisions": "stream",
+        "p:schedules": "hash", "p:cancels": "zset", "p:dead": "list",
         "p:processing:w1": "list"}
 
 
@@ -83,6 +86,8 @@ LAYOUTS = {
     "claim": [SCHEMA.processing(W), SCHEMA.done(T), SCHEMA.running(T), SCHEMA.delayed,
               SCHEMA.stats],
     "complete": [SCHEMA.processing(W), SCHEMA.done(T), SCHEMA.running(T), SCHEMA.stats],
+    # the operator's call (controller/schedules.py)
+    "fire": [SCHEMA.schedules, SCHEMA.delayed, SCHEMA.workers, *SCHEMA.queue_keys],
 }
 """The KEYS of each script that checks the type of a fixed key, as its callers build them."""
 
@@ -92,14 +97,22 @@ _PAIR = re.compile(r"KEYS\[(\d+)\],\s*'(\w+)'")
 """`KEYS[n], 'type'`."""
 _EITHER = re.compile(r"(\w+) and KEYS\[(\d+)\] or KEYS\[(\d+)\],\s*\1 and '(\w+)' or '(\w+)'")
 """`c and KEYS[n] or KEYS[m], c and 'type' or 'type'`: one of two keys, by a condition."""
-LUA_NAMES = ("claim", "complete", "enqueue", "fail", "fetch", "heartbeat", "lease", "observe",
-             "recover", "release")
+LUA_NAMES = ("claim", "complete", "enqueue", "fail", "fetch", "fire", "heartbeat", "lease",
+             "observe", "recover", "release")
+
+
+_ALIAS = re.compile(r"^local (\w+) = (KEYS\[\d+\])", re.MULTILINE)
+"""`local name = KEYS[n]`: the named locals a script opens with."""
 
 
 def _checks(source: str) -> list[tuple[int, str]]:
-    """(n, type) of every `KEYS[n]` whose type a script checks (a queue's type comes from
-    ARGV, so `KEYS[1], zadd and 'zset' or 'list'` of enqueue.lua is none of these)."""
+    """(n, type) of every `KEYS[n]` whose type a script checks, by index or by the local that
+    names it (a queue's type comes from ARGV, so `KEYS[1], zadd and 'zset' or 'list'` of
+    enqueue.lua is none of these)."""
     found = []
+    aliases = dict(_ALIAS.findall(source))
+    for name, key in aliases.items():
+        source = re.sub(rf"\b{name}\b(?!\s*=)", key, source)
     for misfit, wrong_type in _CALL.findall(source):
         args = misfit or wrong_type
         found += [(int(n), kind) for n, kind in _PAIR.findall(args)]

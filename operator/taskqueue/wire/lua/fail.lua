@@ -4,6 +4,7 @@ local processing = KEYS[1]   -- the caller's processing list
 local delayed = KEYS[2]      -- delayed zset
 local dead_letter = KEYS[3]  -- dead-letter list
 local stats = KEYS[4]        -- stats hash
+local flow_state = KEYS[5]   -- flow state hash (lib/flow.lua: the in-flight counts)
 local held = ARGV[1] == '1'  -- "1": the entry must still be in `processing`, else nothing happens
                              -- (a recovery already requeued it); "0": AtMostOnce, not held
 local entry = ARGV[2]        -- the processing entry
@@ -17,11 +18,17 @@ local task_prefix = ARGV[7]  -- the task index's key prefix ("" or absent: track
 -- include: entry
 -- include: count
 -- include: moves
+-- include: flow
 -- include: lifecycle
 local wrong = misfit({processing, 'list', retry and delayed or dead_letter,
   retry and 'zset' or 'list', stats, 'hash'})
 if wrong then return wrong end
-if held and redis.call('LREM', processing, -1, entry) == 0 then return 0 end
+local flow_on, flow_wrong = flow_state_of(flow_state)
+if held and flow_wrong then return flow_wrong end
+if held then
+  if redis.call('LREM', processing, -1, entry) == 0 then return 0 end
+  flow_gone(flow_on, flow_state, entry)
+end
 add_count(stats, 'failed', 1)
 local _, _, element = split_entry(entry)
 local id = element and task_id(element)

@@ -9,8 +9,10 @@ local starvation = KEYS[3]   -- starvation counters hash
 local stats = KEYS[4]        -- stats hash
 local dead_letter = KEYS[5]  -- dead-letter list
 local quiesced = KEYS[6]     -- quiesced set (processing lists that take nothing)
-local cancels = KEYS[7]      -- cancelled task ids (lib/lifecycle.lua): dropped, never handed out
-local FIRST_QUEUE = 8        -- KEYS[8..]: every queue of the TaskQueue, in priority order
+local flow = KEYS[7]         -- flow control hash (lib/flow.lua: limits and pauses)
+local flow_state = KEYS[8]   -- flow state hash (rate-limit times, tasks in flight)
+local cancels = KEYS[9]      -- cancelled task ids (lib/lifecycle.lua): dropped, never handed out
+local FIRST_QUEUE = 10       -- KEYS[10..]: every queue of the TaskQueue, in priority order
 local max_dead = tonumber(ARGV[1])  -- the dead-letter list's maximum length
 local queue_options = ARGV[2]       -- per queue, in KEYS order and space-separated,
                                      -- "<type>:<starvation limit or empty>:<take>" (type "list" |
@@ -23,7 +25,10 @@ local hold = ARGV[5] == '1'         -- "1": LPUSH the entries into `processing` 
 local task_prefix = ARGV[6]         -- the task index's key prefix ("": tracking off); with it,
                                      -- taken tasks are tracked as running, acked ones as done
 local FIRST_ACK = 7                 -- ARGV[7..]: processing entries to ack
--- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken.
+-- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken, then,
+-- when a rate limit held a queue back, an integer: the ms until that queue may give its next
+-- task. Paused queues give nothing, and rate and in-flight limits cap what each queue gives
+-- (lib/flow.lua); priority and starvation limits apply among the tasks the limits allow.
 -- Nothing is written before every check passed: each key written holds its type or nothing
 -- (else a WRONGTYPE error naming it, and no write), and each due delayed entry is placed
 -- (lib/entry.lua `place`): one that cannot go back to its queue goes to the dead-letter list.
@@ -34,6 +39,7 @@ local FIRST_ACK = 7                 -- ARGV[7..]: processing entries to ack
 -- include: entry
 -- include: count
 -- include: moves
+-- include: flow
 -- include: lifecycle
 local nacks = #ARGV - FIRST_ACK + 1
 local taking = count > 0 and redis.call('SISMEMBER', quiesced, processing) == 0
@@ -67,7 +73,8 @@ end
 
 -- the checks: every key this call writes (the first LREM of an ack checks the processing list
 -- itself), then every due entry
-local wrong = wrong_type(stats, 'hash')
+local flow_on = flow_present(flow, flow_state)
+local wrong = wrong_type(stats, 'hash') or (flow_on and flow_misfit(flow, flow_state))
 if taking then
   if hold and nacks == 0 then wrong = wrong or wrong_type(processing, 'list') end
   for q = 1, #keys do wrong = wrong or wrong_type(keys[q], types[q]) end
@@ -89,14 +96,16 @@ if #due > 0 then
 end
 
 if nacks > 0 then
-  local acked, done = 0, {}
+  local acked, gone, done = 0, {}, {}
   for a = FIRST_ACK, #ARGV do
     local n = redis.call('LREM', processing, -1, ARGV[a])
     acked = acked + n
+    if flow_on and n > 0 then flow_tally(gone, ARGV[a]) end
     if n > 0 then done[#done + 1] = ARGV[a] end
   end
   track_entries(task_prefix, done, 'done')
   if acked > 0 then add_count(stats, 'completed', acked) end
+  if flow_on then flow_release(flow_state, gone) end
 end
 
 -- promote due retries back to the right end of their list (served next) or into their zset
@@ -112,8 +121,10 @@ if not taking then return {} end
 
 local nq = #keys
 local out = {}
+local limits_now = flow_on and flow_open(flow, flow_state, keys, hold) or nil
 -- pop up to n tasks from queue q into out; returns how many
 local function take(q, n)
+  if n <= 0 then return 0 end
   local before = #out
   if types[q] == 'zset' then
     local popped = redis.call('ZPOPMIN', keys[q], n)
@@ -128,6 +139,7 @@ local function take(q, n)
   end
   local got = #out - before
   if got > 0 then add_count(stats, 'taken:' .. keys[q], got) end
+  flow_took(limits_now, q, got)
   return got
 end
 
@@ -135,7 +147,7 @@ if not any_limit then
   -- strict priority: drain the queues in order, one pop per queue at most
   local remaining = count
   for q = 1, nq do
-    remaining = remaining - take(q, remaining)
+    remaining = remaining - take(q, flow_cap(limits_now, q, remaining))
     if remaining <= 0 then break end
   end
 else
@@ -143,6 +155,7 @@ else
   for q = 1, nq do
     if types[q] == 'zset' then lens[q] = redis.call('ZCARD', keys[q])
     else lens[q] = redis.call('LLEN', keys[q]) end
+    lens[q] = flow_cap(limits_now, q, lens[q])
   end
   local counts = {}
   local raw = redis.call('HMGET', starvation, unpack(keys))
@@ -177,7 +190,15 @@ else
   for q = 1, nq do flat[#flat + 1] = keys[q]; flat[#flat + 1] = counts[q] end
   redis.call('HSET', starvation, unpack(flat))
 end
-out = drop_cancelled(cancels, stats, out, task_prefix)
+local dropped
+out, dropped = drop_cancelled(cancels, stats, out, task_prefix)
 track_entries(task_prefix, out, 'running', processing)
 if hold and #out > 0 then redis.call('LPUSH', processing, unpack(out)) end
+local wait = limits_now and flow_close(limits_now)
+if limits_now and hold and #dropped > 0 then  -- cancelled at fetch: not in flight after all
+  local gone = {}
+  for _, e in ipairs(dropped) do flow_tally(gone, e) end
+  flow_release(flow_state, gone)
+end
+if wait then out[#out + 1] = wait end
 return out

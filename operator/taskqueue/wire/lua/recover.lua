@@ -1,6 +1,7 @@
 -- recover.lua: requeue every task held by one (dead or departed) worker, atomically.
 -- KEYS[1] the worker's processing list, KEYS[2] workers zset, KEYS[3] dead-letter list,
--- KEYS[4] stats hash, KEYS[5..4+N] the TaskQueue's queues (every queue an entry may name).
+-- KEYS[4] stats hash, KEYS[5] flow state hash (lib/flow.lua: the in-flight counts), KEYS[6..5+N]
+-- the TaskQueue's queues (every queue an entry may name).
 -- ARGV[1] worker id, ARGV[2] maxAttempts, ARGV[3] reason, ARGV[4] dead-letter list's maximum
 -- length, ARGV[5..4+N] the type of each queue ("list" | "zset"). Times come from Redis's clock
 -- (TIME).
@@ -15,16 +16,19 @@
 -- include: entry
 -- include: count
 -- include: moves
-local wrong = misfit({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'list', KEYS[4], 'hash'})
+-- include: flow
+local flow_on, wrong = flow_state_of(KEYS[5])
+wrong = wrong or misfit({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'list', KEYS[4], 'hash'})
 if wrong then return wrong end
 local max_attempts, max_dead = tonumber(ARGV[2]), tonumber(ARGV[4])
-local queues = queue_types(5, 5, 1)
+local queues = queue_types(6, 5, 1)
 local lost = 'worker lost: ' .. ARGV[3]
-local seen = {}
+local seen, gone = {}, {}
 local requeued, dead = 0, 0
 while true do
   local entry = redis.call('RPOP', KEYS[1])
   if not entry then break end
+  if flow_on then flow_tally(gone, entry) end
   local reason, queue, score, element = place(entry, queues, seen)
   local attempts, bumped
   if not reason then
@@ -43,5 +47,6 @@ while true do
   end
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
+if flow_on then flow_release(KEYS[5], gone) end
 if requeued > 0 then add_count(KEYS[4], 'recovered', requeued) end
 return {requeued, dead}

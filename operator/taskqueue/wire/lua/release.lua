@@ -4,7 +4,8 @@
 local processing = KEYS[1]   -- the caller's processing list
 local dead_letter = KEYS[2]  -- dead-letter list
 local stats = KEYS[3]        -- stats hash
-local FIRST_QUEUE = 4        -- KEYS[4..3+N]: the TaskQueue's N queues
+local flow_state = KEYS[4]   -- flow state hash (lib/flow.lua: the in-flight counts)
+local FIRST_QUEUE = 5        -- KEYS[5..4+N]: the TaskQueue's N queues
 local max_dead = tonumber(ARGV[1])  -- the dead-letter list's maximum length
 local FIRST_TYPE = 2         -- ARGV[2..1+N]: the type of each queue ("list" | "zset"), KEYS order
 local first_entry = FIRST_TYPE + #KEYS - FIRST_QUEUE + 1  -- ARGV[first_entry..]: the entries
@@ -14,15 +15,18 @@ local first_entry = FIRST_TYPE + #KEYS - FIRST_QUEUE + 1  -- ARGV[first_entry..]
 -- include: entry
 -- include: count
 -- include: moves
-local wrong = misfit({processing, 'list', dead_letter, 'list', stats, 'hash'})
+-- include: flow
+local flow_on, wrong = flow_state_of(flow_state)
+wrong = wrong or misfit({processing, 'list', dead_letter, 'list', stats, 'hash'})
 if wrong then return wrong end
 local queues = queue_types(FIRST_QUEUE, FIRST_TYPE, 1)
-local seen = {}
+local seen, gone = {}, {}
 local n = 0
 for i = first_entry, #ARGV do
   local entry = ARGV[i]
   local reason, queue, score, element = place(entry, queues, seen)
   if redis.call('LREM', processing, -1, entry) > 0 then
+    if flow_on then flow_tally(gone, entry) end
     if reason then
       reject(dead_letter, stats, max_dead, queue, element, reason)
     else
@@ -31,4 +35,5 @@ for i = first_entry, #ARGV do
     end
   end
 end
+if flow_on then flow_release(flow_state, gone) end
 return n

@@ -62,12 +62,13 @@ local function track_entries(task_prefix, entries, state, processing)
   end
 end
 
--- drop_cancelled(cancels, stats, entries, task_prefix): `entries` without the tasks whose id is
--- in the cancels zset; each dropped one leaves the zset, is counted (stats CANCELLED) and tracked
--- as cancelled. Never run, never retried: the caller pushes only the kept entries.
+-- drop_cancelled(cancels, stats, entries, task_prefix) -> kept, dropped: `entries` split by
+-- whether their id is in the cancels zset; each dropped one leaves the zset, is counted (stats
+-- CANCELLED) and tracked as cancelled. Never run, never retried: the caller pushes only the kept
+-- entries.
 local function drop_cancelled(cancels, stats, entries, task_prefix)
-  if #entries == 0 or redis.call('ZCARD', cancels) == 0 then return entries end
-  local kept = {}
+  if #entries == 0 or redis.call('ZCARD', cancels) == 0 then return entries, {} end
+  local kept, dropped = {}, {}
   for _, e in ipairs(entries) do
     local _, _, element = split_entry(e)
     local id = element and task_id(element)
@@ -75,9 +76,10 @@ local function drop_cancelled(cancels, stats, entries, task_prefix)
       redis.call('ZREM', cancels, id)
       add_count(stats, CANCELLED, 1)
       track(task_prefix, id, {'state', 'cancelled', 'at', now_ms()})
+      dropped[#dropped + 1] = e
     else
       kept[#kept + 1] = e
     end
   end
-  return kept
+  return kept, dropped
 end

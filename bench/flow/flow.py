@@ -1,0 +1,216 @@
+"""Flow-control benchmarks (issue 32) on a private redis-server and real worker processes.
+
+    python bench/flow/flow.py accuracy [--seconds 60] [--rate 200] [--burst 20]
+    python bench/flow/flow.py inflight [--kills 20]
+    python bench/flow/flow.py nocost [--calls 20000] [--rounds 5]
+
+accuracy: 3 worker processes x concurrency 8 against one queue limited to --rate tasks/s (burst
+--burst), a backlog that never runs dry, short tasks (the handler records its start time): the
+achieved rate over --seconds after a 5 s warm-up, and the most starts in any 1 s window.
+inflight: maxInFlight 10 with 3 x 8 slots, tasks of 20 ms, heartbeat 1 s (dead after 3 s); a
+sampler reads the count and the truth (the entries in every processing list) atomically every
+10 ms; a worker holding tasks is SIGKILLed and replaced --kills times. Reports the most in flight
+seen, whether the count ever differed from the truth, and how long after each kill the dead
+worker's tasks were back (the count then matches the live workers' holdings).
+nocost: server-side microseconds per fetch.lua call (INFO commandstats), one task per call with
+the previous one acked, for fetch.lua as shipped with no limit set, and for fetch.lua of the
+base commit (--base, git), interleaved over rounds, median and minimum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path[:0] = [str(ROOT / "operator"), str(ROOT)]
+
+import redis  # noqa: E402
+from bench.flow.handlers import STARTS  # noqa: E402
+from tests.fixtures.redis_server import RedisServer  # noqa: E402
+
+from taskqueue import client as producer  # noqa: E402
+from taskqueue.wire import flow, keys, scripts  # noqa: E402
+
+SCHEMA = keys.KeySchema(prefix="q", queues=(keys.QueueRef(key="q"),), dead_letter="q:dead")
+SNAPSHOT = """
+local truth = 0
+for _, list in ipairs(redis.call('KEYS', 'q:processing:*')) do
+  truth = truth + redis.call('LLEN', list)
+end
+return {truth, tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')}
+"""
+
+
+def worker(url: str, wid: str, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'operator'}", "BENCH_REDIS_URL": url,
+           "TASKQUEUE_TEST_REDIS_URL": url}
+    for name in ("TASKQUEUE_MANIFEST", "TASKQUEUE_WORKER_SETTINGS"):
+        env.pop(name, None)
+    return subprocess.Popen([sys.executable, "-m", "taskqueue.worker.main", "--redis-url", url,
+                             "--queue", "q", "--worker-id", wid, "--log-level", "WARNING",
+                             *args], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def accuracy(server: RedisServer, args: argparse.Namespace) -> None:
+    r = redis.Redis.from_url(server.url, decode_responses=True)
+    r.hset(SCHEMA.flow, flow.RATE + "q", flow.rate_text(args.rate, 1.0, args.burst))
+    total = int(args.rate * (args.seconds + 15))
+    for i in range(0, total, 5000):
+        producer.enqueue_many_sync(r, "q", [str(j) for j in range(i, min(total, i + 5000))])
+    procs = [worker(server.url, f"w{i}", "--handler", "bench.flow.handlers:start",
+                    "--concurrency", "8") for i in range(3)]
+    try:
+        while r.llen(STARTS) == 0:
+            time.sleep(0.05)
+        time.sleep(args.seconds + 6)
+    finally:
+        stop(procs)
+    starts = sorted(float(x) for x in r.lrange(STARTS, 0, -1))
+    t0 = starts[0] + 5
+    inside = [t for t in starts if t0 <= t < t0 + args.seconds]
+    achieved = len(inside) / args.seconds
+    most, j = 0, 0
+    for i, t in enumerate(starts):
+        while starts[j] <= t - 1.0:
+            j += 1
+        most = max(most, i - j + 1)
+    print(f"accuracy: limit {args.rate}/s burst {args.burst}: achieved {achieved:.2f}/s over "
+          f"{args.seconds}s ({(achieved / args.rate - 1) * 100:+.2f} %); most starts in any 1 s "
+          f"window {most} (limit + burst = {args.rate + args.burst})")
+
+
+def inflight(server: RedisServer, args: argparse.Namespace) -> None:
+    r = redis.Redis.from_url(server.url, decode_responses=True)
+    r.hset(SCHEMA.flow, flow.MAX + "q", "10")
+    producer.enqueue_many_sync(r, "q", [f"{i}:0.02" for i in range(20000)])
+    wargs = ("--handler", "tests.helpers.handlers:sleep_then_record", "--concurrency", "8",
+             "--heartbeat", "1", "--max-attempts", "100")
+    procs = [worker(server.url, f"w{i}", *wargs) for i in range(3)]
+    samples: list[tuple[int, int]] = []
+    halt = threading.Event()
+    sampler_r = redis.Redis.from_url(server.url, decode_responses=True)
+
+    def sample() -> None:
+        while not halt.wait(0.01):
+            truth, held = sampler_r.eval(SNAPSHOT, 1, SCHEMA.flow_state, flow.HELD + "q")
+            samples.append((int(truth), int(held)))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    back: list[float] = []
+    held_at_kill: list[int] = []
+    try:
+        spawned = 3
+        for _ in range(args.kills):
+            victim = procs.pop(0)
+            vid = f"w{spawned - 3}"
+            deadline = time.time() + 60
+            while not r.llen(SCHEMA.processing(vid)) and time.time() < deadline:
+                time.sleep(0.01)  # kill it while it holds tasks
+            victim.send_signal(signal.SIGKILL)
+            victim.wait()
+            held_at_kill.append(int(r.llen(SCHEMA.processing(vid))))
+            killed_at = time.time()
+            procs.append(worker(server.url, f"w{spawned}", *wargs))
+            spawned += 1
+            while r.exists(SCHEMA.processing(vid)) and time.time() - killed_at < 30:
+                time.sleep(0.01)
+            back.append(time.time() - killed_at)
+    finally:
+        halt.set()
+        thread.join()
+        stop(procs)
+    differ = sum(1 for t, h in samples if t != h)
+    print(f"inflight: {len(samples)} samples, most in flight {max(t for t, _ in samples)} "
+          f"(limit 10), count != truth in {differ} samples; {args.kills} SIGKILLs of workers "
+          f"holding {sum(held_at_kill)} tasks in all: the dead worker's tasks back after "
+          f"median {statistics.median(back):.2f}s, max "
+          f"{max(back):.2f}s (heartbeat timeout 3 s)")
+
+
+def base_fetch(commit: str) -> str:
+    def show(path: str) -> str:
+        return subprocess.run(["git", "show", f"{commit}:operator/taskqueue/wire/lua/{path}"],
+                              cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return "".join(show(f"lib/{line.split(':', 1)[1].strip()}.lua")
+                   if line.startswith("-- include:") else line
+                   for line in show("fetch.lua").splitlines(keepends=True))
+
+
+def per_call(r: redis.Redis, source: str, fetch_keys: list[str], calls: int) -> float:
+    sha = r.script_load(source)
+    r.delete("q")
+    producer.enqueue_many_sync(r, "q", [str(i) for i in range(calls)])
+    r.config_resetstat()
+    held: list[str] = []
+    for _ in range(calls):
+        held = r.evalsha(sha, len(fetch_keys), *fetch_keys, 10000, "", 1, "1", len(held),
+                         *held, "list", "", "1")
+    return float(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
+
+
+def nocost(server: RedisServer, args: argparse.Namespace) -> None:
+    r = redis.Redis.from_url(server.url, decode_responses=True)
+    now_keys = scripts.fetch_keys(SCHEMA, "w")
+    old_keys = [k for k in now_keys if k not in (SCHEMA.flow, SCHEMA.flow_state)]
+    variants = {"as shipped, no limit": (scripts.lua("fetch"), now_keys),
+                f"base {args.base}": (base_fetch(args.base), old_keys)}
+    found: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.rounds):
+        for name, (source, fetch_keys) in variants.items():
+            found[name].append(per_call(r, source, fetch_keys, args.calls))
+    for name, values in found.items():
+        print(f"nocost: {name}: median {statistics.median(values):.2f} usec/call, min "
+              f"{min(values):.2f} ({args.rounds} rounds x {args.calls} calls)")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="what", required=True)
+    a = sub.add_parser("accuracy")
+    a.add_argument("--seconds", type=int, default=60)
+    a.add_argument("--rate", type=int, default=200)
+    a.add_argument("--burst", type=int, default=20)
+    sub.add_parser("inflight").add_argument("--kills", type=int, default=20)
+    n = sub.add_parser("nocost")
+    n.add_argument("--calls", type=int, default=20000)
+    n.add_argument("--rounds", type=int, default=5)
+    n.add_argument("--base", default="245cba7")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        server = RedisServer(data_dir=Path(tmp))
+        server.start()
+        try:
+            {"accuracy": accuracy, "inflight": inflight, "nocost": nocost}[args.what](
+                server, args)
+        finally:
+            server.stop()
+    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""One refresh of a TaskQueue shared by every viewer: a small cache keyed by TaskQueue.
+
+A refresh is one `queueops.observe` call and one pipelined read of the history and decision log
+(`reads.streams`, from the last history entry already held). Viewers asking within `ttl`
+seconds get the same snapshot; viewers asking while a refresh runs wait for it (one flight per
+TaskQueue). The history points of the last hour stay in memory, so a refresh reads only the new
+ones. Errors are part of the snapshot: a page shows them, it never fails on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import redis
+
+from taskqueue.api import redact
+from taskqueue.console import reads
+from taskqueue.redisio import queueops
+from taskqueue.scaling.observation import QueueObservation
+from taskqueue.wire import history, keys
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+
+WINDOW_SECONDS = 3600.0
+"""How far back the charts reach."""
+
+
+@dataclass
+class Snapshot:
+    """What a refresh read of one TaskQueue."""
+
+    at: float
+    observation: QueueObservation | None = None
+    error: str = ""
+    """Why Redis could not be read (no secret: redacted)."""
+    points: list[tuple[str, history.HistoryPoint]] = field(default_factory=list)
+    decisions: list[tuple[str, history.DecisionEntry]] = field(default_factory=list)
+    malformed: int = 0
+
+
+async def refresh(client: aioredis.Redis, schema: keys.KeySchema, previous: Snapshot | None,
+                  *, now: float) -> Snapshot:
+    """A new snapshot: one observe call, one read of the streams after `previous`'s points."""
+    since_ms = int((now - WINDOW_SECONDS) * 1000)
+    kept = [p for p in (previous.points if previous else []) if p[1].t >= since_ms]
+    after = kept[-1][0] if kept else ""
+    try:
+        observation = await queueops.observe(client, schema)
+        got = await reads.streams(client, schema, after=after, since_ms=since_ms)
+    except (redis.RedisError, OSError) as exc:
+        return Snapshot(at=now, error=redact.scrub(str(exc)) or type(exc).__name__,
+                        points=kept, decisions=previous.decisions if previous else [])
+    return Snapshot(at=now, observation=observation, points=kept + got.points,
+                    decisions=got.decisions, malformed=got.malformed)
+
+
+class Shared:
+    """The newest snapshot per TaskQueue, at most one refresh in flight each."""
+
+    def __init__(self, *, ttl: float, clock: Callable[[], float] = time.time) -> None:
+        self.ttl = ttl
+        self._clock = clock
+        self._snapshots: dict[str, Snapshot] = {}
+        self._flights: dict[str, asyncio.Task[Snapshot]] = {}
+        self.refreshes = 0
+        """Refreshes run (the benchmark and the tests read it)."""
+
+    async def get(self, key: str,
+                  load: Callable[[Snapshot | None], Awaitable[Snapshot]]) -> Snapshot:
+        """The snapshot of `key`, refreshed through `load(previous)` when older than the TTL."""
+        held = self._snapshots.get(key)
+        if held is not None and self._clock() - held.at < self.ttl:
+            return held
+        flight = self._flights.get(key)
+        if flight is None:
+            flight = asyncio.ensure_future(self._load(key, load, held))
+            self._flights[key] = flight
+        return await asyncio.shield(flight)
+
+    async def _load(self, key: str, load: Callable[[Snapshot | None], Awaitable[Snapshot]],
+                    held: Snapshot | None) -> Snapshot:
+        try:
+            self.refreshes += 1
+            snapshot = await load(held)
+            self._snapshots[key] = snapshot
+            return snapshot
+        finally:
+            self._flights.pop(key, None)

@@ -1,0 +1,313 @@
+"""The console's web application (aiohttp): routes, page handlers, the actions.
+
+Handlers read through the shared snapshot (`live.Shared`: one observe call per TaskQueue per
+refresh interval whoever looks) and the bounded reads of `reads`; `views` turns what they read
+into what the templates (Jinja2, autoescaped) show. Actions run the CLI's dead-letter code
+(`taskqueue.cli.dlq`) in a thread, behind `access` and the CSRF checks of `security`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+import jinja2
+import redis
+from aiohttp import web
+
+from taskqueue.api import redact
+from taskqueue.cli import dlq
+from taskqueue.cli.records import DeadLetter
+from taskqueue.console import cluster, live, reads, security, views
+from taskqueue.console.access import Access, Viewer
+from taskqueue.console.source import Source
+
+READ_TIMEOUT = 10.0
+"""Seconds a page waits for Redis."""
+ACTIONS = ("requeue", "delete")
+
+SOURCE = web.AppKey("source", Source)
+ACCESS = web.AppKey("access", Access)
+SHARED = web.AppKey("shared", live.Shared)
+TEMPLATES = web.AppKey("templates", jinja2.Environment)
+SETTINGS = web.AppKey("settings", dict[str, Any])
+SIGNIN = web.AppKey("signin", cluster.ClusterAccess)
+
+
+def environment() -> jinja2.Environment:
+    """The templates, every value escaped unless a template says otherwise (none does)."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader("taskqueue.console", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    return env
+
+
+def render(request: web.Request, name: str, status: int = 200, **context: Any) -> web.Response:
+    template = request.app[TEMPLATES].get_template(name)
+    body = template.render(csrf=security.token(request), settings=request.app[SETTINGS],
+                           **context)
+    return web.Response(text=body, content_type="text/html", status=status)
+
+
+async def _viewer(request: web.Request) -> Viewer:
+    viewer = await request.app[ACCESS].viewer(request)
+    if viewer is None:
+        raise web.HTTPSeeOther("/signin")
+    return viewer
+
+
+async def _visible(request: web.Request, viewer: Viewer) -> list[views.Hosted]:
+    return [tq for tq in await request.app[SOURCE].taskqueues()
+            if await viewer.may_see(tq.namespace)]
+
+
+async def _one(request: web.Request) -> tuple[Viewer, views.Hosted]:
+    """The TaskQueue of the URL when this viewer may see it; 404 otherwise (whether it exists
+    or not: a viewer learns nothing of a namespace it may not see)."""
+    viewer = await _viewer(request)
+    ns, name = request.match_info["namespace"], request.match_info["name"]
+    if await viewer.may_see(ns):
+        for tq in await request.app[SOURCE].taskqueues():
+            if tq.namespace == ns and tq.name == name:
+                return viewer, tq
+    raise web.HTTPNotFound(text="no such TaskQueue here")
+
+
+async def snapshot(request: web.Request, tq: views.Hosted) -> live.Snapshot:
+    """The shared snapshot of `tq` (one refresh per TTL whoever asks)."""
+    client = request.app[SOURCE].client(tq)
+
+    async def load(previous: live.Snapshot | None) -> live.Snapshot:
+        async with asyncio.timeout(READ_TIMEOUT):
+            return await live.refresh(client, tq.schema, previous, now=time.time())
+
+    return await request.app[SHARED].get(tq.ref, load)
+
+
+async def index(request: web.Request) -> web.Response:
+    viewer = await _viewer(request)
+    tqs = await _visible(request, viewer)
+    snaps = await asyncio.gather(*(snapshot(request, tq) for tq in tqs))
+    rows = [views.summary(tq, s) for tq, s in zip(tqs, snaps, strict=True)]
+    return render(request, "index.html", rows=rows)
+
+
+async def taskqueue(request: web.Request) -> web.Response:
+    viewer, tq = await _one(request)
+    snap = await snapshot(request, tq)
+    now = time.time()
+    held: dict[str, Any] = {}
+    error = snap.error
+    if snap.observation is not None:
+        try:
+            async with asyncio.timeout(READ_TIMEOUT):
+                held = await reads.held(request.app[SOURCE].client(tq), tq.schema,
+                                        [w.worker_id for w in snap.observation.workers])
+        except (redis.RedisError, OSError, TimeoutError) as exc:
+            error = redact.scrub(str(exc)) or type(exc).__name__
+    return render(request, "taskqueue.html", tq=views.summary(tq, snap), error=error,
+                  decisions=views.decision_rows(snap.decisions, now),
+                  workers=views.worker_rows(snap.observation, held, now),
+                  may_act=await viewer.may_act(tq.namespace))
+
+
+async def data(request: web.Request) -> web.Response:
+    """The live refresh of a TaskQueue page: its numbers, chart series and decision log."""
+    _, tq = await _one(request)
+    snap = await snapshot(request, tq)
+    return web.json_response({
+        "summary": views.summary(tq, snap), "series": views.series(tq, snap.points),
+        "decisions": views.decision_rows(snap.decisions, time.time()), "at": snap.at})
+
+
+async def _read(request: web.Request, tq: views.Hosted, read: Callable[[Any], Any]) -> Any:
+    try:
+        async with asyncio.timeout(READ_TIMEOUT):
+            return await read(request.app[SOURCE].client(tq))
+    except (redis.RedisError, OSError, TimeoutError) as exc:
+        raise web.HTTPServiceUnavailable(
+            text=f"Redis could not be read: {redact.scrub(str(exc)) or type(exc).__name__}"
+        ) from None
+
+
+async def queues(request: web.Request) -> web.Response:
+    _, tq = await _one(request)
+    now = time.time()
+
+    async def read(client: Any) -> Any:
+        shown = [(q, await reads.pending(client, q)) for q in tq.schema.queues]
+        return shown, await reads.delayed(client, tq.schema)
+
+    shown, later = await _read(request, tq, read)
+    snap = await snapshot(request, tq)
+    return render(request, "queues.html", tq=views.summary(tq, snap),
+                  queues=[{"key": q.key, "type": q.type,
+                           "backlog": views.queue_rows(tq, snap.observation)[i]["backlog"],
+                           "tasks": [views.task_row(p, now) for p in ps]}
+                          for i, (q, ps) in enumerate(shown)],
+                  delayed=[views.task_row(p, now) for p in later],
+                  shown=reads.PENDING_SHOWN)
+
+
+def _page(request: web.Request) -> int:
+    try:
+        return max(0, int(request.query.get("page", "0")))
+    except ValueError:
+        return 0
+
+
+async def dead(request: web.Request) -> web.Response:
+    viewer, tq = await _one(request)
+    text = request.query.get("q", "")
+    page = _page(request)
+    now = time.time()
+    if text:
+        total, searched, found = await _read(
+            request, tq, lambda c: reads.dead_search(c, tq.schema, text))
+        records, pages = found, 1
+    else:
+        total, records = await _read(request, tq,
+                                     lambda c: reads.dead_page(c, tq.schema, page=page))
+        searched, pages = 0, max(1, -(-total // reads.DEAD_PAGE))
+    snap = await snapshot(request, tq)
+    return render(request, "dead.html", tq=views.summary(tq, snap), q=text, page=page,
+                  pages=pages, total=total, searched=searched, window=reads.SEARCH_WINDOW,
+                  records=[views.dead_row(r, now) for r in records],
+                  may_act=await viewer.may_act(tq.namespace))
+
+
+async def _chosen(request: web.Request, tq: views.Hosted, form: dict[str, str]
+                  ) -> list[DeadLetter]:
+    """The records a form names: one digest, or the search `q` over the window."""
+    if form.get("digest"):
+        _, _, found = await _read(request, tq,
+                                  lambda c: reads.dead_search(c, tq.schema, ""))
+        return [r for r in found if reads.digest(r) == form["digest"]]
+    _, _, found = await _read(request, tq,
+                              lambda c: reads.dead_search(c, tq.schema, form.get("q", "")))
+    return list(found)
+
+
+async def _may_act(request: web.Request) -> tuple[views.Hosted, dict[str, str], str]:
+    viewer, tq = await _one(request)
+    if not await viewer.may_act(tq.namespace):
+        raise web.HTTPForbidden(text=request.app[SETTINGS]["refusal"])
+    form = await security.check_form(request)
+    action = form.get("action", "")
+    if action not in ACTIONS:
+        raise web.HTTPBadRequest(text="action must be requeue or delete")
+    return tq, form, action
+
+
+async def confirm(request: web.Request) -> web.Response:
+    """The confirmation page of an action: what it would touch, counted, and one button."""
+    tq, form, action = await _may_act(request)
+    chosen = await _chosen(request, tq, form)
+    now = time.time()
+    snap = await snapshot(request, tq)
+    return render(request, "confirm.html", tq=views.summary(tq, snap), action=action,
+                  records=[views.dead_row(r, now) for r in chosen[:reads.DEAD_PAGE]],
+                  count=len(chosen), digests=" ".join(reads.digest(r) for r in chosen),
+                  q=form.get("q", ""), window=reads.SEARCH_WINDOW)
+
+
+async def act(request: web.Request) -> web.Response:
+    """Requeue or delete exactly the confirmed records (those still in the searched window)."""
+    tq, form, action = await _may_act(request)
+    wanted = set(form.get("digests", "").split())
+    source = request.app[SOURCE]
+    target = source.target(tq)
+
+    def pick(records: list[DeadLetter]) -> list[DeadLetter]:
+        chosen, seen = [], set()
+        for r in records:
+            d = reads.digest(r)
+            if d in wanted and d not in seen:
+                seen.add(d)
+                chosen.append(r)
+        return chosen
+
+    def run() -> tuple[int, list[str]]:
+        client = target.connect()
+        try:
+            stop = reads.SEARCH_WINDOW - 1
+            if action == "delete":
+                return dlq.delete_picked(client, tq.schema.dead_letter, stop=stop, pick=pick), []
+            moved, kept = dlq.requeue_picked(client, target, stop=stop, pick=pick)
+            return moved, dlq.kept_lines(kept)
+        finally:
+            client.close()
+
+    try:
+        done, kept = await asyncio.to_thread(run)
+    except redis.RedisError as exc:
+        raise web.HTTPServiceUnavailable(text=f"Redis refused: {redact.scrub(str(exc))}") from None
+    snap = await snapshot(request, tq)
+    return render(request, "done.html", tq=views.summary(tq, snap), action=action, done=done,
+                  kept=kept, missing=max(0, len(wanted) - done - len(kept)))
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """The probes' endpoint: the process serves (no Redis, no API call)."""
+    return web.Response(text="ok\n")
+
+
+async def signin_page(request: web.Request) -> web.Response:
+    return render(request, "signin.html", failed=False)
+
+
+async def signin(request: web.Request) -> web.StreamResponse:
+    """A Kubernetes bearer token in, a session cookie out (the token stays on the server)."""
+    form = await security.check_form(request)
+    sid = await request.app[SIGNIN].sign_in(form.get("token", ""))
+    if sid is None:
+        return render(request, "signin.html", status=401, failed=True)
+    response = web.HTTPSeeOther("/")
+    response.set_cookie(cluster.SESSION_COOKIE, sid, httponly=True, samesite="Strict",
+                        path="/", secure=request.secure, max_age=int(cluster.SESSION_SECONDS))
+    return response
+
+
+async def signout(request: web.Request) -> web.StreamResponse:
+    await security.check_form(request)
+    request.app[SIGNIN].sign_out(request.cookies.get(cluster.SESSION_COOKIE, ""))
+    response = web.HTTPSeeOther("/signin")
+    response.del_cookie(cluster.SESSION_COOKIE, path="/")
+    return response
+
+
+def build(*, source: Source, access: Access, refresh_seconds: float,
+          refusal: str, mode: str,
+          signin_access: cluster.ClusterAccess | None = None) -> web.Application:
+    """The application; `refusal` is what a viewer who may not act is told."""
+    app = web.Application(middlewares=[security.headers])
+    app[SOURCE] = source
+    app[ACCESS] = access
+    app[SHARED] = live.Shared(ttl=refresh_seconds)
+    app[TEMPLATES] = environment()
+    app[SETTINGS] = {"refresh_ms": int(refresh_seconds * 1000), "refusal": refusal,
+                     "mode": mode, "window": reads.SEARCH_WINDOW,
+                     "signin": signin_access is not None}
+    static = resources.files("taskqueue.console") / "static"
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/", index)
+    app.router.add_get("/tq/{namespace}/{name}", taskqueue)
+    app.router.add_get("/tq/{namespace}/{name}/data.json", data)
+    app.router.add_get("/tq/{namespace}/{name}/queues", queues)
+    app.router.add_get("/tq/{namespace}/{name}/dead", dead)
+    app.router.add_post("/tq/{namespace}/{name}/dead/confirm", confirm)
+    app.router.add_post("/tq/{namespace}/{name}/dead/act", act)
+    app.router.add_static("/static/", str(static))
+    if signin_access is not None:
+        app[SIGNIN] = signin_access
+        app.router.add_get("/signin", signin_page)
+        app.router.add_post("/signin", signin)
+        app.router.add_post("/signout", signout)
+
+    async def close(app: web.Application) -> None:
+        await app[SOURCE].close()
+
+    app.on_cleanup.append(close)
+    return app

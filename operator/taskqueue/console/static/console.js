@@ -1,0 +1,66 @@
+// The console's only script (the Content-Security-Policy allows no inline one): the live refresh
+// of a TaskQueue page. It fetches data.json every data-refresh ms (the server shares one observe
+// call among all viewers), sets the numbers as text (never as HTML) and draws the charts (uPlot).
+"use strict";
+(function () {
+  const root = document.getElementById("charts");
+  if (!root) return;
+  const src = root.dataset.src, every = Math.max(1000, Number(root.dataset.refresh) || 5000);
+  const plots = {};
+  const colors = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563"];
+
+  function seriesOf(name, data) {
+    if (name === "backlog") {
+      const keys = Object.keys(data.backlog);
+      return [keys, keys.map((k) => data.backlog[k])];
+    }
+    if (name === "work") return [["in flight", "desired", "ready"], [data.inflight, data.desired, data.ready]];
+    return [["arrivals/s", "completions/s"], [data.arrivals, data.completions]];
+  }
+
+  function draw(el, data) {
+    const name = el.dataset.chart;
+    const [labels, ys] = seriesOf(name, data);
+    const rows = [data.t, ...ys];
+    const plot = plots[name];
+    if (plot && plot.series.length === labels.length + 1) { plot.setData(rows); return; }
+    if (plot) plot.destroy();
+    el.textContent = "";
+    const opts = {
+      title: el.dataset.title, width: Math.max(300, el.clientWidth || 560), height: 180,
+      series: [{}, ...labels.map((l, i) => ({ label: l, stroke: colors[i % colors.length], width: 1.5 }))],
+      axes: [{}, { size: 50 }],
+    };
+    plots[name] = new window.uPlot(opts, rows, el);
+  }
+
+  function numbers(summary) {
+    for (const el of document.querySelectorAll("#summary [data-field]")) {
+      const v = summary[el.dataset.field];
+      if (v !== undefined && typeof v !== "object") el.textContent = v === null ? "-" : String(v);
+    }
+    for (const q of summary.queues) {
+      for (const el of document.querySelectorAll("[data-field]")) {
+        if (el.dataset.field === "backlog:" + q.key) el.textContent = q.backlog === null ? "-" : String(q.backlog);
+      }
+    }
+  }
+
+  async function tick() {
+    try {
+      const res = await fetch(src, { credentials: "same-origin" });
+      if (!res.ok) throw new Error("HTTP " + res.status);
+      const doc = await res.json();
+      numbers(doc.summary);
+      if (window.uPlot) for (const el of root.querySelectorAll("[data-chart]")) draw(el, doc.series);
+      root.dataset.loaded = String(doc.at);
+      document.getElementById("charts-note").textContent =
+        doc.series.t.length + " history point(s) in the last hour; refreshed every " + every / 1000 + " s";
+    } catch (err) {
+      document.getElementById("charts-note").textContent = "refresh failed: " + err.message;
+    }
+  }
+
+  tick();
+  setInterval(tick, every);
+})();

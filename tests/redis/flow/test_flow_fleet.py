@@ -1,0 +1,158 @@
+"""Flow control across a fleet of real worker processes on a real redis-server: the in-flight
+limit holds at every instant (a sampler reads the count and the truth, the entries in the
+processing lists, atomically every 10 ms) through SIGKILLs of workers holding tasks; the rate
+limit holds for the fleet together; a pause stops every worker's taking at once, tasks in hand
+finish, nothing is lost, and resume carries on."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskqueue import client
+from taskqueue.redisio import flowops
+from taskqueue.wire import flow, keys
+from tests.helpers import handlers as test_handlers
+from tests.helpers.wait import wait_for
+from tests.redis.worker.procs import spawn
+
+HANDLERS = "tests.helpers.handlers"
+SCHEMA = keys.KeySchema(prefix="q", queues=(keys.QueueRef(key="q"),), dead_letter="q:dead")
+SNAPSHOT = """
+local truth = 0
+for _, list in ipairs(redis.call('KEYS', 'q:processing:*')) do
+  truth = truth + redis.call('LLEN', list)
+end
+return {truth, tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')}
+"""
+
+
+def snapshot(r: redis.Redis) -> tuple[int, int]:
+    """(tasks in the processing lists, the in-flight count), read atomically."""
+    truth, held = r.eval(SNAPSHOT, 1, SCHEMA.flow_state, flow.HELD + "q")
+    return int(truth), int(held)
+
+
+class Sampler:
+    """Reads `snapshot` every 10 ms on a thread until stopped."""
+
+    def __init__(self, url: str) -> None:
+        self.r = redis.Redis.from_url(url, decode_responses=True)
+        self.samples: list[tuple[int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            self.samples.append(snapshot(self.r))
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@contextlib.contextmanager
+def fleet(redis_url: str, tmp_path: Path, n: int,
+          *args: str) -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs = [start(redis_url, tmp_path, i, *args) for i in range(n)]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def start(redis_url: str, tmp_path: Path, i: int, *args: str) -> subprocess.Popen[bytes]:
+    return spawn(redis_url, "--queue", "q", "--worker-id", f"w{i}", *args,
+                 log_path=tmp_path / f"worker-{i}.log")
+
+
+def limit(r: redis.Redis, **queue: object) -> None:
+    """What the operator writes for spec.queues[0] (`flowops.sync`'s fields)."""
+    r.hset(SCHEMA.flow, mapping=flow.control_fields([flow.QueueFlow("q", **queue)]))  # type: ignore[arg-type]
+
+
+def done(r: redis.Redis) -> list[str]:
+    return list(r.lrange(test_handlers.DONE, 0, -1))
+
+
+@pytest.mark.timeout(180)
+def test_max_in_flight_holds_at_every_instant_through_sigkills(
+        tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
+    total = 300
+    limit(redis_sync, max_in_flight=10)
+    client.enqueue_many_sync(redis_sync, "q", [f"{i}:0.02" for i in range(total)])
+    args = ("--handler", f"{HANDLERS}:sleep_then_record", "--concurrency", "8",
+            "--heartbeat", "0.3", "--max-attempts", "50")
+    with Sampler(redis_url) as sampler, fleet(redis_url, tmp_path, 3, *args) as procs:
+        spawned = len(procs)
+        for _ in range(5):
+            wait_for("tasks held", lambda: snapshot(redis_sync)[0] > 0, timeout=30)
+            victim = procs.pop(0)
+            victim.send_signal(signal.SIGKILL)
+            victim.wait()
+            procs.append(start(redis_url, tmp_path, spawned, *args))
+            spawned += 1
+        wait_for("every task done", lambda: len(set(done(redis_sync))) == total, timeout=120)
+        wait_for("nothing held", lambda: snapshot(redis_sync) == (0, 0), timeout=30)
+    assert len(sampler.samples) > 50
+    assert 0 < max(truth for truth, _ in sampler.samples) <= 10
+    assert all(truth == held for truth, held in sampler.samples), [
+        s for s in sampler.samples if s[0] != s[1]][:5]
+
+
+@pytest.mark.timeout(120)
+def test_a_rate_limit_holds_for_the_fleet_together(
+        tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
+    total, rate, burst = 60, 20, 5
+    limit(redis_sync, rate=(rate, 1.0, burst))
+    args = ("--handler", f"{HANDLERS}:record_lateness", "--concurrency", "8")
+    with fleet(redis_url, tmp_path, 3, *args):
+        client.enqueue_many_sync(redis_sync, "q", [str(i) for i in range(total)])
+        wait_for("every task run", lambda: redis_sync.llen(test_handlers.LATENESS) == total,
+                 timeout=90)
+    starts = sorted(json.loads(x)["late"] for x in redis_sync.lrange(test_handlers.LATENESS, 0, -1))
+    # the limit lets the first `burst` start at once, then one every 1/rate s: the last can
+    # start no sooner than this after the tasks were enqueued (later on a slow machine)
+    assert starts[-1] >= (total - burst) / rate - 0.05
+
+
+@pytest.mark.timeout(120)
+def test_a_pause_stops_every_worker_at_once_and_loses_nothing(
+        tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
+    total = 400
+    client.enqueue_many_sync(redis_sync, "q", [f"{i}:0.02" for i in range(total)])
+    args = ("--handler", f"{HANDLERS}:sleep_then_record", "--concurrency", "4")
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    with fleet(redis_url, tmp_path, 2, *args):
+        wait_for("some tasks done", lambda: redis_sync.llen(test_handlers.DONE) >= 40, timeout=60)
+        assert flowops.pause(r, SCHEMA, "q", at=time.time(), who="test")
+        taken = redis_sync.hget(SCHEMA.stats, "taken:q")
+        wait_for("tasks in hand finished", lambda: snapshot(redis_sync)[0] == 0, timeout=30)
+        time.sleep(1.0)
+        assert redis_sync.hget(SCHEMA.stats, "taken:q") == taken
+        finished = len(done(redis_sync))
+        assert finished + redis_sync.llen("q") == total
+        assert flowops.resume(r, SCHEMA, "q") == (True, False)
+        wait_for("every task done", lambda: len(done(redis_sync)) >= total, timeout=90)
+    assert sorted(done(redis_sync)) == sorted(f"{i}:0.02" for i in range(total))
