@@ -59,7 +59,8 @@ def test_fetch_tracks_taken_and_acked_tasks_and_fail_tracks_retries(
     task = keys.unwrap(keys.Entry.decode(b).element)
     retry = keys.Entry("q", "", keys.rewrap(task, attempts=1)).encode()
     queueops.script("fail").sync(redis_sync, keys=[
-        SCHEMA.processing("w"), SCHEMA.delayed, SCHEMA.dead_letter, SCHEMA.stats],
+        SCHEMA.processing("w"), SCHEMA.delayed, SCHEMA.dead_letter, SCHEMA.stats,
+        SCHEMA.flow_state],
         args=["1", b, "retry", retry, 12345, 100, SCHEMA.task_prefix])
     assert redis_sync.hgetall(SCHEMA.task("tb"))["state"] == "delayed"
     assert redis_sync.hget(SCHEMA.task("tb"), "due") == "12345"
