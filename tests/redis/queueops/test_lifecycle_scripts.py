@@ -84,3 +84,14 @@ def test_status_of_a_running_task_names_its_worker_and_progress(redis_sync: redi
     s = client.status_sync(redis_sync, "ta", key_prefix="q")
     assert (s.state, s.worker, s.worker_alive, s.attempt) == ("running", "w", True, 1)
     assert s.progress is not None and (s.progress.fraction, s.progress.message) == (0.5, "half")
+
+
+def test_a_task_cancelled_at_fetch_leaves_no_in_flight_count(redis_sync: redis.Redis) -> None:
+    """With an in-flight limit (lib/flow.lua), the cancelled task a fetch drops is not counted
+    as held: only the task handed out is."""
+    redis_sync.hset(SCHEMA.flow, "max:q", 5)
+    redis_sync.lpush("q", keys.wrap("a", task_id="ta"), keys.wrap("b", task_id="tb"))
+    redis_sync.zadd(SCHEMA.cancels, {"ta": 2**40})
+    taken = fetch(redis_sync, count=2)
+    assert [keys.unwrap(keys.Entry.decode(e).element).id for e in taken] == ["tb"]
+    assert redis_sync.hget(SCHEMA.flow_state, "held:q") == "1"
