@@ -34,7 +34,9 @@ holds the calls of one round trip and the WAIT of durable mode; `send` (redis-py
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,8 +50,8 @@ import redis.retry
 from redis.backoff import NoBackoff
 
 from taskqueue.api.limits import Bounds
-from taskqueue.redisio import clients
-from taskqueue.wire import keys, scripts
+from taskqueue.redisio import clients, queueops
+from taskqueue.wire import keys, lifecycle, scripts
 
 WAIT_TIMEOUT_MS = 2000
 
@@ -115,10 +117,27 @@ def _task_id(task_id: str | None) -> str | None:
     return task_id
 
 
-def envelope(payload: Payload, *, task_id: str | None = None) -> tuple[str, str]:
-    """(task id, element) for `payload`."""
+def envelope(payload: Payload, *, task_id: str | None = None,
+             trace: dict[str, str] | None = None) -> tuple[str, str]:
+    """(task id, element) for `payload`; `trace`: the W3C trace context (`trace_context`)."""
     tid = _task_id(task_id) or keys.new_task_id()
-    return tid, keys.wrap(payload_text(payload), task_id=tid, enqueued_at=time.time())
+    trace = trace or {}
+    return tid, keys.wrap(payload_text(payload), task_id=tid, enqueued_at=time.time(),
+                          traceparent=trace.get("traceparent", ""),
+                          tracestate=trace.get("tracestate", ""))
+
+
+def trace_context() -> dict[str, str]:
+    """The W3C trace context of the current OpenTelemetry span (`traceparent`, `tracestate`),
+    injected by the globally configured propagator; {} when the application has not imported
+    OpenTelemetry (nothing is imported here for it) or no span is recording."""
+    if "opentelemetry.trace" not in sys.modules:
+        return {}
+    from opentelemetry import propagate
+
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
 
 
 def due_ms(*, delay: float | timedelta | None, at: When | None, now: float) -> int | None:
@@ -211,8 +230,11 @@ def plan(key: str, payload: Payload, *, priority: float | None = None,
     due = due_ms(delay=delay, at=at, now=now)
     # a scheduled task is queued from its due time: its wait (and its age in the queue) starts
     # then, not when it was scheduled
+    trace = trace_context()
     element = keys.wrap(text, task_id=tid,
-                        enqueued_at=now if due is None else max(now, due / 1000))
+                        enqueued_at=now if due is None else max(now, due / 1000),
+                        traceparent=trace.get("traceparent", ""),
+                        tracestate=trace.get("tracestate", ""))
     prefix = key_prefix or key
     schema = keys.KeySchema(prefix=prefix, queues=(), dead_letter="")
     unique_ms = max(1, int(unique_for * 1000)) if unique_for else 0
@@ -270,12 +292,31 @@ class Send:
 
 def _one(key: str, payload: Payload, *, priority: float | None, task_id: str | None,
          delay: float | timedelta | None, at: When | None, unique_for: float | None,
-         key_prefix: str | None, wait_replicas: int, wait_timeout_ms: int) -> tuple[str, Send]:
-    """(task id, send) of `enqueue_sync` and `enqueue`; ValueError before anything is sent."""
+         key_prefix: str | None, wait_replicas: int, wait_timeout_ms: int,
+         track: bool = False) -> tuple[str, Send]:
+    """(task id, send) of `enqueue_sync` and `enqueue`; ValueError before anything is sent.
+    `track`: the task index's first state in the same round trip (`track_calls`)."""
     push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
                 unique_for=unique_for, key_prefix=key_prefix)
     replicas, timeout_ms = durability(wait_replicas, wait_timeout_ms)
-    return push.task_id, Send.of([push], replicas=replicas, timeout_ms=timeout_ms)
+    one = Send.of([push], replicas=replicas, timeout_ms=timeout_ms)
+    if track:
+        one = dataclasses.replace(one, calls=(*one.calls,
+                                              *track_calls(push, key_prefix=key_prefix)))
+    return push.task_id, one
+
+
+def track_calls(push: Push, *, key_prefix: str | None) -> tuple[Call, ...]:
+    """The HSET and EXPIRE of the task index of `push` (spec.worker.tracking): queued in its
+    queue, or delayed until its due time. Pure apart from the clock."""
+    schema = keys.KeySchema(prefix=key_prefix or push.queue_key, queues=(), dead_letter="")
+    index = schema.task(push.task_id)
+    state = "queued" if push.target == push.queue_key else "delayed"
+    fields: list[str | int] = ["state", state, "queue", push.queue_key,
+                               "at", int(time.time() * 1000)]
+    if state == "delayed":
+        fields += ["due", int(push.score)]
+    return (("HSET", index, *fields), ("EXPIRE", index, lifecycle.TRACK_TTL_SECONDS))
 
 
 def _many(key: str, payloads: Sequence[Payload], *, priority: float | None,
@@ -285,7 +326,8 @@ def _many(key: str, payloads: Sequence[Payload], *, priority: float | None,
     if priority is not None:
         priority = PRIORITY.check("priority", priority)
     replicas, timeout_ms = durability(wait_replicas, wait_timeout_ms)
-    pairs = [envelope(p) for p in payloads]
+    trace = trace_context()
+    pairs = [envelope(p, trace=trace) for p in payloads]
     if not pairs:
         return [], None
     elements = [wire(e) for _, e in pairs]
@@ -404,12 +446,14 @@ def enqueue_sync(client: redis.Redis, key: str, payload: Payload, *,
                  priority: float | None = None, task_id: str | None = None,
                  delay: float | timedelta | None = None, at: When | None = None,
                  unique_for: float | None = None, key_prefix: str | None = None,
-                 wait_replicas: int = 0, wait_timeout_ms: int = WAIT_TIMEOUT_MS) -> str:
+                 wait_replicas: int = 0, wait_timeout_ms: int = WAIT_TIMEOUT_MS,
+                 track: bool = False) -> str:
     """Push one task; a `priority` makes it a ZADD to a zset queue. Returns the task id (also
-    when `unique_for` found it already enqueued). See the module doc for the options."""
+    when `unique_for` found it already enqueued). See the module doc for the options; `track`
+    writes the task index's first state (spec.worker.tracking, `taskqueue status`)."""
     tid, one = _one(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
                     unique_for=unique_for, key_prefix=key_prefix, wait_replicas=wait_replicas,
-                    wait_timeout_ms=wait_timeout_ms)
+                    wait_timeout_ms=wait_timeout_ms, track=track)
     send(client, one)
     return tid
 
@@ -418,11 +462,12 @@ async def enqueue(client: aioredis.Redis, key: str, payload: Payload, *,
                   priority: float | None = None, task_id: str | None = None,
                   delay: float | timedelta | None = None, at: When | None = None,
                   unique_for: float | None = None, key_prefix: str | None = None,
-                  wait_replicas: int = 0, wait_timeout_ms: int = WAIT_TIMEOUT_MS) -> str:
+                  wait_replicas: int = 0, wait_timeout_ms: int = WAIT_TIMEOUT_MS,
+                  track: bool = False) -> str:
     """The asyncio `enqueue_sync`."""
     tid, one = _one(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
                     unique_for=unique_for, key_prefix=key_prefix, wait_replicas=wait_replicas,
-                    wait_timeout_ms=wait_timeout_ms)
+                    wait_timeout_ms=wait_timeout_ms, track=track)
     await send_async(client, one)
     return tid
 
@@ -440,3 +485,45 @@ def enqueue_many_sync(client: redis.Redis, key: str, payloads: Sequence[Payload]
     if many is not None:
         send(client, many)
     return ids
+
+
+# -- one task by id: status and cancel (taskqueue.wire.lifecycle) ----------------------------
+
+
+def _schema(key_prefix: str) -> keys.KeySchema:
+    return keys.KeySchema(prefix=key_prefix, queues=(), dead_letter="")
+
+
+def status_sync(client: redis.Redis, task_id: str, *, key_prefix: str) -> lifecycle.TaskStatus:
+    """Where task `task_id` of the TaskQueue with spec.keyPrefix `key_prefix` is (one call of
+    status.lua; `taskqueue.wire.lifecycle`)."""
+    schema = _schema(key_prefix)
+    keys_, args = lifecycle.status_call(schema, task_id)
+    reply = queueops.script("status").sync(client, keys=keys_, args=args)
+    return lifecycle.read_status(task_id, reply, processing_prefix=schema.processing_prefix)
+
+
+async def status(client: aioredis.Redis, task_id: str, *,
+                 key_prefix: str) -> lifecycle.TaskStatus:
+    """`status_sync` on an asyncio client."""
+    schema = _schema(key_prefix)
+    keys_, args = lifecycle.status_call(schema, task_id)
+    reply = await queueops.script("status")(client, keys=keys_, args=args)
+    return lifecycle.read_status(task_id, reply, processing_prefix=schema.processing_prefix)
+
+
+def cancel_sync(client: redis.Redis, task_id: str, *,
+                key_prefix: str) -> lifecycle.CancelResult:
+    """Cancel task `task_id` (cancel.lua): queued or delayed, it is never run; running, its
+    worker stops it within a second. Never retried; counted in the stats' `cancelled`."""
+    keys_, args = lifecycle.cancel_call(_schema(key_prefix), task_id)
+    reply = queueops.script("cancel").sync(client, keys=keys_, args=args)
+    return lifecycle.read_cancel(task_id, reply)
+
+
+async def cancel(client: aioredis.Redis, task_id: str, *,
+                 key_prefix: str) -> lifecycle.CancelResult:
+    """`cancel_sync` on an asyncio client."""
+    keys_, args = lifecycle.cancel_call(_schema(key_prefix), task_id)
+    reply = await queueops.script("cancel")(client, keys=keys_, args=args)
+    return lifecycle.read_cancel(task_id, reply)

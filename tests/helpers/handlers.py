@@ -311,3 +311,42 @@ def record_then_fail(payload: str) -> None:
     """Records the payload's exact bytes, then fails."""
     record(payload)
     raise RuntimeError("fails after recording")
+
+
+STARTED = "test:started"
+CANCELLED = "test:cancelled"
+
+
+def until_cancelled(payload: str, ctx: TaskContext) -> None:
+    """Notes its start; "quick" records at once, anything else reports progress and waits up
+    to a minute for `ctx.cancelled` (then notes the cancel and returns)."""
+    client().rpush(STARTED, ctx.id)
+    if payload != "quick":
+        ctx.progress(0.25, "a quarter")
+        if ctx.cancelled.wait(60):
+            client().rpush(CANCELLED, ctx.id)
+            return
+    record(payload)
+
+
+async def async_until_cancelled(payload: str, ctx: TaskContext) -> None:
+    """`until_cancelled` as a coroutine: it sleeps a minute and notes the CancelledError."""
+    client().rpush(STARTED, ctx.id)
+    if payload != "quick":
+        ctx.progress(0.25, "a quarter")
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            client().rpush(CANCELLED, ctx.id)
+            raise
+    record(payload)
+
+
+ENVELOPES = "test:envelopes"
+
+
+def record_envelope(payload: str, ctx: TaskContext) -> None:
+    """Records what the handler got of its envelope (tests/vectors)."""
+    client().rpush(ENVELOPES, json.dumps({"payload": payload, "id": ctx.id,
+                                          "attempt": ctx.attempt,
+                                          "traceparent": ctx.traceparent}))

@@ -134,6 +134,17 @@ class IdempotencySpec(_Model):
     )
 
 
+class TracingSpec(_Model):
+    """OpenTelemetry traces of the tasks (the `taskqueue-operator[otel]` extra in the image)."""
+
+    producerSpan: Literal["parent", "link"] = Field(
+        default="parent",
+        description="How each attempt's CONSUMER span refers to the producer's span carried in "
+        "the envelope (traceparent): as its parent (one trace from producer to handler) or as "
+        "a link (a trace per attempt; for large fan-outs).",
+    )
+
+
 class WorkerSpec(_Model):
     """The worker pods: what runs each task and how the pods look."""
 
@@ -197,6 +208,20 @@ class WorkerSpec(_Model):
         default=None,
         description="Skip redeliveries of task ids completed within windowSeconds and never "
         "run one id twice at once (unset: off).",
+    )
+    tracing: TracingSpec | None = Field(
+        default=None,
+        description="Export a CONSUMER span per attempt over OTLP/HTTP, configured by the "
+        "standard OTEL_* environment variables (unset: off; nothing of OpenTelemetry is "
+        "imported).",
+    )
+    tracking: bool = Field(
+        default=False,
+        description="Keep a task index per task id (<prefix>:task:<id>, a small hash that "
+        "expires a day after its last change) so `taskqueue status ID` can say where any "
+        "task is: queued, delayed, running, done, dead or cancelled. Costs one HSET and "
+        "PEXPIRE inside the scripts per move of a task (no round trip); off: status knows "
+        "only cancels, running and done tasks of idempotent workers.",
     )
 
     @model_validator(mode="after")

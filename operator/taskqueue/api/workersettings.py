@@ -73,6 +73,9 @@ class Declared:
     grace_seconds: float
     metrics_port: int | None
     idempotency_window: float | None
+    tracking: bool
+    tracing: str | None
+    """spec.worker.tracing.producerSpan ("parent" | "link"); None: tracing off."""
 
 
 def declare(spec: TaskQueueSpec, *, tls_dir: str) -> dict[str, Any]:
@@ -104,6 +107,8 @@ def declare(spec: TaskQueueSpec, *, tls_dir: str) -> dict[str, Any]:
             "terminationGracePeriodSeconds": w.terminationGracePeriodSeconds,
             "metricsPort": w.metricsPort,
             "idempotencyWindowSeconds": w.idempotency.windowSeconds if w.idempotency else None,
+            "tracking": w.tracking,
+            "tracing": w.tracing.producerSpan if w.tracing else None,
         },
     }
 
@@ -128,6 +133,12 @@ def read(data: str | dict[str, Any]) -> Declared:
 
 def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _producer_span(value: Any) -> str | None:
+    if value is None or value in ("parent", "link"):
+        return value  # type: ignore[no-any-return]
+    raise StaleSettingsError(f"unknown tracing.producerSpan {value!r}")
 
 
 def _delivery(value: Any) -> Delivery:
@@ -161,4 +172,6 @@ def _read(r: dict[str, Any], k: dict[str, Any], w: dict[str, Any]) -> Declared:
         grace_seconds=float(w["terminationGracePeriodSeconds"]),
         metrics_port=None if w["metricsPort"] is None else int(w["metricsPort"]),
         idempotency_window=_optional_float(w["idempotencyWindowSeconds"]),
+        tracking=bool(w.get("tracking", False)),
+        tracing=_producer_span(w.get("tracing")),
     )

@@ -33,6 +33,8 @@ COMMANDS = {
     "enqueue": "push tasks to a queue",
     "stats": "queue statistics (--watch for live)",
     "inflight": "tasks held by each worker",
+    "status": "where one task is, by id",
+    "cancel": "cancel one task, by id",
     "dlq": "dead letters: list, requeue, purge",
     "drain": "delete a queue's tasks in batches",
     "pause": "stop workers taking from a queue (an incident)",

@@ -105,6 +105,7 @@ def snapshot(name: str, schema: keys.KeySchema, obs: QueueObservation,
         "completed_total": obs.completed_total,
         "failed_total": obs.failed_total,
         "duplicates_skipped_total": obs.duplicates_total,
+        "cancelled_total": obs.cancelled_total,
         "throughput_per_second": None if per_second is None else round(per_second, 3),
         "throughput_window_seconds": round(window, 1),
     }
@@ -175,7 +176,8 @@ def render(snap: dict[str, Any]) -> str:
         ("oldest task", ui.duration(snap["oldest_task_age_seconds"])),
         ("workers", f"{w['alive']} alive, {w['busy']} busy, {w['registered']} registered"),
         ("completed", f"{snap['completed_total']} (failed attempts {snap['failed_total']}, "
-                      f"duplicates skipped {snap['duplicates_skipped_total']})"),
+                      f"duplicates skipped {snap['duplicates_skipped_total']}, "
+                      f"cancelled {snap['cancelled_total']})"),
         ("throughput", rate_text),
     ]
     return "\n".join([

@@ -21,9 +21,11 @@ Component = Literal["worker", "operator", "cli", "console"]
 
 SCRIPTS: dict[Component, tuple[str, ...]] = {
     # claim/complete/lease: idempotent consumption (spec.worker.idempotency)
-    "worker": ("fetch", "fail", "release", "heartbeat", "recover", "claim", "complete", "lease"),
+    # cancelled: a running task stopped by a cancel
+    "worker": ("fetch", "fail", "release", "heartbeat", "recover", "claim", "complete", "lease",
+               "cancelled"),
     "operator": ("observe", "recover", "fire"),
-    "cli": ("observe",),
+    "cli": ("observe", "status", "cancel"),
     "console": ("observe",),
 }
 """The Lua scripts each component runs."""
@@ -32,9 +34,11 @@ DIRECT: dict[Component, tuple[str, ...]] = {
     # SCRIPT LOAD: after NOSCRIPT (restart/failover); LRANGE/LLEN/ZREM: held entries and leaving
     # the workers set; BRPOP/BZPOPMIN: AtMostOnce; CLIENT TRACKING: the idle wake-up; TYPE: the
     # startup key check (worker/wrongtype.py: wrong-type queue keys are skipped, named in the log);
-    # ZRANGE: the promoter's look at the next due delayed task (worker/promoter.py)
+    # ZRANGE: the promoter's look at the next due delayed task (worker/promoter.py);
+    # SUBSCRIBE/ZRANGEBYSCORE: cancels (worker/lifecycle.py), HSET/HDEL/PEXPIRE: progress
     "worker": ("evalsha", "script|load", "lrange", "llen", "zrem", "brpop", "bzpopmin",
-               "client|tracking", "type", "zrange"),
+               "client|tracking", "type", "zrange", "subscribe", "zrangebyscore", "hset",
+               "hdel", "pexpire"),
     # PING: the connection pool's health check after 30 s idle; MULTI/SADD/SREM/LLEN/EXEC:
     # quiescing workers before scale-in (queueops.quiesce, one transaction); XADD: the history
     # and the decision log (queueops.observe_appending; MAXLEN ~ trims them, no XTRIM)
@@ -77,7 +81,11 @@ def rule(component: Component, key_patterns: list[str], *, cluster: bool = False
     matching `key_patterns` (e.g. ["{emails}*"]); `without` drops one command (tests)."""
     allowed = [c for c in commands(component, cluster=cluster) if c != without]
     keys_part = " ".join(f"~{p}" for p in key_patterns)
-    return f"resetkeys {keys_part} resetchannels -@all " + " ".join(f"+{c}" for c in allowed)
+    # the cancel channel `<prefix>:cancel` matches the key patterns (worker SUBSCRIBE, CLI
+    # PUBLISH from cancel.lua); the operator uses no channel
+    channels = "" if component == "operator" else " " + " ".join(f"&{p}" for p in key_patterns)
+    return (f"resetkeys {keys_part} resetchannels{channels} -@all "
+            + " ".join(f"+{c}" for c in allowed))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,7 +32,8 @@ costs a second call, never a wrong answer)."""
 
 
 class Script(scripts.Script):
-    """A Lua script run through a redis-py asyncio client, loaded again on NOSCRIPT.
+    """A Lua script run through a redis-py client (asyncio, or `sync`), loaded again on
+    NOSCRIPT.
     The one script loader of the operator and the CLI (the worker sends the same scripts over
     its own connection: `taskqueue.wire.scripts`).
 
@@ -50,6 +51,13 @@ class Script(scripts.Script):
                 return await client.evalsha(self.sha, len(keys), *keys, *args)
         except redis.ResponseError as exc:
             raise self.explain(exc) from exc
+
+    def sync(self, client: redis.Redis, *, keys: Sequence[Any] = (),
+             args: Sequence[Any] = ()) -> Any:
+        """The same call on a synchronous client (the CLI's `status` and `cancel`)."""
+        return self.on_noscript(
+            lambda: client.evalsha(self.sha, len(keys), *keys, *args), client.script_load,
+            noscript=NoScriptError, reply_error=redis.ResponseError, refused=NoPermissionError)
 
     def explain(self, exc: redis.ResponseError) -> redis.ResponseError:
         """`exc`, or when the ACL refused a command inside this script, a NoPermissionError
@@ -245,6 +253,7 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
         due_soon=int(scheduled[0]),
         next_due_at=float(_text(scheduled[1])) / 1000 if _text(scheduled[1]) else None,
         duplicates_total=int(scheduled[2]),
+        cancelled_total=int(scheduled[3]) if len(scheduled) > 3 else 0,
         wrong_types=_wrong_types(wrong),
     )
 

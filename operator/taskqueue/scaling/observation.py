@@ -48,6 +48,8 @@ class QueueObservation:
     """Unix time the earliest delayed task is due."""
     duplicates_total: int = 0
     """Redeliveries skipped by idempotent consumption (stats hash `duplicates`)."""
+    cancelled_total: int = 0
+    """Tasks cancelled: dropped at fetch or stopped while running (stats hash `cancelled`)."""
     dead_letter_trimmed_total: int = 0
     """Dead-letter records dropped to keep the list at spec.retry.deadLetterMaxLength (stats
     hash `keys.DEAD_TRIMMED_FIELD`)."""

@@ -58,6 +58,8 @@ _WORKER_COUNTERS = (
      "Redeliveries of an id already done, acked without running (spec.worker.idempotency)."),
     ("deferred", "taskqueue_worker_tasks_deferred",
      "Deliveries deferred because the same id was running elsewhere."),
+    ("cancelled", "taskqueue_worker_tasks_cancelled",
+     "Running tasks stopped by a cancel (taskqueue cancel); never retried."),
 )
 """QueueTally attribute, metric family name, help."""
 

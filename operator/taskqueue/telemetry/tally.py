@@ -37,8 +37,8 @@ class Buckets:
 class QueueTally:
     """One queue's task figures in one slot."""
 
-    __slots__ = ("dead_lettered", "deferred", "duplicate", "duration", "failed", "pickup",
-                 "retried", "started", "succeeded")
+    __slots__ = ("cancelled", "dead_lettered", "deferred", "duplicate", "duration", "failed",
+                 "pickup", "retried", "started", "succeeded")
 
     def __init__(self) -> None:
         self.started = 0
@@ -53,6 +53,8 @@ class QueueTally:
         """Redeliveries of an id already done, acked without running (idempotency)."""
         self.deferred = 0
         """Deliveries deferred while the same id ran elsewhere (idempotency)."""
+        self.cancelled = 0
+        """Running tasks stopped by a cancel (never retried)."""
         self.duration = Buckets(DURATION_BUCKETS)
         """Handler time."""
         self.pickup = Buckets(LATENCY_BUCKETS)

@@ -31,6 +31,9 @@ all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot)
 | <prefix>:done:<task id>           | string | idempotency: the task completed (PX = window)       |
 | <prefix>:running:<task id>        | string | idempotency: worker id running it (PX = lease)      |
 | <prefix>:unique:<task id>         | string | unique enqueue: the id was enqueued (PX = window)   |
+| <prefix>:cancels                  | zset   | cancelled task id -> when the cancel expires (ms)   |
+| <prefix>:task:<task id>           | hash   | task index (spec.worker.tracking): state, queue...  |
+| <prefix>:progress:<worker id>     | hash   | task id -> its last progress report (JSON)          |
 | <dead-letter key>                 | list   | JSON records of tasks that failed for good, newest  |
 |                                   |        | first, at most spec.retry.deadLetterMaxLength       |
 
@@ -140,7 +143,8 @@ OBSERVE_REPLY = ("lengths", "oldest", "counts", "workers", "queue_counters", "qu
 completed, failed, dead trimmed}, flat (worker id, deadline ms, in flight)*, the per-queue counters
 (`KeySchema.queue_counter_fields`: taken, service ms, served, squared service ms, attempts
 squared, then the wait histogram of each queue; "" when never written), the
-quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates}, then flat
+quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates,
+cancelled}, then flat
 (key, type held, type expected)* of the keys that hold another type (read as empty). One
 EVALSHA."""
 
@@ -298,6 +302,34 @@ class KeySchema:
         """A schedule's slot whose task is `task_id` was fired (expires after the window)."""
         return keyspace.family_prefix(self.prefix, "fired") + task_id
 
+    @property
+    def cancels(self) -> str:
+        """Zset of cancelled task ids -> when the cancel expires (unix ms): fetch.lua drops
+        them, workers stop them (`taskqueue.wire.lifecycle`)."""
+        return keyspace.bookkeeping_key(self.prefix, "cancels")
+
+    @property
+    def cancel_channel(self) -> str:
+        """Pub/sub channel a cancel is published on (the id); every worker subscribes."""
+        return f"{self.prefix}:cancel"
+
+    @property
+    def task_prefix(self) -> str:
+        """The start of every task-index key (`task`)."""
+        return keyspace.family_prefix(self.prefix, "task")
+
+    def task(self, task_id: str) -> str:
+        """Task index hash of `task_id` (spec.worker.tracking): state, queue, at, ..."""
+        return self.task_prefix + task_id
+
+    @property
+    def progress_prefix(self) -> str:
+        return keyspace.family_prefix(self.prefix, "progress")
+
+    def progress(self, worker_id: str) -> str:
+        """Hash of `worker_id`'s running tasks' last progress reports (task id -> JSON)."""
+        return self.progress_prefix + worker_id
+
     def unique(self, task_id: str) -> str:
         """Unique enqueue: `task_id` was enqueued (expires after `unique_for`)."""
         return keyspace.family_prefix(self.prefix, "unique") + task_id
@@ -386,6 +418,9 @@ class Task:
     id: str = ""
     enqueued_at: float | None = None
     enveloped: bool = False
+    traceparent: str = ""
+    """The producer's W3C trace context (`traceparent` header value), "" when none."""
+    tracestate: str = ""
     problem: str = ""
     """Why the element cannot be run ("malformed envelope: ..."); the payload is then the whole
     element, and the worker dead-letters it unrun."""
@@ -403,12 +438,18 @@ def task_identity(task: Task) -> str:
 
 
 def wrap(payload: str, *, attempts: int = 0, task_id: str | None = None,
-         enqueued_at: float | None = None) -> str:
-    """The envelope of `payload`, keys in the fixed order the Lua scripts rely on."""
+         enqueued_at: float | None = None, traceparent: str = "", tracestate: str = "") -> str:
+    """The envelope of `payload`, keys in the fixed order the Lua scripts rely on; the W3C
+    trace context of the producer's span, when given, after the payload."""
+    trace = ""
+    if traceparent:
+        trace = f",\"traceparent\":{json.dumps(traceparent)}"
+        if tracestate:
+            trace += f",\"tracestate\":{json.dumps(tracestate)}"
     return (
         f"{ENVELOPE_MARK}{attempts},\"enqueued_at\":{enqueued_at or time.time():.3f},"
         f"\"id\":{json.dumps(task_id or new_task_id())},"
-        f"\"payload\":{json.dumps(payload, ensure_ascii=False)}}}"
+        f"\"payload\":{json.dumps(payload, ensure_ascii=False)}{trace}}}"
     )
 
 
@@ -422,7 +463,16 @@ def unwrap(element: str) -> Task:
     if data is None:
         return Task(payload=element, problem=f"malformed envelope: {problem}")
     return Task(payload=data["payload"], attempts=data["attempts"], id=data.get("id", ""),
-                enqueued_at=float(data["enqueued_at"]) or None, enveloped=True)
+                enqueued_at=float(data["enqueued_at"]) or None, enveloped=True,
+                traceparent=_text_field(data, "traceparent"),
+                tracestate=_text_field(data, "tracestate"))
+
+
+def _text_field(data: dict[str, Any], name: str) -> str:
+    """An optional string field of an envelope ("" when absent or not a string: a field the
+    rules do not name never makes an envelope malformed)."""
+    value = data.get(name, "")
+    return value if isinstance(value, str) else ""
 
 
 def _read_envelope(element: str) -> tuple[dict[str, Any] | None, str]:
@@ -462,7 +512,8 @@ def _is_time(value: Any) -> bool:
 def rewrap(task: Task, *, attempts: int) -> str:
     """The element that carries `task` again with a new attempt count."""
     return wrap(task.payload, attempts=attempts, task_id=task.id or None,
-                enqueued_at=task.enqueued_at)
+                enqueued_at=task.enqueued_at, traceparent=task.traceparent,
+                tracestate=task.tracestate)
 
 
 DEAD_LETTER_FIELDS = ("queue", "payload", "attempts", "error", "failed_at", "id")

@@ -51,6 +51,7 @@ BOOKKEEPING: dict[str, Owned] = {
     "history": Owned("stream", "history stream"),
     "decisions": Owned("stream", "decision-log stream"),
     "schedules": Owned("hash", "schedules hash (each schedule's last slot, counts)"),
+    "cancels": Owned("zset", "cancelled task ids zset"),
 }
 """`<prefix>:<name>` -> its type and what it holds."""
 
@@ -60,6 +61,8 @@ FAMILIES: dict[str, Owned] = {
     "running": Owned("string", "idempotency running leases"),
     "unique": Owned("string", "unique-enqueue markers"),
     "fired": Owned("string", "fired schedule slots"),
+    "task": Owned("hash", "task index hashes (spec.worker.tracking)"),
+    "progress": Owned("hash", "progress hashes of the workers"),
 }
 """`<prefix>:<name>:<id>` -> the type and what the keys of the family hold."""
 

@@ -97,7 +97,7 @@ def release_call(schema: keys.KeySchema, worker_id: str,
 def fetch_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
     """KEYS of fetch.lua for `worker_id`: the bookkeeping keys, then every queue."""
     return [schema.processing(worker_id), schema.delayed, schema.starvation, schema.stats,
-            schema.dead_letter, schema.quiesced, schema.flow, schema.flow_state,
+            schema.dead_letter, schema.quiesced, schema.flow, schema.flow_state, schema.cancels,
             *schema.queue_keys]
 
 
@@ -112,12 +112,20 @@ def fetch_options(schema: keys.KeySchema, *, skip: Collection[str] = ()) -> str:
 
 
 def fetch_args(schema: keys.KeySchema, *, now_ms: int | None, count: int, hold: bool,
-               acks: Sequence[str] = (), skip: Collection[str] = ()) -> list[str | int]:
+               acks: Sequence[str] = (), skip: Collection[str] = (),
+               tracking: bool = False) -> list[str | int]:
     """The whole ARGV of one fetch.lua call (the worker pre-encodes the same parts itself):
     the dead-letter list's maximum length, the queue options, now ("": no promotion), count,
-    hold, then the entries to ack."""
+    hold, the task index's key prefix (`tracking_arg`), then the entries to ack."""
     return [schema.dead_letter_max_length, fetch_options(schema, skip=skip),
-            "" if now_ms is None else now_ms, count, "1" if hold else "0", *acks]
+            "" if now_ms is None else now_ms, count, "1" if hold else "0",
+            tracking_arg(schema, tracking=tracking), *acks]
+
+
+def tracking_arg(schema: keys.KeySchema, *, tracking: bool) -> str:
+    """fetch.lua's ARGV[6] and fail.lua's last ARGV: the task index's key prefix, "" when
+    tracking is off."""
+    return schema.task_prefix if tracking else ""
 
 
 @cache

@@ -63,6 +63,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dead-letter-max-length", type=int, metavar="N",
                    help="newest records the dead-letter list keeps")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument("--tracking", action="store_true", default=None,
+                   help="keep the task index (spec.worker.tracking) for `taskqueue status`")
+    p.add_argument("--tracing", choices=["parent", "link"], default=None,
+                   help="OpenTelemetry span per attempt, the producer's span as its parent or "
+                        "a link (spec.worker.tracing; OTEL_* environment variables)")
     p.add_argument("--idempotency-window", type=float, metavar="S",
                    help="idempotent consumption: skip ids completed within S seconds")
     p.add_argument("--metrics-address",
@@ -96,7 +101,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     worker = {"handler": args.handler, "command": args.command,
               "concurrency": args.concurrency, "prefetch": args.prefetch,
               "taskTimeoutSeconds": args.task_timeout, "heartbeatSeconds": args.heartbeat,
-              "metricsPort": args.metrics_port,
+              "metricsPort": args.metrics_port, "tracking": args.tracking,
+              "tracing": ({"producerSpan": args.tracing} if args.tracing else None),
               "idempotency": ({"windowSeconds": args.idempotency_window}
                               if args.idempotency_window is not None else None)}
     retry = {"maxAttempts": args.max_attempts, "backoffSeconds": args.backoff,
@@ -181,6 +187,19 @@ def build(argv: Sequence[str] | None = None) -> tuple[cfg.WorkerConfig, handlers
     return build_from(parser().parse_args(argv))
 
 
+def traced(handler: handlers.Handler, *, producer_span: str) -> handlers.Handler:
+    """`handler` in a span per attempt (spec.worker.tracing); HandlerError naming the extra
+    when OpenTelemetry is not installed."""
+    try:
+        from taskqueue.worker import tracing
+    except ImportError as exc:
+        raise handlers.HandlerError(
+            f"spec.worker.tracing is set but OpenTelemetry is not installed ({exc}): install "
+            "the extra, pip install 'taskqueue-operator[otel]', or unset spec.worker.tracing"
+        ) from None
+    return tracing.wrap(handler, producer_span=producer_span)
+
+
 def build_from(args: argparse.Namespace) -> tuple[cfg.WorkerConfig, handlers.Handler, bool]:
     """`build` for a command line already parsed."""
     logs.setup(json_lines=args.log_json, level=args.log_level)
@@ -189,6 +208,8 @@ def build_from(args: argparse.Namespace) -> tuple[cfg.WorkerConfig, handlers.Han
         config = dataclasses.replace(config, grace_seconds=grace(args.grace))
     handler = handlers.load(handler=config.handler, command=config.command,
                             timeout=config.task_timeout)
+    if config.tracing is not None:
+        handler = traced(handler, producer_span=config.tracing)
     return config, handler, args.log_json
 
 

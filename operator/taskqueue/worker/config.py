@@ -61,6 +61,11 @@ class WorkerConfig:
     """Serve Prometheus metrics on this port."""
     idempotency_window: float | None = None
     """Idempotent consumption: seconds a completed id is remembered (None: off)."""
+    tracking: bool = False
+    tracing: str | None = None
+    """spec.worker.tracing.producerSpan ("parent" | "link"): a CONSUMER span per attempt
+    (`worker.tracing`, the otel extra); None: off."""
+    """spec.worker.tracking: keep the task index the scripts write (`wire.lifecycle`)."""
     wait_replicas: int = 0
     """Durable mode (spec.redis.waitForReplicas): WAIT for this many replicas after a fetch."""
 
@@ -125,5 +130,7 @@ def from_declared(d: Declared, *, redis_url: str | None = None,
         grace_seconds=d.grace_seconds,
         metrics_port=d.metrics_port,
         idempotency_window=d.idempotency_window,
+        tracking=d.tracking,
+        tracing=d.tracing,
         wait_replicas=d.wait_replicas,
     )

@@ -19,6 +19,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from taskqueue.telemetry import tally
 from taskqueue.wire import keys
@@ -26,6 +27,7 @@ from taskqueue.worker import backoff, servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import AsyncHandler, Handler, TaskContext
 from taskqueue.worker.logs import task_extra
+from taskqueue.worker.running import RUNNING
 from taskqueue.worker.store import REDIS_ERRORS, Store, now_ms
 
 log = logging.getLogger("taskqueue.worker.task")
@@ -53,6 +55,34 @@ def leave_forked_child(name: str) -> None:
     for handler in logging.getLogger().handlers:
         handler.flush()
     os._exit(FORKED_CHILD_EXIT)
+
+
+class _AsyncCancel:
+    """The cancel of a coroutine handler's task: `request` (any thread) cancels the asyncio
+    task on its loop only while the handler runs; `settle` (on the loop, once the handler has
+    returned or raised) ends that window and says whether the task was cancelled, taking back
+    the asyncio cancellation so the slot's later awaits are not hit."""
+
+    __slots__ = ("cancelled", "loop", "running", "task")
+
+    def __init__(self, task: Any, loop: Any) -> None:
+        self.task, self.loop = task, loop
+        self.running, self.cancelled = True, False
+
+    def request(self) -> None:
+        self.loop.call_soon_threadsafe(self._on_loop)
+
+    def _on_loop(self) -> None:
+        if self.running:
+            self.cancelled = True
+            self.task.cancel()
+
+    def settle(self) -> bool:
+        self.running = False
+        if self.cancelled:
+            while self.task.cancelling():
+                self.task.uncancel()
+        return self.cancelled
 
 
 @dataclass
@@ -89,12 +119,18 @@ class Executor:
         except BaseException as exc:
             if _forked:
                 leave_forked_child(self.name)
-            self._failed(raw_entry, entry, task, ctx, exc, held=held)
+            if ctx.control.cancelled_flag:
+                self._cancelled(raw_entry, ctx, held=held)
+            else:
+                self._failed(raw_entry, entry, task, ctx, exc, held=held)
             return False
         finally:
-            self._end(m, entry.queue, started)
+            self._end(m, entry.queue, started, ctx)
         if _forked:
             leave_forked_child(self.name)
+        if ctx.control.cancelled_flag:
+            self._cancelled(raw_entry, ctx, held=held)
+            return False
         self._succeeded(m, ctx)
         return True
 
@@ -109,6 +145,10 @@ class Executor:
             return False
         ctx, m = self._begin(entry, task)
         started = time.perf_counter()
+        current = asyncio.current_task() if task.id else None
+        cancel = _AsyncCancel(current, asyncio.get_running_loop()) if current else None
+        if cancel is not None:
+            ctx.control.on_cancel(cancel.request)
         try:
             await handler.run(task.payload, ctx)
         except BaseException as exc:
@@ -116,12 +156,18 @@ class Executor:
                 leave_forked_child(self.name)
             if isinstance(exc, asyncio.CancelledError) and self.abandoned.is_set():
                 raise  # the grace period is over: the worker gives the task back
+            if cancel is not None and cancel.settle():
+                await asyncio.to_thread(self._cancelled, raw_entry, ctx, held=held)
+                return False
             await asyncio.to_thread(self._failed, raw_entry, entry, task, ctx, exc, held=held)
             return False
         finally:
-            self._end(m, entry.queue, started)
+            self._end(m, entry.queue, started, ctx)
         if _forked:
             leave_forked_child(self.name)
+        if cancel is not None and cancel.settle():
+            await asyncio.to_thread(self._cancelled, raw_entry, ctx, held=held)
+            return False
         self._succeeded(m, ctx)
         return True
 
@@ -134,7 +180,8 @@ class Executor:
                ) -> tuple[TaskContext, tally.QueueTally]:
         m = self.counts.queue(entry.queue)
         ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
-                          enqueued_at=task.enqueued_at)
+                          enqueued_at=task.enqueued_at, traceparent=task.traceparent,
+                          control=RUNNING.start(task.id))
         if task.enqueued_at and not task.attempts:
             waited = max(0.0, time.time() - task.enqueued_at)
             m.pickup.observe(waited)
@@ -145,7 +192,8 @@ class Executor:
         self.counts.running += 1
         return ctx, m
 
-    def _end(self, m: tally.QueueTally, queue: str, started: float) -> None:
+    def _end(self, m: tally.QueueTally, queue: str, started: float, ctx: TaskContext) -> None:
+        RUNNING.end(ctx.control)
         self.counts.running -= 1
         elapsed = time.perf_counter() - started
         m.duration.observe(elapsed)
@@ -188,6 +236,24 @@ class Executor:
             q.retried += 1
             log.warning("task failed, retry in %.2fs: %s", max(0, due - now_ms()) / 1000,
                         error, extra=extra)
+
+    def _cancelled(self, raw_entry: str, ctx: TaskContext, *, held: bool) -> None:
+        """A cancelled task stopped (or finished anyway): cancelled.lua, never retried."""
+        extra = self._extra(ctx)
+        self.counts.queue(ctx.queue).cancelled += 1
+        try:
+            applied = backoff.retry(
+                lambda: self.store.cancelled(entry=raw_entry, held=held, task_id=ctx.id),
+                what=f"{self.name or threading.current_thread().name}: recording a cancelled "
+                     "task (cancelled.lua)",
+                log=log, wait=self.stopping.wait, retry_on=REDIS_ERRORS)
+        except backoff.GaveUpError:
+            applied = False
+        if applied:
+            log.info("task cancelled", extra=extra)
+        else:
+            log.warning("cancelled task left for recovery (no longer held or the worker "
+                        "stopped)", extra=extra)
 
     def _refuse(self, raw_entry: str, entry: keys.Entry, task: keys.Task, *,
                 held: bool) -> None:

@@ -16,8 +16,10 @@ import signal
 import subprocess
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+from taskqueue.worker.running import Control
 
 if TYPE_CHECKING:  # asyncio is imported when a coroutine handler first runs (start-up time)
     import asyncio
@@ -43,6 +45,22 @@ class TaskContext:
     """This attempt's number, 1 for the first."""
     enqueued_at: float | None = None
     """Unix time the producer enqueued it (envelopes only)."""
+    traceparent: str = ""
+    """The producer's W3C trace context from the envelope ("" when none)."""
+    control: Control = field(default_factory=lambda: Control(""), repr=False, compare=False)
+    """The worker's hold on the running task (cancel, progress)."""
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the task is cancelled (`taskqueue cancel`): a long handler checks it and
+        returns early; whatever it then returns or raises, the task is not retried."""
+        return self.control.event
+
+    def progress(self, fraction: float | None = None, message: str = "") -> None:
+        """Report how far the task is (`fraction` in [0, 1], clamped; a short `message`).
+        Cheap: kept in memory, written to Redis at most once a second per worker (shown by
+        `taskqueue status` and `taskqueue inflight`)."""
+        self.control.report(fraction, message)
 
 
 class Handler(Protocol):
@@ -226,6 +244,10 @@ class AsyncHandler:
             raise TaskFailedError(f"timed out after {self._timeout:g}s") from None
 
 
+CANCEL_GRACE_SECONDS = 10.0
+"""A cancelled command's process group gets SIGTERM, then SIGKILL after this many seconds."""
+
+
 def _command(argv: tuple[str, ...], *, timeout: float | None) -> Handler:
     exe = argv[0]
     if shutil.which(exe) is None:
@@ -237,7 +259,7 @@ def _command(argv: tuple[str, ...], *, timeout: float | None) -> Handler:
         env = {**os.environ, "TASKQUEUE_TASK_ID": context.id,
                "TASKQUEUE_QUEUE": context.queue, "TASKQUEUE_ATTEMPT": str(context.attempt)}
         returncode, stderr = run_command(argv, stdin=payload.encode("utf-8", "surrogateescape"),
-                                         env=env, timeout=timeout)
+                                         env=env, timeout=timeout, control=context.control)
         if returncode != 0:
             tail = stderr.decode("utf-8", "replace").strip()[-500:]
             raise TaskFailedError(f"command exited with {returncode}: {tail}".rstrip(": "))
@@ -246,12 +268,15 @@ def _command(argv: tuple[str, ...], *, timeout: float | None) -> Handler:
 
 
 def run_command(argv: tuple[str, ...], *, stdin: bytes, env: dict[str, str],
-                timeout: float | None) -> tuple[int, bytes]:
+                timeout: float | None, control: Control | None = None) -> tuple[int, bytes]:
     """Run `argv` in a process group of its own; (exit status, stderr). On timeout the whole
     group is killed (children the command started too), so nothing outlives the attempt or
-    holds its pipes open."""
+    holds its pipes open. A cancel (`control`) sends the group SIGTERM, then SIGKILL after
+    CANCEL_GRACE_SECONDS."""
     proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env=env, start_new_session=True)
+    if control is not None:
+        control.on_cancel(lambda: _terminate_group(proc))
     try:
         _, err = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -261,6 +286,22 @@ def run_command(argv: tuple[str, ...], *, stdin: bytes, env: dict[str, str],
         _kill_group(proc)
         raise
     return proc.returncode, err
+
+
+def _terminate_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the command's process group; SIGKILL it if the command has not ended after
+    CANCEL_GRACE_SECONDS (a timer thread, so the cancel returns at once)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+
+    def kill_late() -> None:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(CANCEL_GRACE_SECONDS, kill_late)
+    timer.daemon = True
+    timer.start()
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -42,8 +42,8 @@ FETCHERS: dict[Slots, tuple[str, ...]] = {
     "blocking": ("each slot",),
 }
 """Who may fetch, per kind of slots (one at a time: the holder of the dispatcher's Fetcher)."""
-PERIODIC_THREADS = ("heartbeat", "promoter", "watchdog")
-"""The periodic threads every worker runs (`periodic.Periodic`)."""
+PERIODIC_THREADS = ("heartbeat", "lifecycle", "promoter", "watchdog")
+"""The periodic threads every worker runs (`periodic.Periodic`; lifecycle: cancels and progress)."""
 
 
 class Settings(Protocol):

@@ -30,6 +30,7 @@ from taskqueue.worker.dispatch import Dispatcher
 from taskqueue.worker.handlers import AsyncHandler, Handler
 from taskqueue.worker.heartbeat import Heartbeat
 from taskqueue.worker.idempotency import LeaseKeeper, Leases
+from taskqueue.worker.lifecycle import Lifecycle
 from taskqueue.worker.plan import plan_for
 from taskqueue.worker.promoter import Promoter
 from taskqueue.worker.slot import Slot
@@ -62,6 +63,10 @@ class Worker:
                        if plan.dispatched else None)
         self.heartbeat = Heartbeat(config=config)
         self.promoter = Promoter(config=config, stopping=self.state.stopping)
+        self.lifecycle = Lifecycle(url=config.redis_url, schema=config.schema,
+                                   worker_id=config.worker_id,
+                                   heartbeat_seconds=config.heartbeat_seconds)
+        """Hears cancels for the running tasks and writes their progress reports."""
         leases = Leases() if plan.leases else None
         self.lease_keeper = (LeaseKeeper(config=config, leases=leases)
                              if leases is not None else None)
@@ -108,6 +113,7 @@ class Worker:
             self.wakeup.start()
         self.heartbeat.loop.start()
         self.promoter.loop.start()
+        self.lifecycle.loop.start()
         if self.lease_keeper is not None:
             self.lease_keeper.loop.start()
         inline = [slot for slot in self.slots if slot.inline]
@@ -173,6 +179,7 @@ class Worker:
         if stuck:
             self._give_back_stuck(stuck)
         self.heartbeat.stop()
+        self.lifecycle.loop.halt()
         if self.lease_keeper is not None:
             self.lease_keeper.stop()
         self._deregister()
@@ -229,7 +236,8 @@ class Worker:
     def threads(self) -> list[threading.Thread]:
         """The long-lived threads (`plan.threads`); each must live until the worker stops
         (the watchdog's counts once `run_until_signal` started it)."""
-        loops = [self.heartbeat.loop, self.promoter.loop, self.watchdog.loop]
+        loops = [self.heartbeat.loop, self.promoter.loop, self.lifecycle.loop,
+                 self.watchdog.loop]
         if self.lease_keeper is not None:
             loops.append(self.lease_keeper.loop)
         threads = [loop.thread for loop in loops]

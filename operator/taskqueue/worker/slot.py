@@ -54,7 +54,8 @@ class Slot:
         self.dispatcher = dispatcher
         self.held = plan.held
         self.store = Store(url=config.redis_url, schema=config.schema,
-                           worker_id=config.worker_id, wait_replicas=config.wait_replicas)
+                           worker_id=config.worker_id, wait_replicas=config.wait_replicas,
+                           tracking=config.tracking)
         self.executor = Executor(config=config, handler=handler, store=self.store,
                                  stopping=state.stopping, name=f"slot-{index}")
         self.ledger = Ledger(held=self.held, state=state)

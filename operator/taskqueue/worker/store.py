@@ -83,8 +83,11 @@ class Store:
     """Redis operations of one worker thread over a connection of its own."""
 
     def __init__(self, *, url: str, schema: keys.KeySchema, worker_id: str,
-                 wait_replicas: int = 0) -> None:
+                 wait_replicas: int = 0, tracking: bool = False) -> None:
         self.schema = schema
+        self.tracking = scripts.tracking_arg(schema, tracking=tracking)
+        """The task index's key prefix ("" when spec.worker.tracking is off)."""
+        self._tracking = bulk(self.tracking)
         self.wait_replicas = wait_replicas
         self.worker_id = worker_id
         self.processing = schema.processing(worker_id)
@@ -103,12 +106,13 @@ class Store:
         schema = self.schema
         self.queue_keys = tuple(k for k in schema.queue_keys if k not in skip)
         fetch_keys = scripts.fetch_keys(schema, self.worker_id)
-        # EVALSHA <sha> <numkeys> <keys...> <max> <queue options> | <now> <count> <hold> acks...
+        # EVALSHA <sha> <numkeys> <keys...> <max> <queue options> | <now> <count> <hold>
+        # <tracking> acks...
         head: list[str | int] = ["EVALSHA", scripts.script("fetch").sha, len(fetch_keys),
                                  *fetch_keys, schema.dead_letter_max_length,
                                  scripts.fetch_options(schema, skip=skip)]
         self._fetch_head = b"".join(bulk(a) for a in head)
-        self._fetch_fixed = len(head) + 3
+        self._fetch_fixed = len(head) + 4
 
     def key_types(self) -> dict[str, str]:
         """The type Redis holds at each key fetch.lua touches ("none" when absent)."""
@@ -181,7 +185,7 @@ class Store:
         packed = b"".join((
             b"*%d\r\n" % (self._fetch_fixed + len(acks)), self._fetch_head,
             bulk(now), bulk(count if self.queue_keys else 0), self._hold_flag[hold],
-            *[bulk(a) for a in acks],
+            self._tracking, *[bulk(a) for a in acks],
         ))
         result: list[str] = self._evalsha("fetch", packed)
         self.flow_wait_ms = 0
@@ -195,9 +199,16 @@ class Store:
         applied = self.script(
             "fail", [self.processing, s.delayed, s.dead_letter, s.stats, s.flow_state],
             ["1" if held else "0", entry, "dead" if dead else "retry", value, due_ms,
-             s.dead_letter_max_length],
+             s.dead_letter_max_length, self.tracking],
         )
         return bool(applied)
+
+    def cancelled(self, *, entry: str, held: bool, task_id: str) -> bool:
+        """Finish a running task that was cancelled: out of the processing list, counted, its
+        cancel spent; never retried (cancelled.lua). False when it was no longer held."""
+        s = self.schema
+        return bool(self.script("cancelled", [self.processing, s.stats, s.cancels, s.flow_state],
+                                ["1" if held else "0", entry, task_id, self.tracking]))
 
     def release(self, entries: Sequence[str]) -> int:
         """Give back held entries unrun (attempts unchanged); see release.lua."""

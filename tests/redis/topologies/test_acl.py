@@ -153,6 +153,8 @@ def _cli_session(cli: Run, url: str, tmp_path: Path, admin: redis.Redis) -> list
         ("enqueue", "-f", f, "--priority", "2", "{emails}:normal", "two"),
         ("stats", "-f", f, "--json", "--interval", "0"),
         ("inflight", "-f", f, "--json"),
+        ("status", "-f", f, "--json", "t9"),
+        ("cancel", "-f", f, "--json", "t9"),
         ("dlq", "list", "-f", f, "--json"),
         ("dlq", "requeue", "-f", f, "--id", "t0"),
         ("dlq", "purge", "-f", f, "--yes"),

@@ -42,8 +42,9 @@ def parse_fetch(line: str) -> FetchCall | None:
     args = QUOTED.findall(line)
     if len(args) < 3 or args[0].upper() != "EVALSHA" or args[1] != queueops.script("fetch").sha:
         return None
-    argv = args[3 + int(args[2]):]  # dead-letter cap, queue options, now, count, hold, acks...
-    return FetchCall(count=int(argv[3]), acks=len(argv) - 5)
+    argv = args[3 + int(args[2]):]  # dead-letter cap, queue options, now, count, hold,
+    # tracking, acks...
+    return FetchCall(count=int(argv[3]), acks=len(argv) - 6)
 
 
 @contextlib.contextmanager

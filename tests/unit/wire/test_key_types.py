@@ -30,6 +30,9 @@ SCHEMA = keys.KeySchema(prefix="p", dead_letter="p:dead",
     pytest.param("p:unique:t1", "string", id="unique"),
     pytest.param("p:schedules", "hash", id="schedules"),
     pytest.param("p:fired:s:2026-01-01T00:00:00Z", "string", id="fired"),
+    pytest.param("p:cancels", "zset", id="cancels"),
+    pytest.param("p:task:t1", "hash", id="task-index"),
+    pytest.param("p:progress:w1", "hash", id="progress"),
     pytest.param("p:other", None, id="not-owned"),
     pytest.param("a:dead", None, id="another-name"),
 ])
@@ -42,7 +45,7 @@ def test_expected_types_are_the_fixed_keys_then_the_processing_lists() -> None:
         "a": "list", "b": "zset", "p:workers": "zset", "p:delayed": "zset",
         "p:starvation": "hash", "p:stats": "hash", "p:quiesced": "set", "p:flow": "hash",
         "p:flowstate": "hash", "p:history": "stream", "p:decisions": "stream",
-        "p:schedules": "hash", "p:dead": "list",
+        "p:schedules": "hash", "p:cancels": "zset", "p:dead": "list",
         "p:processing:w1": "list"}
 
 
@@ -68,7 +71,7 @@ def test_the_table_of_the_keys_module_says_the_types_keyspace_owns() -> None:
         assert SCHEMA.type_of(concrete) == kind, key
     documented = {key for key, _ in rows}
     assert {f"<prefix>:{name}" for name in keyspace.BOOKKEEPING} <= documented
-    assert {f"<prefix>:{name}:<{'worker' if name == 'processing' else 'task'} id>"
+    assert {f"<prefix>:{name}:<{'worker' if name in ('processing', 'progress') else 'task'} id>"
             for name in keyspace.FAMILIES} <= documented
 
 

@@ -12,12 +12,14 @@ local retry = ARGV[3] == 'retry'  -- "retry" | "dead"
 local value = ARGV[4]        -- the new delayed entry (retry) or the dead-letter record (dead)
 local due_ms = ARGV[5]       -- due time of the retry (unix ms)
 local max_dead = tonumber(ARGV[6])  -- the dead-letter list's maximum length
+local task_prefix = ARGV[7]  -- the task index's key prefix ("" or absent: tracking off)
 -- Returns 1 when applied, 0 when the entry was no longer held. A key holding another type fails
 -- the call before any write (WRONGTYPE naming it): the entry stays held.
 -- include: entry
 -- include: count
 -- include: moves
 -- include: flow
+-- include: lifecycle
 local wrong = misfit({processing, 'list', retry and delayed or dead_letter,
   retry and 'zset' or 'list', stats, 'hash'})
 if wrong then return wrong end
@@ -28,10 +30,14 @@ if held then
   flow_gone(flow_on, flow_state, entry)
 end
 add_count(stats, 'failed', 1)
+local _, _, element = split_entry(entry)
+local id = element and task_id(element)
 if retry then
   redis.call('ZADD', delayed, due_ms, value)
   add_count(stats, 'retried', 1)
+  track(task_prefix, id, {'state', 'delayed', 'at', now_ms(), 'due', due_ms})
 else
   push_dead(dead_letter, stats, max_dead, value)
+  track(task_prefix, id, {'state', 'dead', 'at', now_ms()})
 end
 return 1

@@ -11,7 +11,8 @@ local dead_letter = KEYS[5]  -- dead-letter list
 local quiesced = KEYS[6]     -- quiesced set (processing lists that take nothing)
 local flow = KEYS[7]         -- flow control hash (lib/flow.lua: limits and pauses)
 local flow_state = KEYS[8]   -- flow state hash (rate-limit times, tasks in flight)
-local FIRST_QUEUE = 9        -- KEYS[9..]: every queue of the TaskQueue, in priority order
+local cancels = KEYS[9]      -- cancelled task ids (lib/lifecycle.lua): dropped, never handed out
+local FIRST_QUEUE = 10       -- KEYS[10..]: every queue of the TaskQueue, in priority order
 local max_dead = tonumber(ARGV[1])  -- the dead-letter list's maximum length
 local queue_options = ARGV[2]       -- per queue, in KEYS order and space-separated,
                                      -- "<type>:<starvation limit or empty>:<take>" (type "list" |
@@ -21,7 +22,9 @@ local now = tonumber(ARGV[3])       -- unix ms on Redis's clock; "" skips the pr
 local count = tonumber(ARGV[4])     -- tasks to take (0: ack and promote only)
 local hold = ARGV[5] == '1'         -- "1": LPUSH the entries into `processing` (AtLeastOnce);
                                      -- "0": hand them out unheld (AtMostOnce)
-local FIRST_ACK = 6                 -- ARGV[6..]: processing entries to ack
+local task_prefix = ARGV[6]         -- the task index's key prefix ("": tracking off); with it,
+                                     -- taken tasks are tracked as running, acked ones as done
+local FIRST_ACK = 7                 -- ARGV[7..]: processing entries to ack
 -- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken, then,
 -- when a rate limit held a queue back, an integer: the ms until that queue may give its next
 -- task. Paused queues give nothing, and rate and in-flight limits cap what each queue gives
@@ -37,6 +40,7 @@ local FIRST_ACK = 6                 -- ARGV[6..]: processing entries to ack
 -- include: count
 -- include: moves
 -- include: flow
+-- include: lifecycle
 local nacks = #ARGV - FIRST_ACK + 1
 local taking = count > 0 and redis.call('SISMEMBER', quiesced, processing) == 0
 
@@ -75,6 +79,7 @@ if taking then
   if hold and nacks == 0 then wrong = wrong or wrong_type(processing, 'list') end
   for q = 1, #keys do wrong = wrong or wrong_type(keys[q], types[q]) end
   if any_limit then wrong = wrong or wrong_type(starvation, 'hash') end
+  wrong = wrong or wrong_type(cancels, 'zset')
 end
 if wrong then return wrong end
 local moves = {}
@@ -91,12 +96,14 @@ if #due > 0 then
 end
 
 if nacks > 0 then
-  local acked, gone = 0, {}
+  local acked, gone, done = 0, {}, {}
   for a = FIRST_ACK, #ARGV do
     local n = redis.call('LREM', processing, -1, ARGV[a])
     acked = acked + n
     if flow_on and n > 0 then flow_tally(gone, ARGV[a]) end
+    if n > 0 then done[#done + 1] = ARGV[a] end
   end
+  track_entries(task_prefix, done, 'done')
   if acked > 0 then add_count(stats, 'completed', acked) end
   if flow_on then flow_release(flow_state, gone) end
 end
@@ -183,7 +190,15 @@ else
   for q = 1, nq do flat[#flat + 1] = keys[q]; flat[#flat + 1] = counts[q] end
   redis.call('HSET', starvation, unpack(flat))
 end
+local dropped
+out, dropped = drop_cancelled(cancels, stats, out, task_prefix)
+track_entries(task_prefix, out, 'running', processing)
 if hold and #out > 0 then redis.call('LPUSH', processing, unpack(out)) end
 local wait = limits_now and flow_close(limits_now)
+if limits_now and hold and #dropped > 0 then  -- cancelled at fetch: not in flight after all
+  local gone = {}
+  for _, e in ipairs(dropped) do flow_tally(gone, e) end
+  flow_release(flow_state, gone)
+end
 if wait then out[#out + 1] = wait end
 return out

@@ -13,7 +13,7 @@
 -- caller then calls again with it: a key is only read when declared, as Redis Cluster requires),
 -- queue_counters the M per-queue fields ("" when never written), quiesced the members of
 -- KEYS[5], and scheduled is {due by the horizon (0 without one), the earliest due time (ms, ""
--- when none), duplicates skipped}, and wrong: flat (key, type it holds, type expected)* of
+-- when none), duplicates skipped, tasks cancelled}, and wrong: flat (key, type it holds, type expected)* of
 -- every key read here that holds another type than its own (it is then read as empty: no
 -- worker takes from or writes to it, and one bad key does not blind the whole read). The
 -- layout is documented once more in keys.OBSERVE_REPLY.
@@ -63,7 +63,7 @@ for i = 1, #ids, 2 do
 end
 local stats = usable(KEYS[4], 'hash')
 local counters = stats and redis.call('HMGET', KEYS[4], 'completed', 'failed', 'duplicates',
-                                      DEAD_TRIMMED) or {}
+                                      DEAD_TRIMMED, 'cancelled') or {}
 local per_queue = {}
 if nf > 0 then
   local raw = stats and redis.call('HMGET', KEYS[4], unpack(ARGV, 3 + nq, 2 + nq + nf)) or {}
@@ -74,7 +74,8 @@ if horizon == '' then horizon = nil end
 local delayed = usable(KEYS[2], 'zset')
 local head = delayed and redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES') or {}
 local scheduled = {delayed and horizon and redis.call('ZCOUNT', KEYS[2], '-inf', horizon) or 0,
-                   head[2] or '', tonumber(counters[3] or '0') or 0}
+                   head[2] or '', tonumber(counters[3] or '0') or 0,
+                   tonumber(counters[5] or '0') or 0}
 return {lengths, oldest,
         {delayed and redis.call('ZCARD', KEYS[2]) or 0,
          usable(KEYS[3], 'list') and redis.call('LLEN', KEYS[3]) or 0,

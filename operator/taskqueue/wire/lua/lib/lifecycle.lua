@@ -1,0 +1,85 @@
+-- lib/lifecycle.lua (included by `-- include: lifecycle`, after lib/entry.lua and lib/count.lua):
+-- cancelled tasks and the task index (taskqueue.wire.lifecycle owns both in Python).
+-- A task is known by its envelope id; a raw payload (no envelope, or an envelope without an id)
+-- has none and is neither tracked nor cancellable.
+-- The cancels zset holds task id -> the time (unix ms) its cancel expires; a fetch checks it only
+-- when it is not empty (one ZCARD per call, then one ZSCORE per task taken).
+-- The task index `<prefix>:task:<id>` (a hash: state, queue, at, processing, attempt, due) is
+-- written only when the caller passes its key prefix (spec.worker.tracking); its keys are built
+-- here from the id, so they are not in KEYS: they share the TaskQueue's {hash tag}, hence its
+-- Redis Cluster slot. Each write sets its expiry to TRACK_TTL_MS.
+
+local TRACK_TTL_MS = 86400000 -- taskqueue.wire.lifecycle.TRACK_TTL_SECONDS * 1000
+local CANCELLED = 'cancelled' -- taskqueue.wire.lifecycle.CANCELLED_FIELD
+
+-- task_id(element): the envelope id of `element` (nil for a raw payload or an envelope without
+-- a non-empty id). The id is read where the client writes it, before "payload"; an envelope with
+-- its fields in another order, or an id with escapes, is decoded.
+local function task_id(element)
+  if string.sub(element, 1, #MARK) ~= MARK then return nil end
+  local id = string.match(element, ',"id":"([^"\\]+)","payload":', #MARK + 1)
+  if id or not string.find(element, '"id"', #MARK + 1, true) then return id end
+  local ok, env = pcall(cjson.decode, element)
+  if ok and type(env) == 'table' and type(env['id']) == 'string' and env['id'] ~= '' then
+    return env['id']
+  end
+  return nil
+end
+
+-- now_ms(): the server's clock, unix ms.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- track(task_prefix, id, fields): HSET the flat `fields` on the task's index hash and renew its
+-- expiry; nothing when tracking is off (task_prefix nil or '') or the task has no id.
+local function track(task_prefix, id, fields)
+  if not task_prefix or task_prefix == '' or not id then return end
+  local key = task_prefix .. id
+  redis.call('HSET', key, unpack(fields))
+  redis.call('PEXPIRE', key, TRACK_TTL_MS)
+end
+
+-- track_entries(task_prefix, entries, state, processing): `state` for every entry of `entries`
+-- ("<queue>\n<score>\n<element>") that carries an id; the attempt this is (attempts + 1) when
+-- the state is 'running'.
+local function track_entries(task_prefix, entries, state, processing)
+  if not task_prefix or task_prefix == '' or #entries == 0 then return end
+  local at = now_ms()
+  for _, e in ipairs(entries) do
+    local queue, _, element = split_entry(e)
+    local id = element and task_id(element)
+    if id then
+      if state == 'running' then
+        local attempts = tonumber(string.match(element, '^(%d+),', #MARK + 1)) or 0
+        track(task_prefix, id, {'state', state, 'queue', queue, 'at', at,
+          'processing', processing, 'attempt', attempts + 1})
+      else
+        track(task_prefix, id, {'state', state, 'at', at})
+      end
+    end
+  end
+end
+
+-- drop_cancelled(cancels, stats, entries, task_prefix) -> kept, dropped: `entries` split by
+-- whether their id is in the cancels zset; each dropped one leaves the zset, is counted (stats
+-- CANCELLED) and tracked as cancelled. Never run, never retried: the caller pushes only the kept
+-- entries.
+local function drop_cancelled(cancels, stats, entries, task_prefix)
+  if #entries == 0 or redis.call('ZCARD', cancels) == 0 then return entries, {} end
+  local kept, dropped = {}, {}
+  for _, e in ipairs(entries) do
+    local _, _, element = split_entry(e)
+    local id = element and task_id(element)
+    if id and redis.call('ZSCORE', cancels, id) then
+      redis.call('ZREM', cancels, id)
+      add_count(stats, CANCELLED, 1)
+      track(task_prefix, id, {'state', 'cancelled', 'at', now_ms()})
+      dropped[#dropped + 1] = e
+    else
+      kept[#kept + 1] = e
+    end
+  end
+  return kept, dropped
+end

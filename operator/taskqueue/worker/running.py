@@ -1,0 +1,146 @@
+"""The running tasks of this worker process, by id (`RUNNING`): what a cancel or a progress
+report reaches. Plain state and locks, no I/O: `taskqueue.worker.lifecycle` hears the cancels
+and writes the reports; the executors `start` and `end` each task (a dict insert and delete on
+the task path, nothing else); `handlers.TaskContext` hands a task's `Control` to its handler.
+
+A cancel that arrives just before its task registers is kept `EARLY_SECONDS` and applied at
+`start`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from taskqueue.wire import lifecycle
+
+log = logging.getLogger(__name__)
+
+EARLY_SECONDS = 60.0
+"""How long a cancel heard for a task not running here is kept (it may be starting now)."""
+EARLY_MAX = 10_000
+_event_lock = threading.Lock()
+
+
+class Control:
+    """What the worker can do to one running task: cancel it, read its progress."""
+
+    __slots__ = ("_callbacks", "_event", "cancelled_flag", "id", "progress", "reported")
+
+    def __init__(self, task_id: str) -> None:
+        self.id = task_id
+        self.cancelled_flag = False
+        self._event: threading.Event | None = None
+        self._callbacks: list[Callable[[], None]] = []
+        self.progress: lifecycle.Progress | None = None
+        self.reported = False
+
+    @property
+    def event(self) -> threading.Event:
+        """Set when the task is cancelled (made on first use: most handlers never look)."""
+        with _event_lock:
+            if self._event is None:
+                self._event = threading.Event()
+                if self.cancelled_flag:
+                    self._event.set()
+            return self._event
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the task is cancelled (now, if it is already)."""
+        with _event_lock:
+            if not self.cancelled_flag:
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def cancel(self) -> None:
+        with _event_lock:
+            if self.cancelled_flag:
+                return
+            self.cancelled_flag = True
+            if self._event is not None:
+                self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # a process already gone, a loop already closed
+                log.debug("cancel callback of task %s failed", self.id, exc_info=True)
+
+    def report(self, fraction: float | None, message: str) -> None:
+        self.progress = lifecycle.Progress(fraction=lifecycle.progress_fraction(fraction),
+                                           message=str(message)[:500], at=time.time())
+        self.reported = True
+        RUNNING.changed(self.id)
+
+
+class Running:
+    """The running tasks of this process, by id."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tasks: dict[str, Control] = {}
+        self._early: dict[str, float] = {}
+        self._changed: set[str] = set()
+        self._ended: set[str] = set()
+
+    def start(self, task_id: str) -> Control:
+        control = Control(task_id)
+        if not task_id:
+            return control
+        with self._lock:
+            self._tasks[task_id] = control
+            early = self._early.pop(task_id, None) if self._early else None
+        if early is not None:
+            control.cancel()
+        return control
+
+    def end(self, control: Control) -> None:
+        if not control.id:
+            return
+        with self._lock:
+            if self._tasks.get(control.id) is control:
+                del self._tasks[control.id]
+            if control.reported:
+                self._changed.discard(control.id)
+                self._ended.add(control.id)
+
+    def cancel(self, task_id: str, *, early: bool = True) -> bool:
+        """Cancel `task_id` if it runs here (True); else keep it for EARLY_SECONDS when
+        `early`, in case it is starting now."""
+        with self._lock:
+            control = self._tasks.get(task_id)
+            if control is None and early:
+                now = time.monotonic()
+                if len(self._early) >= EARLY_MAX:
+                    self._early = {k: t for k, t in self._early.items()
+                                   if now - t < EARLY_SECONDS}
+                self._early[task_id] = now
+        if control is None:
+            return False
+        control.cancel()
+        return True
+
+    def changed(self, task_id: str) -> None:
+        with self._lock:
+            if task_id in self._tasks:
+                self._changed.add(task_id)
+
+    def progress_changes(self) -> tuple[dict[str, str], list[str]]:
+        """The reports to write (task id -> JSON) and the finished tasks' to delete."""
+        with self._lock:
+            changed, self._changed = self._changed, set()
+            ended, self._ended = list(self._ended), set()
+            reports = {tid: c.progress.encode() for tid in changed
+                       if (c := self._tasks.get(tid)) is not None and c.progress is not None}
+        return reports, ended
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return list(self._tasks)
+
+
+RUNNING = Running()
+"""The running tasks of this process (one registry: the executors start and end them)."""

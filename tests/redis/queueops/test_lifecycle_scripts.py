@@ -1,0 +1,97 @@
+"""The lifecycle hooks of the scripts on a real redis-server: fetch.lua drops cancelled tasks
+(whatever the envelope's field order or id escapes), tracks taken and acked ones, and leaves raw
+payloads alone; fail.lua tracks retries and dead letters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+
+from taskqueue.redisio import queueops
+from taskqueue.wire import keys, scripts
+
+SCHEMA = keys.KeySchema(prefix="q", queues=(keys.QueueRef("q"),), dead_letter="q:dead")
+
+
+def fetch(r: redis.Redis, *, count: int, acks: tuple[str, ...] = (),
+          tracking: bool = True) -> list[str]:
+    return list(queueops.script("fetch").sync(
+        r, keys=scripts.fetch_keys(SCHEMA, "w"),
+        args=scripts.fetch_args(SCHEMA, now_ms=None, count=count, hold=True, acks=acks,
+                                 tracking=tracking)))
+
+
+ENVELOPES = [
+    pytest.param(keys.wrap("p", task_id="t1"), "t1", id="as-the-client-writes-it"),
+    pytest.param('{"__taskqueue__":1,"attempts":0,"payload":"p","id":"t1","enqueued_at":1}',
+                 "t1", id="fields-reordered"),
+    pytest.param(keys.wrap("p", task_id='t"1'), 't"1', id="id-with-an-escape"),
+    pytest.param(keys.wrap('x","id":"t1', task_id="t2"), "t2", id="payload-mimics-an-id"),
+]
+
+
+@pytest.mark.parametrize(("element", "task_id"), ENVELOPES)
+def test_fetch_drops_a_cancelled_task_and_counts_it(redis_sync: redis.Redis, element: str,
+                                                    task_id: str) -> None:
+    redis_sync.lpush("q", "raw", keys.wrap("other", task_id="t3"), element)
+    redis_sync.zadd(SCHEMA.cancels, {task_id: 2**40})
+    taken = fetch(redis_sync, count=10)
+    assert sorted(keys.unwrap(keys.Entry.decode(e).element).payload for e in taken) == [
+        "other", "raw"]
+    assert redis_sync.hget(SCHEMA.stats, "cancelled") == "1"
+    assert redis_sync.zcard(SCHEMA.cancels) == 0
+    assert redis_sync.hget(SCHEMA.task(task_id), "state") == "cancelled"
+    assert redis_sync.llen(SCHEMA.processing("w")) == 2
+
+
+def test_fetch_tracks_taken_and_acked_tasks_and_fail_tracks_retries(
+        redis_sync: redis.Redis) -> None:
+    redis_sync.lpush("q", keys.wrap("a", task_id="ta"), keys.wrap("b", task_id="tb"))
+    a, b = fetch(redis_sync, count=2)
+    index = redis_sync.hgetall(SCHEMA.task("ta"))
+    assert (index["state"], index["queue"], index["attempt"]) == ("running", "q", "1")
+    assert index["processing"] == SCHEMA.processing("w")
+    assert 0 < redis_sync.pttl(SCHEMA.task("ta")) <= 86_400_000
+    fetch(redis_sync, count=0, acks=(a,))
+    assert redis_sync.hget(SCHEMA.task("ta"), "state") == "done"
+    task = keys.unwrap(keys.Entry.decode(b).element)
+    retry = keys.Entry("q", "", keys.rewrap(task, attempts=1)).encode()
+    queueops.script("fail").sync(redis_sync, keys=[
+        SCHEMA.processing("w"), SCHEMA.delayed, SCHEMA.dead_letter, SCHEMA.stats,
+        SCHEMA.flow_state],
+        args=["1", b, "retry", retry, 12345, 100, SCHEMA.task_prefix])
+    assert redis_sync.hgetall(SCHEMA.task("tb"))["state"] == "delayed"
+    assert redis_sync.hget(SCHEMA.task("tb"), "due") == "12345"
+
+
+def test_without_tracking_nothing_is_indexed(redis_sync: redis.Redis) -> None:
+    redis_sync.lpush("q", keys.wrap("a", task_id="ta"))
+    [a] = fetch(redis_sync, count=1, tracking=False)
+    fetch(redis_sync, count=0, acks=(a,), tracking=False)
+    assert not redis_sync.keys("q:task:*")
+
+
+def test_status_of_a_running_task_names_its_worker_and_progress(redis_sync: redis.Redis) -> None:
+    from taskqueue import client
+
+    redis_sync.lpush("q", keys.wrap("a", task_id="ta"))
+    fetch(redis_sync, count=1)
+    redis_sync.zadd(SCHEMA.workers, {"w": 2**42})
+    redis_sync.hset(SCHEMA.progress("w"), "ta",
+                    json.dumps({"fraction": 0.5, "message": "half", "at": 1.0}))
+    s = client.status_sync(redis_sync, "ta", key_prefix="q")
+    assert (s.state, s.worker, s.worker_alive, s.attempt) == ("running", "w", True, 1)
+    assert s.progress is not None and (s.progress.fraction, s.progress.message) == (0.5, "half")
+
+
+def test_a_task_cancelled_at_fetch_leaves_no_in_flight_count(redis_sync: redis.Redis) -> None:
+    """With an in-flight limit (lib/flow.lua), the cancelled task a fetch drops is not counted
+    as held: only the task handed out is."""
+    redis_sync.hset(SCHEMA.flow, "max:q", 5)
+    redis_sync.lpush("q", keys.wrap("a", task_id="ta"), keys.wrap("b", task_id="tb"))
+    redis_sync.zadd(SCHEMA.cancels, {"ta": 2**40})
+    taken = fetch(redis_sync, count=2)
+    assert [keys.unwrap(keys.Entry.decode(e).element).id for e in taken] == ["tb"]
+    assert redis_sync.hget(SCHEMA.flow_state, "held:q") == "1"

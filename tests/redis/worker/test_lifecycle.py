@@ -1,0 +1,122 @@
+"""One task by id, on real worker processes and a real redis-server: `client.status` follows it
+(queued, delayed, running with its progress, done, cancelled), `client.cancel` stops a running
+task in each handler kind (never retried; the worker takes its next task) and keeps a queued
+one from ever starting."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskqueue import client
+from taskqueue.wire import keys, lifecycle
+from tests.helpers import handlers as h
+from tests.helpers.cli import Run
+from tests.helpers.wait import wait_for
+from tests.redis.worker.procs import running
+
+Q = "q"
+SCHEMA = keys.KeySchema(prefix=Q, queues=(keys.QueueRef(Q),), dead_letter=f"{Q}:dead")
+
+HANDLER_KINDS = {
+    "sync": ["--handler", "tests.helpers.handlers:until_cancelled"],
+    "async": ["--handler", "tests.helpers.handlers:async_until_cancelled", "--concurrency", "2"],
+    "command": ["--command", sys.executable,
+                str(Path(h.__file__).with_name("until_cancelled_cmd.py"))],
+}
+
+
+def status(r: redis.Redis, task_id: str) -> lifecycle.TaskStatus:
+    return client.status_sync(r, task_id, key_prefix=Q)
+
+
+def started(r: redis.Redis, task_id: str) -> bool:
+    return task_id in r.lrange(h.STARTED, 0, -1)
+
+
+def stat(r: redis.Redis, field: str) -> int:
+    return int(r.hget(SCHEMA.stats, field) or 0)
+
+
+@pytest.mark.parametrize("kind", list(HANDLER_KINDS))
+def test_a_cancelled_running_task_stops_is_not_retried_and_the_worker_goes_on(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path, kind: str) -> None:
+    with running(redis_url, "--queue", Q, "--tracking", *HANDLER_KINDS[kind],
+                 log_path=tmp_path / "worker.log"):
+        long = client.enqueue_sync(redis_sync, Q, "long", track=True)
+        wait_for("the long task to start", lambda: started(redis_sync, long))
+        seen = wait_for("the task running in status", lambda: (
+            s := status(redis_sync, long)).state == "running" and s)
+        assert seen.worker and seen.worker_alive and seen.attempt == 1 and seen.queue == Q
+
+        result = client.cancel_sync(redis_sync, long, key_prefix=Q)
+        assert result.recorded and result.state == "running" and result.workers_told == 1
+
+        wait_for("the cancel to be counted", lambda: stat(redis_sync, "cancelled") == 1)
+        assert status(redis_sync, long).state == "cancelled"
+        assert redis_sync.llen(SCHEMA.processing_prefix + seen.worker) == 0
+        quick = client.enqueue_sync(redis_sync, Q, "quick", track=True)
+        wait_for("the next task to be done", lambda: status(redis_sync, quick).state == "done")
+    assert redis_sync.lrange(h.DONE, 0, -1) == ["quick"]  # "long" never finished
+    assert redis_sync.zcard(SCHEMA.delayed) == 0 and redis_sync.llen(SCHEMA.dead_letter) == 0
+    assert redis_sync.zcard(SCHEMA.cancels) == 0
+    assert stat(redis_sync, "retried") == 0 and stat(redis_sync, "failed") == 0
+    if kind != "command":
+        assert redis_sync.lrange(h.CANCELLED, 0, -1) == [long]
+
+
+@pytest.mark.parametrize("delayed", [False, True], ids=["queued", "delayed"])
+def test_a_task_cancelled_before_it_runs_is_never_started(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path, delayed: bool,
+        cli: Run) -> None:
+    doomed = client.enqueue_sync(redis_sync, Q, "doomed", track=True,
+                                 delay=0.5 if delayed else None)
+    assert status(redis_sync, doomed).state == ("delayed" if delayed else "queued")
+    result = client.cancel_sync(redis_sync, doomed, key_prefix=Q)
+    assert result.recorded and result.workers_told == 0
+    assert status(redis_sync, doomed).state == "cancelling"
+    after = client.enqueue_sync(redis_sync, Q, "quick", track=True, delay=1 if delayed else None)
+    with running(redis_url, "--queue", Q, "--tracking", *HANDLER_KINDS["sync"],
+                 log_path=tmp_path / "worker.log"):
+        wait_for("the task after it to be done", lambda: status(redis_sync, after).state == "done")
+    assert not started(redis_sync, doomed)
+    assert status(redis_sync, doomed).state == "cancelled"
+    assert stat(redis_sync, "cancelled") == 1 and redis_sync.zcard(SCHEMA.cancels) == 0
+    shown = cli("stats", "--redis-url", redis_url, "--queue", Q, "--json", "--interval", "0")
+    assert json.loads(shown.out)["cancelled_total"] == 1
+
+
+def test_status_follows_a_task_with_its_progress(redis_url: str, redis_sync: redis.Redis,
+                                                 tmp_path: Path) -> None:
+    assert status(redis_sync, "no-such-id").state == "unknown"
+    task = client.enqueue_sync(redis_sync, Q, "long", track=True)
+    queued = status(redis_sync, task)
+    assert (queued.state, queued.queue, queued.tracked) == ("queued", Q, True)
+    with running(redis_url, "--queue", Q, "--tracking", *HANDLER_KINDS["sync"],
+                 log_path=tmp_path / "worker.log"):
+        seen = wait_for("the progress report", lambda: (
+            s := status(redis_sync, task)).progress is not None and s)
+        assert seen.state == "running" and seen.progress is not None
+        assert (seen.progress.fraction, seen.progress.message) == (0.25, "a quarter")
+        client.cancel_sync(redis_sync, task, key_prefix=Q)
+        wait_for("the progress report to go", lambda: not redis_sync.hlen(
+            SCHEMA.progress(seen.worker)))
+    again = client.cancel_sync(redis_sync, task, key_prefix=Q)
+    assert not again.recorded and again.state == "cancelled"
+
+
+def test_without_tracking_a_running_task_is_still_cancelled(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    with running(redis_url, "--queue", Q, *HANDLER_KINDS["sync"],
+                 log_path=tmp_path / "worker.log"):
+        task = client.enqueue_sync(redis_sync, Q, "long")
+        wait_for("the task to start", lambda: started(redis_sync, task))
+        assert status(redis_sync, task).state == "unknown"  # no index, no idempotency
+        client.cancel_sync(redis_sync, task, key_prefix=Q)
+        wait_for("the cancel to be counted", lambda: stat(redis_sync, "cancelled") == 1)
+    assert redis_sync.lrange(h.CANCELLED, 0, -1) == [task]
+    assert not redis_sync.keys(f"{Q}:task:*")
