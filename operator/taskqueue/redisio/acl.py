@@ -41,14 +41,16 @@ DIRECT: dict[Component, tuple[str, ...]] = {
                "hdel", "pexpire"),
     # PING: the connection pool's health check after 30 s idle; MULTI/SADD/SREM/LLEN/EXEC:
     # quiescing workers before scale-in (queueops.quiesce, one transaction); XADD: the history
-    # and the decision log (queueops.observe_appending; MAXLEN ~ trims them, no XTRIM)
+    # and the decision log (queueops.observe_appending; MAXLEN ~ trims them, no XTRIM);
+    # TYPE/HGETALL/HSET/HDEL: the spec's flow control written into <prefix>:flow (flowops.sync)
     "operator": ("evalsha", "script|load", "ping", "multi", "sadd", "srem", "llen", "exec",
-                 "xadd"),
+                 "xadd", "type", "hgetall", "hset", "hdel"),
     # enqueue (lpush, zadd), dlq and drain (watched transactions; redis-py sends UNWATCH when
-    # one fails), inflight (scan, zrange, type)
+    # one fails), inflight (scan, zrange, type); stats' flow column (hgetall); pause (hsetnx)
+    # and resume (hdel, hexists)
     "cli": ("evalsha", "script|load", "lpush", "zadd", "llen", "lrange", "ltrim", "lrem",
             "rpush", "zcard", "zrange", "zremrangebyrank", "unlink", "type", "scan", "watch",
-            "multi", "exec", "unwatch"),
+            "multi", "exec", "unwatch", "hgetall", "hsetnx", "hdel", "hexists"),
     # the web console (taskqueue console): the CLI's dlq code for its actions; reads of queues,
     # dead letters and held tasks (lrange, llen, zrange); XRANGE/XREVRANGE: the history and the
     # decision log

@@ -34,8 +34,7 @@ async def sync(client: aioredis.Redis, schema: keys.KeySchema,
     stay), and return every queue's flow control as it then stands."""
     async with client.pipeline(transaction=False) as pipe:
         _read_pipe(pipe, schema)
-        kind, state_kind, control, state = await pipe.execute(raise_on_error=False)
-    _hashes([str(kind), str(state_kind)], schema)
+        _, _, control, state = _replies(await pipe.execute(raise_on_error=False), schema)
     to_set, to_delete = flow.sync_plan(flow.control_fields(queues), control)
     if to_set or to_delete:
         async with client.pipeline(transaction=True) as pipe:
@@ -71,9 +70,22 @@ def _read_pipe(pipe: Any, schema: keys.KeySchema) -> None:
     pipe.hgetall(schema.flow_state)
 
 
-def _read_reply(replies: list[Any], schema: keys.KeySchema) -> tuple[flow.QueueFlow, ...]:
-    kind, state_kind, control, state = replies
+def _replies(replies: list[Any], schema: keys.KeySchema) -> list[Any]:
+    """The pipeline's replies (TYPE, TYPE, HGETALL, HGETALL), checked: a key of another type is
+    named (FlowTypeError, before the HGETALL's bare WRONGTYPE), any other refusal raised."""
+    kind, state_kind = replies[:2]
+    for reply in (kind, state_kind):
+        if isinstance(reply, Exception):
+            raise reply
     _hashes([str(kind), str(state_kind)], schema)
+    for reply in replies[2:]:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+def _read_reply(replies: list[Any], schema: keys.KeySchema) -> tuple[flow.QueueFlow, ...]:
+    _, _, control, state = _replies(replies, schema)
     return flow.read(schema.queue_keys, control, state)
 
 

@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -91,10 +92,49 @@ HISTORY = (history.Append(SCHEMA.decisions, {"t": "1", "rule": "hold"}, 10),
 """A decision entry and a history point, appended with the observe call."""
 
 
-def _operator_round(url: str) -> tuple[Any, str | None]:
+SCHEDULES = [
+    {"name": "ahead", "cron": "* * * * * *", "queue": "{emails}:normal", "payload": "tick"},
+    {"name": "alone", "cron": "* * * * * *", "queue": "{emails}:vip", "overlap": "Skip"},
+]
+"""Fired ahead into the delayed zset, and one that skips a slot while its last task waits."""
+FLOW = {"maxInFlight": 5, "rateLimit": {"tasks": 10, "perSeconds": 1}}
+"""Flow control on the first queue: the operator writes it into `<prefix>:flow`."""
+
+
+async def _fire_and_sync(client_: Any, tq: models.TaskQueue, plain: models.TaskQueue,
+                         admin_url: str) -> None:
+    """What a poll writes besides the observation: the spec's flow control (then `plain`'s,
+    without it), and three rounds of the schedules 3 s apart (each reads what the one before
+    recorded). Between them the tasks fired leave the delayed zset, as a worker's promoter and
+    fetch take them, so that the Skip schedule looks for its last task in the queue and the
+    processing lists too."""
+    from taskqueue.controller import schedules
+    from taskqueue.redisio import flowops, queueops
+    from taskqueue.wire import flow
+
+    await flowops.sync(client_, SCHEMA, flow.declared(tq.spec.queues))
+    await flowops.sync(client_, SCHEMA, flow.declared(plain.spec.queues))
+    seen: dict[str, int | None] = {}
+    start = time.time() - 10
+    for now in (start, start + 3, start + 6):
+        if seen:
+            admin = redis.Redis.from_url(admin_url)
+            admin.delete(SCHEMA.delayed)
+            admin.close()
+        plans = schedules.plan(tq.spec, SCHEMA, seen=seen, now=now, horizon=2.0)
+        keys_, args = schedules.call(SCHEMA, plans)
+        reply = await queueops.script("fire")(client_, keys=queueops.wire(keys_),
+                                              args=queueops.wire(args))
+        seen = schedules.seen_after(schedules.parse(reply, plans))
+
+
+def _operator_round(url: str, admin_url: str) -> tuple[Any, str | None]:
     """What the operator does to a TaskQueue: observe it (appending to its history), recover a
-    departed worker and quiesce one."""
-    tq = models.TaskQueue.model_validate(taskqueue(url, queues=QUEUES))
+    departed worker, quiesce one, write its flow control and fire its schedules."""
+    spec = taskqueue(url, queues=[{**QUEUES[0], **FLOW}, QUEUES[1]])
+    spec["spec"]["schedules"] = SCHEDULES
+    tq = models.TaskQueue.model_validate(spec)
+    plain = models.TaskQueue.model_validate(taskqueue(url, queues=QUEUES))
     poller = Poller(kube=cast(Any, _UrlSecret(url)))  # the URL (with a password) is in a Secret
 
     async def run() -> tuple[Any, str | None]:
@@ -107,6 +147,7 @@ def _operator_round(url: str) -> tuple[Any, str | None]:
                 await queueops.recover_worker(client_, SCHEMA, worker_id="dead", max_attempts=3,
                                               reason="test")
                 await queueops.quiesce(client_, SCHEMA, add=["leaving"], remove=["back"])
+                await _fire_and_sync(client_, tq, plain, admin_url)
             return obs, error
         except redis.RedisError as exc:
             return None, f"{type(exc).__name__}: {exc}"
@@ -119,7 +160,7 @@ def _operator_round(url: str) -> tuple[Any, str | None]:
 def test_the_operator_works_with_exactly_its_rule(redis_server: RedisServer,
                                                   make_user: MakeUser) -> None:
     _seed(_admin(redis_server))
-    obs, error = _operator_round(make_user("operator"))
+    obs, error = _operator_round(make_user("operator"), redis_server.url)
     assert error is None
     assert obs.backlog == {"{emails}:vip": 2, "{emails}:normal": 1}
     admin = _admin(redis_server)
@@ -133,7 +174,7 @@ def test_the_operator_works_with_exactly_its_rule(redis_server: RedisServer,
 def test_the_operator_without_one_permission_names_it(
         redis_server: RedisServer, make_user: MakeUser, missing: str) -> None:
     _seed(_admin(redis_server))
-    _, error = _operator_round(make_user("operator", without=missing))
+    _, error = _operator_round(make_user("operator", without=missing), redis_server.url)
     assert error is not None, f"the operator did not need {missing!r}"
     assert "NoPermissionError" in error and f"'{missing}'" in error
 
@@ -158,6 +199,8 @@ def _cli_session(cli: Run, url: str, tmp_path: Path, admin: redis.Redis) -> list
         ("dlq", "list", "-f", f, "--json"),
         ("dlq", "requeue", "-f", f, "--id", "t0"),
         ("dlq", "purge", "-f", f, "--yes"),
+        ("pause", "-f", f, "{emails}:vip"),
+        ("resume", "-f", f, "{emails}:vip"),
         ("drain", "-f", f, "--yes", "--batch", "1", "{emails}:vip"),
         ("drain", "-f", f, "--yes", "--batch", "1", "{emails}:normal"),
     ]
