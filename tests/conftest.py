@@ -7,6 +7,7 @@ of a higher tier than its folder's fails the collection, naming the fixture and 
 belongs in, so that the fast tiers never start a control plane or a node (tests/README.md).
 """
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, folder))
     if problems:
         raise pytest.UsageError("tests outside their tier:\n  " + "\n  ".join(problems))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the tests and the processes they start as it would from a terminal: a
+    shell starts a background job (`scripts/test &`, a CI runner's script) with SIGINT ignored,
+    every child inherits that, and a CLI or worker started with SIGINT ignored never sees the
+    Ctrl-C a test sends it."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
