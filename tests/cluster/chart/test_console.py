@@ -44,7 +44,8 @@ def test_enabled_it_is_a_locked_down_deployment_and_a_cluster_ip_service(render:
             ctx["capabilities"]["drop"]) == (True, False, ["ALL"])
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["command"] == ["taskqueue"]
-    args = parser().parse_args(container["args"])  # the CLI accepts what the chart renders
+    # the CLI accepts what the chart renders
+    args = parser(container["args"]).parse_args(container["args"])
     assert (args.in_cluster, args.allow_actions, args.watch_namespace) == (True, False,
                                                                            [NAMESPACE])
     assert deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == \
