@@ -5,7 +5,8 @@ carries the `PolicyState` over with the Deployment's replica count, calls `polic
 same arguments, and scales in as the controller does: `quiesce.plan_scale_in`, the quiesced set
 written, the victims' processing lists read after, `Plan.settle` (remove only drained ones), the
 count set being `policy.Outcome.replicas`. With `quiesce=False` (a baseline without quiesce):
-deletion costs from the snapshot, then scale. Kubernetes writes land `api_delay` seconds after the poll.
+deletion costs from the snapshot, then scale. Kubernetes writes land `api_delay` seconds after
+the poll.
 
 `KedaScaler` models KEDA 2.x with the HPA (AverageValue target): KEDA polls the list lengths
 every `pollingInterval`, activates 0 -> 1 and deactivates to 0 after `cooldownPeriod` without
