@@ -187,7 +187,7 @@ class Worker:
 
     def _give_back_stuck(self, stuck: list[Slot | AsyncSlot]) -> None:
         store = Store(url=self.config.redis_url, schema=self.config.schema,
-                      worker_id=self.config.worker_id)
+                      worker_id=self.config.worker_id, tracking=self.config.tracking)
         try:
             acks = [a for slot in stuck for a in slot.ledger.acks]
             if acks:
@@ -203,7 +203,7 @@ class Worker:
 
     def _deregister(self) -> None:
         store = Store(url=self.config.redis_url, schema=self.config.schema,
-                      worker_id=self.config.worker_id)
+                      worker_id=self.config.worker_id, tracking=self.config.tracking)
         try:
             if not store.deregister():
                 log.warning("tasks still held: leaving the heartbeat to expire for recovery")
@@ -219,7 +219,7 @@ class Worker:
         self.stop()
         self.heartbeat.loop.stop.set()  # no beat after the requeue: peers find nothing to do
         store = Store(url=self.config.redis_url, schema=self.config.schema,
-                      worker_id=self.config.worker_id)
+                      worker_id=self.config.worker_id, tracking=self.config.tracking)
         try:
             with self.state.fetch_lock:
                 requeued, dead = store.recover(worker_id=self.config.worker_id,

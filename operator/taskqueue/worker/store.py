@@ -214,7 +214,8 @@ class Store:
         """Give back held entries unrun (attempts unchanged); see release.lua."""
         if not entries:
             return 0
-        keys_, args = scripts.release_call(self.schema, self.worker_id, entries)
+        keys_, args = scripts.release_call(self.schema, self.worker_id, entries,
+                                           tracking=bool(self.tracking))
         return int(self.script("release", keys_, args))
 
     def held_entries(self) -> list[str]:
@@ -240,8 +241,8 @@ class Store:
         """Requeue the tasks of a dead worker (recover.lua; the operator's twin:
         queueops.recover_worker)."""
         keys_, args = scripts.recover_call(
-            self.schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason
-        )
+            self.schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason,
+            tracking=bool(self.tracking))
         requeued, dead = self.script("recover", keys_, args)
         return int(requeued), int(dead)
 

@@ -1,11 +1,14 @@
 """One task by id, on real worker processes and a real redis-server: `client.status` follows it
 (queued, delayed, running with its progress, done, cancelled), `client.cancel` stops a running
 task in each handler kind (never retried; the worker takes its next task) and keeps a queued
-one from ever starting."""
+one from ever starting; a tracked task held by a SIGKILLed worker shows its new state once
+recovered (by the operator's call, or by another worker's heartbeat)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import pytest
 import redis
 
 from taskqueue import client
+from taskqueue.redisio import clients, queueops
 from taskqueue.wire import keys, lifecycle
 from tests.helpers import handlers as h
 from tests.helpers.cli import Run
@@ -120,3 +124,64 @@ def test_without_tracking_a_running_task_is_still_cancelled(
         wait_for("the cancel to be counted", lambda: stat(redis_sync, "cancelled") == 1)
     assert redis_sync.lrange(h.CANCELLED, 0, -1) == [task]
     assert not redis_sync.keys(f"{Q}:task:*")
+
+
+def _killed_holding(redis_url: str, r: redis.Redis, task: str, log_path: Path) -> None:
+    """A worker "doomed" takes `task` and is SIGKILLed while running it."""
+    with running(redis_url, "--queue", Q, "--tracking", "--worker-id", "doomed",
+                 "--heartbeat", "0.5", *HANDLER_KINDS["sync"], log_path=log_path) as proc:
+        wait_for("the task to run on doomed", lambda: status(r, task).worker == "doomed")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert r.llen(SCHEMA.processing("doomed")) == 1
+    assert status(r, task).state == "running"
+
+
+async def _operator_recovers(redis_url: str) -> tuple[int, int]:
+    """The reaper's call (controller/reaper.py) for a gone pod of a TaskQueue with tracking."""
+    aclient = clients.async_client(clients.RedisSettings.from_dsn(redis_url))
+    try:
+        return await queueops.recover_worker(aclient, SCHEMA, worker_id="doomed",
+                                             max_attempts=5, reason="pod doomed gone",
+                                             tracking=True)
+    finally:
+        await aclient.aclose()
+
+
+def test_a_task_of_a_killed_worker_recovered_by_the_operator_shows_queued_then_runs_again(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    task = client.enqueue_sync(redis_sync, Q, "long", track=True)
+    _killed_holding(redis_url, redis_sync, task, tmp_path / "doomed.log")
+    assert asyncio.run(_operator_recovers(redis_url)) == (1, 0)
+    requeued = status(redis_sync, task)
+    assert (requeued.state, requeued.queue, requeued.worker) == ("queued", Q, "")
+    with running(redis_url, "--queue", Q, "--tracking", "--worker-id", "heir",
+                 *HANDLER_KINDS["sync"], log_path=tmp_path / "heir.log"):
+        again = wait_for("the task to run again", lambda: (
+            s := status(redis_sync, task)).worker == "heir" and s)
+        assert (again.state, again.attempt) == ("running", 2)
+        client.cancel_sync(redis_sync, task, key_prefix=Q)
+        wait_for("the cancel", lambda: status(redis_sync, task).state == "cancelled")
+
+
+def test_a_task_of_a_killed_worker_recovered_by_a_peers_heartbeat_shows_queued(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path, cli: Run) -> None:
+    task = client.enqueue_sync(redis_sync, Q, "long", track=True)
+    _killed_holding(redis_url, redis_sync, task, tmp_path / "doomed.log")
+    paused = cli("pause", Q, "--redis-url", redis_url, "--queue", Q)
+    assert paused.code == 0, paused.err
+    # the peer takes nothing from the paused queue, so the recovered task stays queued
+    with running(redis_url, "--queue", Q, "--tracking", "--worker-id", "peer",
+                 "--heartbeat", "0.5", *HANDLER_KINDS["sync"], log_path=tmp_path / "peer.log"):
+        wait_for("the peer to recover doomed", lambda: not redis_sync.llen(
+            SCHEMA.processing("doomed")))
+        requeued = status(redis_sync, task)
+        assert (requeued.state, requeued.queue, requeued.worker) == ("queued", Q, "")
+        assert redis_sync.llen(Q) == 1
+        resumed = cli("resume", Q, "--redis-url", redis_url, "--queue", Q)
+        assert resumed.code == 0, resumed.err
+        again = wait_for("the task to run again", lambda: (
+            s := status(redis_sync, task)).worker == "peer" and s)
+        assert (again.state, again.attempt) == ("running", 2)
+        client.cancel_sync(redis_sync, task, key_prefix=Q)
+        wait_for("the cancel", lambda: status(redis_sync, task).state == "cancelled")

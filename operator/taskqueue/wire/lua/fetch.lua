@@ -23,7 +23,8 @@ local count = tonumber(ARGV[4])     -- tasks to take (0: ack and promote only)
 local hold = ARGV[5] == '1'         -- "1": LPUSH the entries into `processing` (AtLeastOnce);
                                      -- "0": hand them out unheld (AtMostOnce)
 local task_prefix = ARGV[6]         -- the task index's key prefix ("": tracking off); with it,
-                                     -- taken tasks are tracked as running, acked ones as done
+                                     -- taken tasks are tracked as running, acked ones as done,
+                                     -- promoted ones as queued
 local FIRST_ACK = 7                 -- ARGV[7..]: processing entries to ack
 -- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken, then,
 -- when a rate limit held a queue back, an integer: the ms until that queue may give its next
@@ -113,8 +114,10 @@ for _, m in ipairs(moves) do
   redis.call('ZREM', delayed, m[1])
   if m[2] then
     reject(dead_letter, stats, max_dead, m[3], m[5], m[2])
+    track_moved(task_prefix, m[5], 'dead')
   else
     put(m[3], m[4], m[5])
+    track_moved(task_prefix, m[5], 'queued', m[3])
   end
 end
 if not taking then return {} end

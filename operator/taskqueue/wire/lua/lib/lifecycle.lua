@@ -5,9 +5,11 @@
 -- The cancels zset holds task id -> the time (unix ms) its cancel expires; a fetch checks it only
 -- when it is not empty (one ZCARD per call, then one ZSCORE per task taken).
 -- The task index `<prefix>:task:<id>` (a hash: state, queue, at, processing, attempt, due) is
--- written only when the caller passes its key prefix (spec.worker.tracking); its keys are built
--- here from the id, so they are not in KEYS: they share the TaskQueue's {hash tag}, hence its
--- Redis Cluster slot. Each write sets its expiry to TRACK_TTL_MS.
+-- written only when the caller passes its key prefix (spec.worker.tracking): by fetch.lua,
+-- fail.lua and cancelled.lua, and by recover.lua and release.lua when they put a task back or
+-- dead-letter it. Its keys are built here from the id, so they are not in KEYS: they share the
+-- TaskQueue's {hash tag}, hence its Redis Cluster slot. Each write sets its expiry to
+-- TRACK_TTL_MS.
 
 local TRACK_TTL_MS = 86400000 -- taskqueue.wire.lifecycle.TRACK_TTL_SECONDS * 1000
 local CANCELLED = 'cancelled' -- taskqueue.wire.lifecycle.CANCELLED_FIELD
@@ -33,12 +35,31 @@ local function now_ms()
 end
 
 -- track(task_prefix, id, fields): HSET the flat `fields` on the task's index hash and renew its
--- expiry; nothing when tracking is off (task_prefix nil or '') or the task has no id.
+-- expiry; nothing when tracking is off (task_prefix nil or '') or the task has no id. The index
+-- is written after the moves it records, so it cannot fail the script: a key of another type
+-- (not ours to change) is left as it is and the task goes untracked; any other error (an ACL
+-- refusal) is raised.
 local function track(task_prefix, id, fields)
   if not task_prefix or task_prefix == '' or not id then return end
   local key = task_prefix .. id
-  redis.call('HSET', key, unpack(fields))
+  local set = redis.pcall('HSET', key, unpack(fields))
+  if type(set) == 'table' and set['err'] then
+    if string.find(set['err'], 'WRONGTYPE', 1, true) then return end
+    redis.call('HSET', key, unpack(fields)) -- fails again, on a line that names the command
+  end
   redis.call('PEXPIRE', key, TRACK_TTL_MS)
+end
+
+-- track_moved(task_prefix, element, state, queue): the index of the task `element` carries,
+-- put back by a recovery or a give-back ('queued' in `queue`) or dead-lettered ('dead').
+local function track_moved(task_prefix, element, state, queue)
+  if not task_prefix or task_prefix == '' then return end
+  local id = task_id(element)
+  if state == 'queued' then
+    track(task_prefix, id, {'state', state, 'queue', queue, 'at', now_ms()})
+  else
+    track(task_prefix, id, {'state', state, 'at', now_ms()})
+  end
 end
 
 -- track_entries(task_prefix, entries, state, processing): `state` for every entry of `entries`
