@@ -94,8 +94,8 @@ def test_a_task_cancelled_before_it_runs_is_never_started(
     assert json.loads(shown.out)["cancelled_total"] == 1
 
 
-def test_status_follows_a_task_with_its_progress(redis_url: str, redis_sync: redis.Redis,
-                                                 tmp_path: Path) -> None:
+def test_status_and_inflight_follow_a_task_with_its_progress(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path, cli: Run) -> None:
     assert status(redis_sync, "no-such-id").state == "unknown"
     task = client.enqueue_sync(redis_sync, Q, "long", track=True)
     queued = status(redis_sync, task)
@@ -106,6 +106,11 @@ def test_status_follows_a_task_with_its_progress(redis_url: str, redis_sync: red
             s := status(redis_sync, task)).progress is not None and s)
         assert seen.state == "running" and seen.progress is not None
         assert (seen.progress.fraction, seen.progress.message) == (0.25, "a quarter")
+        shown = cli("status", task, "--redis-url", redis_url, "--queue", Q)
+        assert "progress: 25% a quarter (" in shown.out, shown.out
+        held = cli("inflight", "--redis-url", redis_url, "--queue", Q, "--json").json()
+        [report] = [t["progress"] for h in held for t in h["tasks"] if t["id"] == task]
+        assert (report["fraction"], report["message"]) == (0.25, "a quarter")
         client.cancel_sync(redis_sync, task, key_prefix=Q)
         wait_for("the progress report to go", lambda: not redis_sync.hlen(
             SCHEMA.progress(seen.worker)))
