@@ -161,3 +161,22 @@ def test_a_promoted_task_is_indexed_as_queued(redis_sync: redis.Redis) -> None:
     assert redis_sync.llen("q") == 1
     s = client.status_sync(redis_sync, pushed, key_prefix="q")
     assert (s.state, s.queue) == ("queued", "q")
+
+
+def test_a_unique_no_op_leaves_the_index_as_the_tasks_run_left_it(
+        redis_sync: redis.Redis) -> None:
+    first = client.enqueue_sync(redis_sync, "q", "p", task_id="u1", unique_for=60, track=True)
+    assert redis_sync.hget(SCHEMA.task(first), "state") == "queued"
+    fetch(redis_sync, count=1)
+    assert redis_sync.hget(SCHEMA.task(first), "state") == "running"
+    again = client.enqueue_sync(redis_sync, "q", "p", task_id="u1", unique_for=60, track=True)
+    assert again == first and redis_sync.llen("q") == 0
+    assert redis_sync.hget(SCHEMA.task(first), "state") == "running"
+
+
+def test_a_tracked_push_with_an_index_key_of_another_type_is_pushed_untracked(
+        redis_sync: redis.Redis) -> None:
+    redis_sync.set(SCHEMA.task("t1"), "someone's string")
+    assert client.enqueue_sync(redis_sync, "q", "p", task_id="t1", track=True) == "t1"
+    assert redis_sync.llen("q") == 1
+    assert redis_sync.get(SCHEMA.task("t1")) == "someone's string"

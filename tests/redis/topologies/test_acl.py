@@ -195,6 +195,7 @@ def _cli_session(cli: Run, url: str, tmp_path: Path, admin: redis.Redis) -> list
     steps = [
         ("enqueue", "-f", f, "{emails}:vip", "one"),
         ("enqueue", "-f", f, "--priority", "2", "{emails}:normal", "two"),
+        ("enqueue", "-f", f, "--unique-for", "1m", "--track", "{emails}:vip", "three"),
         ("stats", "-f", f, "--json", "--interval", "0"),
         ("inflight", "-f", f, "--json"),
         ("status", "-f", f, "--json", "t9"),

@@ -19,6 +19,7 @@ local task_prefix = ARGV[7]  -- the task index's key prefix ("" or absent: track
 -- include: count
 -- include: moves
 -- include: flow
+-- include: index
 -- include: lifecycle
 local wrong = misfit({processing, 'list', retry and delayed or dead_letter,
   retry and 'zset' or 'list', stats, 'hash'})

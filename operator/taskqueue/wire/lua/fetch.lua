@@ -41,6 +41,7 @@ local FIRST_ACK = 7                 -- ARGV[7..]: processing entries to ack
 -- include: count
 -- include: moves
 -- include: flow
+-- include: index
 -- include: lifecycle
 local nacks = #ARGV - FIRST_ACK + 1
 local taking = count > 0 and redis.call('SISMEMBER', quiesced, processing) == 0

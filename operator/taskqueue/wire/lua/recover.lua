@@ -18,6 +18,7 @@
 -- include: count
 -- include: moves
 -- include: flow
+-- include: index
 -- include: lifecycle
 local flow_on, wrong = flow_state_of(KEYS[5])
 wrong = wrong or misfit({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'list', KEYS[4], 'hash'})

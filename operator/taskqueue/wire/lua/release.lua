@@ -18,6 +18,7 @@ local first_entry = FIRST_TYPE + #KEYS - FIRST_QUEUE + 1  -- ARGV[first_entry..]
 -- include: count
 -- include: moves
 -- include: flow
+-- include: index
 -- include: lifecycle
 local flow_on, wrong = flow_state_of(flow_state)
 wrong = wrong or misfit({processing, 'list', dead_letter, 'list', stats, 'hash'})

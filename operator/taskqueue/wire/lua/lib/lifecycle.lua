@@ -1,4 +1,5 @@
--- lib/lifecycle.lua (included by `-- include: lifecycle`, after lib/entry.lua and lib/count.lua):
+-- lib/lifecycle.lua (included by `-- include: lifecycle`, after lib/entry.lua, lib/count.lua and
+-- lib/index.lua):
 -- cancelled tasks and the task index (taskqueue.wire.lifecycle owns both in Python).
 -- A task is known by its envelope id; a raw payload (no envelope, or an envelope without an id)
 -- has none and is neither tracked nor cancellable.
@@ -9,9 +10,8 @@
 -- fail.lua and cancelled.lua, and by recover.lua and release.lua when they put a task back or
 -- dead-letter it. Its keys are built here from the id, so they are not in KEYS: they share the
 -- TaskQueue's {hash tag}, hence its Redis Cluster slot. Each write sets its expiry to
--- TRACK_TTL_MS.
+-- TRACK_TTL_MS (lib/index.lua).
 
-local TRACK_TTL_MS = 86400000 -- taskqueue.wire.lifecycle.TRACK_TTL_SECONDS * 1000
 local CANCELLED = 'cancelled' -- taskqueue.wire.lifecycle.CANCELLED_FIELD
 
 -- task_id(element): the envelope id of `element` (nil for a raw payload or an envelope without
@@ -34,20 +34,11 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- track(task_prefix, id, fields): HSET the flat `fields` on the task's index hash and renew its
--- expiry; nothing when tracking is off (task_prefix nil or '') or the task has no id. The index
--- is written after the moves it records, so it cannot fail the script: a key of another type
--- (not ours to change) is left as it is and the task goes untracked; any other error (an ACL
--- refusal) is raised.
+-- track(task_prefix, id, fields): `index_write` of the flat `fields` on the task's index hash;
+-- nothing when tracking is off (task_prefix nil or '') or the task has no id.
 local function track(task_prefix, id, fields)
   if not task_prefix or task_prefix == '' or not id then return end
-  local key = task_prefix .. id
-  local set = redis.pcall('HSET', key, unpack(fields))
-  if type(set) == 'table' and set['err'] then
-    if string.find(set['err'], 'WRONGTYPE', 1, true) then return end
-    redis.call('HSET', key, unpack(fields)) -- fails again, on a line that names the command
-  end
-  redis.call('PEXPIRE', key, TRACK_TTL_MS)
+  index_write(task_prefix .. id, fields)
 end
 
 -- track_moved(task_prefix, element, state, queue): the index of the task `element` carries,
