@@ -65,7 +65,8 @@ class Worker:
         self.promoter = Promoter(config=config, stopping=self.state.stopping)
         self.lifecycle = Lifecycle(url=config.redis_url, schema=config.schema,
                                    worker_id=config.worker_id,
-                                   heartbeat_seconds=config.heartbeat_seconds)
+                                   heartbeat_seconds=config.heartbeat_seconds,
+                                   watch_cancels=plan.fetch in ("brpop", "bzpopmin"))
         """Hears cancels for the running tasks and writes their progress reports."""
         leases = Leases() if plan.leases else None
         self.lease_keeper = (LeaseKeeper(config=config, leases=leases)
@@ -191,7 +192,7 @@ class Worker:
         try:
             acks = [a for slot in stuck for a in slot.ledger.acks]
             if acks:
-                store.ack(acks)
+                store.ack(acks, held=self.plan.held)
                 self.state.unhold(acks)
             # only the stuck slots hold entries now: give back all that is left
             n = store.release(store.held_entries())

@@ -171,9 +171,10 @@ class Store:
                             acked, self.wait_replicas, WAIT_TIMEOUT_MS)
         return result
 
-    def ack(self, acks: Sequence[str]) -> None:
-        """Ack `acks` (fetch.lua taking nothing)."""
-        self._fetch(acks=acks, count=0, hold=False, now="")
+    def ack(self, acks: Sequence[str], *, held: bool = True) -> None:
+        """Ack `acks` (fetch.lua taking nothing); not `held` (AtMostOnce with tracking): they
+        are only marked done in the task index."""
+        self._fetch(acks=acks, count=0, hold=held, now="")
 
     def promote(self) -> None:
         """Move the due entries of the delayed zset back to their queues (fetch.lua with COUNT

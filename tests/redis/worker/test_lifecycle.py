@@ -190,3 +190,79 @@ def test_a_task_of_a_killed_worker_recovered_by_a_peers_heartbeat_shows_queued(
         assert (again.state, again.attempt) == ("running", 2)
         client.cancel_sync(redis_sync, task, key_prefix=Q)
         wait_for("the cancel", lambda: status(redis_sync, task).state == "cancelled")
+
+
+AT_MOST_ONCE = ["--delivery", "AtMostOnce", "--tracking", *HANDLER_KINDS["sync"]]
+
+
+def test_at_most_once_a_cancelled_running_task_stops_and_status_follows(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    with running(redis_url, "--queue", Q, *AT_MOST_ONCE, log_path=tmp_path / "worker.log"):
+        long = client.enqueue_sync(redis_sync, Q, "long", track=True)
+        seen = wait_for("the task running in status", lambda: (
+            s := status(redis_sync, long)).state == "running" and s)
+        assert seen.worker and seen.attempt == 1
+        assert client.cancel_sync(redis_sync, long, key_prefix=Q).recorded
+        wait_for("the cancel", lambda: status(redis_sync, long).state == "cancelled")
+        quick = client.enqueue_sync(redis_sync, Q, "quick", track=True)
+        wait_for("the next task to be done", lambda: status(redis_sync, quick).state == "done")
+    assert redis_sync.lrange(h.CANCELLED, 0, -1) == [long]
+    assert stat(redis_sync, "cancelled") == 1 and redis_sync.zcard(SCHEMA.cancels) == 0
+    assert redis_sync.zcard(SCHEMA.delayed) == 0 and redis_sync.llen(SCHEMA.dead_letter) == 0
+
+
+@pytest.mark.parametrize("tracking", [True, False], ids=["tracking", "off"])
+def test_at_most_once_a_task_cancelled_while_queued_is_never_started(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path, tracking: bool) -> None:
+    doomed = client.enqueue_sync(redis_sync, Q, "doomed", track=tracking)
+    assert client.cancel_sync(redis_sync, doomed, key_prefix=Q).recorded
+    after = client.enqueue_sync(redis_sync, Q, "quick", track=tracking)
+    argv = AT_MOST_ONCE if tracking else [a for a in AT_MOST_ONCE if a != "--tracking"]
+    with running(redis_url, "--queue", Q, *argv, log_path=tmp_path / "worker.log"):
+        wait_for("the task after it to run", lambda: redis_sync.lrange(h.DONE, 0, -1))
+        wait_for("the cancel to be counted", lambda: stat(redis_sync, "cancelled") == 1)
+    assert not started(redis_sync, doomed)
+    assert redis_sync.zcard(SCHEMA.cancels) == 0
+    if tracking:
+        assert status(redis_sync, doomed).state == "cancelled"
+        assert status(redis_sync, after).state == "done"
+
+
+def test_cancel_with_idempotent_consumption_leaves_the_id_free_to_run_again(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    """Without the task index, status reads the idempotency markers: the running lease names
+    the worker (alive), a cancel drops the lease and leaves no done marker, so the same id
+    enqueued again runs and is then known as done."""
+    with running(redis_url, "--queue", Q, "--idempotency-window", "60", "--worker-id", "idem",
+                 *HANDLER_KINDS["sync"], log_path=tmp_path / "worker.log"):
+        long = client.enqueue_sync(redis_sync, Q, "long", task_id="job-1")
+        wait_for("the task to start", lambda: started(redis_sync, long))
+        seen = status(redis_sync, long)
+        assert (seen.state, seen.worker, seen.worker_alive, seen.tracked) == (
+            "running", "idem", True, False)
+        assert client.cancel_sync(redis_sync, long, key_prefix=Q).recorded
+        wait_for("the cancel to be counted", lambda: stat(redis_sync, "cancelled") == 1)
+        wait_for("the lease to be dropped", lambda: not redis_sync.exists(SCHEMA.running(long)))
+        assert not redis_sync.exists(SCHEMA.done(long))
+        assert status(redis_sync, long).state == "unknown"
+        again = client.enqueue_sync(redis_sync, Q, "quick", task_id="job-1")
+        wait_for("the id to run again", lambda: redis_sync.lrange(h.DONE, 0, -1) == ["quick"])
+        wait_for("the done marker", lambda: status(redis_sync, again).state == "done")
+    assert stat(redis_sync, "duplicates") == 0 and stat(redis_sync, "retried") == 0
+
+
+def test_a_unique_task_cancelled_while_queued_is_not_pushed_again_within_its_window(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    task = client.enqueue_sync(redis_sync, Q, "doomed", task_id="job-2", unique_for=60,
+                               track=True)
+    assert client.cancel_sync(redis_sync, task, key_prefix=Q).recorded
+    same = client.enqueue_sync(redis_sync, Q, "doomed", task_id="job-2", unique_for=60,
+                               track=True)
+    assert same == task and redis_sync.llen(Q) == 1  # the unique no-op pushed nothing
+    assert status(redis_sync, task).state == "cancelling"
+    after = client.enqueue_sync(redis_sync, Q, "quick", track=True)
+    with running(redis_url, "--queue", Q, "--tracking", *HANDLER_KINDS["sync"],
+                 log_path=tmp_path / "worker.log"):
+        wait_for("the task after it", lambda: status(redis_sync, after).state == "done")
+    assert not started(redis_sync, task)
+    assert status(redis_sync, task).state == "cancelled" and stat(redis_sync, "cancelled") == 1

@@ -21,7 +21,9 @@ local queue_options = ARGV[2]       -- per queue, in KEYS order and space-separa
 local now = tonumber(ARGV[3])       -- unix ms on Redis's clock; "" skips the promotion
 local count = tonumber(ARGV[4])     -- tasks to take (0: ack and promote only)
 local hold = ARGV[5] == '1'         -- "1": LPUSH the entries into `processing` (AtLeastOnce);
-                                     -- "0": hand them out unheld (AtMostOnce)
+                                     -- "0": hand them out unheld (AtMostOnce), and the acks
+                                     -- are not held either: they only say which tasks are
+                                     -- done, for the task index
 local task_prefix = ARGV[6]         -- the task index's key prefix ("": tracking off); with it,
                                      -- taken tasks are tracked as running, acked ones as done,
                                      -- promoted ones as queued
@@ -97,7 +99,11 @@ if #due > 0 then
   if wrong then return wrong end
 end
 
-if nacks > 0 then
+if nacks > 0 and not hold then
+  local done = {}
+  for a = FIRST_ACK, #ARGV do done[#done + 1] = ARGV[a] end
+  track_entries(task_prefix, done, 'done')
+elseif nacks > 0 then
   local acked, gone, done = 0, {}, {}
   for a = FIRST_ACK, #ARGV do
     local n = redis.call('LREM', processing, -1, ARGV[a])
