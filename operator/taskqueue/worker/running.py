@@ -96,11 +96,12 @@ class Running:
         control = Control(task_id)
         if not task_id:
             return control
-        with self._lock:
-            self._tasks[task_id] = control
-            early = self._early.pop(task_id, None) if self._early else None
-        if early is not None:
-            control.cancel()
+        self._tasks[task_id] = control  # one dict store: atomic, no lock on the task path
+        if self._early:
+            with self._lock:
+                early = self._early.pop(task_id, None)
+            if early is not None:
+                control.cancel()
         return control
 
     def end(self, control: Control) -> None:
