@@ -41,6 +41,8 @@ def render(s: lifecycle.TaskStatus, *, now: float) -> str:
         lines.append(f"attempt: {s.attempt}")
     if s.progress is not None:
         lines.append(f"progress: {ui.progress(s.progress, now=now)}")
+    if s.state == "dead":
+        lines.append(f"error: {s.error or '-'} (`taskqueue dlq list` shows the record)")
     if not s.tracked and s.state in ("unknown", "cancelling"):
         lines.append("(no task index: spec.worker.tracking is off, or the id is unknown or "
                      "expired)")

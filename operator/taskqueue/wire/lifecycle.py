@@ -84,6 +84,8 @@ class TaskStatus:
     """Running: whether that worker's heartbeat deadline is still ahead."""
     attempt: int | None = None
     progress: Progress | None = None
+    error: str = ""
+    """Dead: the error of its dead-letter record (`taskqueue dlq list` shows the record)."""
     cancel_requested: bool = False
     tracked: bool = False
     """Whether the task index knew the task (spec.worker.tracking)."""
@@ -162,4 +164,5 @@ def read_status(task_id: str, reply: Any, *, processing_prefix: str) -> TaskStat
         worker_alive=None if not worker else (deadline is not None and deadline > now),
         attempt=int(attempt) if attempt else None,
         progress=Progress.decode(_text(progress)) if progress not in ("", b"") else None,
+        error=index.get("error", "") if index.get("state") == "dead" else "",
         cancel_requested=cancelled, tracked=bool(index))

@@ -66,6 +66,15 @@ def test_fetch_tracks_taken_and_acked_tasks_and_fail_tracks_retries(
         args=["1", b, "retry", retry, 12345, 100, SCHEMA.task_prefix])
     assert redis_sync.hgetall(SCHEMA.task("tb"))["state"] == "delayed"
     assert redis_sync.hget(SCHEMA.task("tb"), "due") == "12345"
+    redis_sync.lpush("q", keys.wrap("c", task_id="tc"))
+    [c] = fetch(redis_sync, count=1)
+    record = keys.dead_letter_record(entry=keys.Entry.decode(c), task=keys.unwrap(
+        keys.Entry.decode(c).element), attempts=1, error="ValueError: bad input")
+    queueops.script("fail").sync(redis_sync, keys=[
+        SCHEMA.processing("w"), SCHEMA.delayed, SCHEMA.dead_letter, SCHEMA.stats,
+        SCHEMA.flow_state], args=["1", c, "dead", record, 0, 100, SCHEMA.task_prefix])
+    dead = client.status_sync(redis_sync, "tc", key_prefix="q")
+    assert (dead.state, dead.error) == ("dead", "ValueError: bad input")
 
 
 def test_without_tracking_nothing_is_indexed(redis_sync: redis.Redis) -> None:
@@ -123,6 +132,8 @@ def test_recovery_indexes_a_requeued_task_as_queued_and_a_poison_one_as_dead(
     assert (index["state"], index["queue"]) == ("queued", "q")
     assert 0 < redis_sync.pttl(SCHEMA.task("ta")) <= 86_400_000
     assert redis_sync.hget(SCHEMA.task("tb"), "state") == "dead"
+    dead = client.status_sync(redis_sync, "tb", key_prefix="q")
+    assert (dead.state, dead.error) == ("dead", "worker lost: test")
     s = client.status_sync(redis_sync, "ta", key_prefix="q")
     assert (s.state, s.queue, s.worker) == ("queued", "q", "")
     assert len(redis_sync.keys("q:task:*")) == 2  # the raw payload has no id: not indexed

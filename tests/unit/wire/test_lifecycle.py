@@ -72,3 +72,14 @@ def test_render_running_with_progress() -> None:
     assert render(s, now=100.0).splitlines() == [
         "task: t", "state: running", "queue: q", "since: 10s ago", "worker: w1", "attempt: 2",
         "progress: 25% a quarter (1s ago)"]
+
+
+def test_a_dead_task_shows_the_error_of_its_record() -> None:
+    raw = reply({"state": "dead", "at": "90000", "error": "ValueError: bad input"})
+    s = lifecycle.read_status("t", raw, processing_prefix=P)
+    assert (s.state, s.error) == ("dead", "ValueError: bad input")
+    assert render(s, now=100.0).splitlines()[-1] == (
+        "error: ValueError: bad input (`taskqueue dlq list` shows the record)")
+    requeued = lifecycle.read_status("t", reply({"state": "queued", "error": "old"}),
+                                     processing_prefix=P)
+    assert requeued.error == ""

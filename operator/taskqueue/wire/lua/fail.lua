@@ -39,6 +39,8 @@ if retry then
   track(task_prefix, id, {'state', 'delayed', 'at', now_ms(), 'due', due_ms})
 else
   push_dead(dead_letter, stats, max_dead, value)
-  track(task_prefix, id, {'state', 'dead', 'at', now_ms()})
+  if id and task_prefix and task_prefix ~= '' then
+    track(task_prefix, id, {'state', 'dead', 'at', now_ms(), 'error', record_error(value)})
+  end
 end
 return 1

@@ -41,11 +41,11 @@ while true do
   end
   if reason then
     reject(KEYS[3], KEYS[4], max_dead, queue, element, lost .. '; ' .. reason)
-    track_moved(task_prefix, element, 'dead')
+    track_moved(task_prefix, element, 'dead', queue, lost .. '; ' .. reason)
     dead = dead + 1
   elseif attempts >= max_attempts then
     reject(KEYS[3], KEYS[4], max_dead, queue, bumped, lost)
-    track_moved(task_prefix, bumped, 'dead')
+    track_moved(task_prefix, bumped, 'dead', queue, lost)
     dead = dead + 1
   else
     put(queue, score, bumped)

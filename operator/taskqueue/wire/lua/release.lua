@@ -33,7 +33,7 @@ for i = first_entry, #ARGV do
     if flow_on then flow_tally(gone, entry) end
     if reason then
       reject(dead_letter, stats, max_dead, queue, element, reason)
-      track_moved(task_prefix, element, 'dead')
+      track_moved(task_prefix, element, 'dead', queue, reason)
     else
       put(queue, score, element)
       track_moved(task_prefix, element, 'queued', queue)
