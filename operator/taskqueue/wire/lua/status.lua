@@ -3,8 +3,8 @@
 -- KEYS[4] its idempotency running lease, KEYS[5] workers zset.
 -- ARGV[1] task id, ARGV[2] processing-list key prefix, ARGV[3] progress-hash key prefix.
 -- Returns {index (flat HGETALL), cancel expiry ms or "", done marker 1/0, running lease (its
--- owner "<worker id>#<slot>") or "", the running worker's heartbeat deadline ms or "", its progress report or "",
--- Redis's now ms}. The progress hash and the worker are found from the index or the lease, so
+-- owner "<worker id>#<slot>") or "", the running worker's heartbeat deadline ms or "", its
+-- progress report or "", Redis's now ms}. The progress hash and the worker are found from the index or the lease, so
 -- their keys are not in KEYS (they share the TaskQueue's {hash tag}). Reads only.
 local function now_ms()
   local t = redis.call('TIME')

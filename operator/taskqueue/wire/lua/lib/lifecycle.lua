@@ -6,8 +6,8 @@
 -- The cancels zset holds task id -> the time (unix ms) its cancel expires; a fetch checks it only
 -- when it is not empty (one ZCARD per call, then one ZSCORE per task taken).
 -- The task index `<prefix>:task:<id>` (a hash: state, queue, at, processing, attempt, due,
--- error) is written only when the caller passes its key prefix (spec.worker.tracking): by fetch.lua,
--- fail.lua and cancelled.lua, and by recover.lua and release.lua when they put a task back or
+-- error) is written only when the caller passes its key prefix (spec.worker.tracking): by
+-- fetch.lua, fail.lua and cancelled.lua, and by recover.lua and release.lua when they put a task back or
 -- dead-letter it. Its keys are built here from the id, so they are not in KEYS: they share the
 -- TaskQueue's {hash tag}, hence its Redis Cluster slot. Each write sets its expiry to
 -- TRACK_TTL_MS (lib/index.lua).
