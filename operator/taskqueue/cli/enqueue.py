@@ -212,9 +212,10 @@ def plain_pushes(key: str, kind: models.QueueType, items: Iterable[str], *,
     apart from the ids and the clock."""
     pushes: list[producer.Push] = []
     for payload in items:
-        element = payload if raw else keys.wrap(payload)  # time-ordered ids: FIFO in a zset
+        task_id = "" if raw else keys.new_task_id()  # time-ordered ids: FIFO in a zset
+        element = payload if raw else keys.wrap(payload, task_id=task_id)
         pushes.append(producer.Push(
-            task_id="" if raw else keys.unwrap(element).id, queue_key=key, target=key,
+            task_id=task_id, queue_key=key, target=key,
             how="zadd" if kind == "zset" else "lpush", score=priority, element=element,
             unique_ms=0, unique_key=""))
     return pushes

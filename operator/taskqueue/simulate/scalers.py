@@ -2,9 +2,10 @@
 
 `OperatorScaler` polls as `taskqueue.controller.poller` does: every pollIntervalSeconds it observes,
 carries the `PolicyState` over with the Deployment's replica count, calls `policy.decide` with the
-same arguments, and acts through `taskqueue.scaling.quiesce` (quiesce victims, remove only drained
-ones). With `quiesce=False` it acts as the operator did before: deletion costs from the snapshot,
-then scale. Kubernetes writes land `api_delay` seconds after the poll.
+same arguments, and scales in as the controller does: `quiesce.plan_scale_in`, the quiesced set
+written, the victims' processing lists read after, `Plan.settle` (remove only drained ones), the
+count set being `policy.Outcome.replicas`. With `quiesce=False` (a baseline without quiesce):
+deletion costs from the snapshot, then scale. Kubernetes writes land `api_delay` seconds after the poll.
 
 `KedaScaler` models KEDA 2.x with the HPA (AverageValue target): KEDA polls the list lengths
 every `pollingInterval`, activates 0 -> 1 and deactivates to 0 after `cooldownPeriod` without
@@ -20,6 +21,7 @@ from dataclasses import dataclass, replace
 
 from taskqueue.api.models import TaskQueue
 from taskqueue.scaling import policy, quiesce
+from taskqueue.scaling.observation import QueueObservation
 from taskqueue.simulate.world import World
 from taskqueue.wire import flow
 
@@ -52,7 +54,6 @@ class OperatorScaler:
         self.flow = flow.declared(tq.spec.queues)
         self.quiesce, self.api_delay = quiesce, api_delay
         self.state: policy.PolicyState | None = None
-        self.quiesced: tuple[str, ...] = ()
         self.next_poll = 0.0
         self.pending: list[tuple[float, int]] = []
 
@@ -72,28 +73,37 @@ class OperatorScaler:
         decision = policy.decide(spec=self.spec, observation=observation, state=state, now=t,
                                  concurrency=self.concurrency, queue_order=self.order,
                                  flow=self.flow)
-        target = decision.replicas
         if self.quiesce:
-            target = self._scale_in(world, t, current, target)
-        elif target < current:
-            held = {w.worker_id: w.in_flight for w in observation.workers}
-            world.set_costs({p.name: str(held.get(p.name, 0)) for p in world.live()})
-        self.state = replace(decision.state, replicas=target)
+            target = policy.Outcome(decision, self._scale_in(
+                world, t, current, decision.replicas, observation)).replicas
+        else:
+            target = decision.replicas
+            if target < current:
+                held = {w.worker_id: w.in_flight for w in observation.workers}
+                world.set_costs({p.name: str(held.get(p.name, 0)) for p in world.live()})
+        self.state = decision.state
         if target != current:
             self.pending.append((t + self.api_delay, target))
 
-    def _scale_in(self, world: World, t: float, current: int, target: int) -> int:
-        pods = world.pod_views(t)
-        plan = quiesce.plan(pods, target=target, quiesced=self.quiesced)
-        world.set_quiesced(plan.victims)
-        self.quiesced = plan.victims
-        if target >= current:
-            return target
-        held = world.held(t)  # read after quiescing: nothing can join a drained victim
-        drained = quiesce.drained(plan.victims, held)
-        world.set_costs(quiesce.deletion_costs([p.name for p in pods], held, drained))
-        return quiesce.replicas_after(current=current, target=target, pods=len(pods),
-                                      removable=quiesce.removable(pods, drained))
+    @staticmethod
+    def _scale_in(world: World, t: float, current: int, target: int,
+                  observation: QueueObservation) -> quiesce.Settled:
+        """The operator's scale-in (`quiesce.plan_scale_in`, `Plan.settle`) acted on the world
+        as the controller's actor acts on Redis and the API: the quiesced set written, the
+        victims' processing lists read after, the pod-deletion-costs set."""
+        pods = (world.pod_views(t) if quiesce.needs_pods(target=target, current=current,
+                                                          observation=observation) else [])
+        plan = quiesce.plan_scale_in(target=target, current=current, observation=observation,
+                                     pods=pods)
+        after: dict[str, int] = {}
+        if plan.writes:
+            world.set_quiesced((observation.quiesced | set(plan.quiesce)) - set(plan.release))
+            held = world.held(t)  # read after quiescing: nothing can join a drained victim
+            after = {name: held.get(name, 0) for name in plan.quiesce}
+        if plan.settled is not None:
+            return plan.settled
+        world.set_costs(plan.costs(after))
+        return plan.settle(after, annotated=True)
 
 
 class KedaScaler:
