@@ -20,6 +20,10 @@ Options (docs/worker.md, "Scheduled tasks" and "Unique tasks"):
 - `unique_for=` seconds: a second enqueue of the same id within that window is a no-op that
   returns the id (one atomic script, `enqueue.lua`). The id is `task_id`, else the payload's
   `keys.content_id` (same payload, same task).
+- `track=True` (for a TaskQueue with spec.worker.tracking): the push goes through `enqueue.lua`,
+  which writes the task index's first state (queued, or delayed until due) in the same atomic
+  call, so `status(id)` knows the task before a worker takes it; a unique no-op leaves the
+  index as it is. `enqueue_many_sync` pushes untracked (one LPUSH for all).
 
 Every number is checked before anything is sent (`ValueError` naming the option and its range).
 A push is sent once: `connect()` / `connect_async()` make clients that never re-send a command
@@ -34,7 +38,6 @@ holds the calls of one round trip and the WAIT of durable mode; `send` (redis-py
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 import time
@@ -193,10 +196,12 @@ class Push:
     surrogate escapes); `wire` gives the bytes sent."""
     unique_ms: int
     unique_key: str
+    index_key: str = ""
+    """The task index hash written with the push (`track`); "" untracked."""
 
     @property
     def script(self) -> bool:
-        return self.unique_ms > 0 or self.target != self.queue_key
+        return self.unique_ms > 0 or self.target != self.queue_key or bool(self.index_key)
 
     @property
     def data(self) -> bytes:
@@ -207,8 +212,10 @@ class Push:
     def call(self) -> Call:
         """The command that pushes this task."""
         if self.script:
-            return ScriptCall([self.target, self.unique_key],
-                              [self.how, self.score, self.data, self.unique_ms, self.task_id])
+            index = [self.index_key] if self.index_key else []
+            return ScriptCall([self.target, self.unique_key, *index],
+                              [self.how, self.score, self.data, self.unique_ms, self.task_id,
+                               *([self.queue_key] if index else [])])
         if self.how == "zadd":
             return ("ZADD", self.target, self.score, self.data)
         return ("LPUSH", self.target, self.data)
@@ -217,9 +224,11 @@ class Push:
 def plan(key: str, payload: Payload, *, priority: float | None = None,
          task_id: str | None = None, delay: float | timedelta | None = None,
          at: When | None = None, unique_for: float | None = None,
-         key_prefix: str | None = None, now: float | None = None) -> Push:
+         key_prefix: str | None = None, now: float | None = None, track: bool = False) -> Push:
     """The push of one task with these options; ValueError for an option out of its range
-    (nothing is sent then). Pure apart from the clock/id when not given."""
+    (nothing is sent then). `track`: enqueue.lua writes the task index's first state with the
+    push (queued, or delayed until its due time). Pure apart from the clock/id when not
+    given."""
     now = time.time() if now is None else now
     text = payload_text(payload)
     if priority is not None:
@@ -238,14 +247,17 @@ def plan(key: str, payload: Payload, *, priority: float | None = None,
     prefix = key_prefix or key
     schema = keys.KeySchema(prefix=prefix, queues=(), dead_letter="")
     unique_ms = max(1, int(unique_for * 1000)) if unique_for else 0
+    index_key = schema.task(tid) if track else ""
     if due is not None:
         score = "" if priority is None else repr(float(priority))
         entry = keys.Entry(queue=key, score=score, element=element).encode()
         return Push(task_id=tid, queue_key=key, target=schema.delayed, how="zadd", score=due,
-                    element=entry, unique_ms=unique_ms, unique_key=schema.unique(tid))
+                    element=entry, unique_ms=unique_ms, unique_key=schema.unique(tid),
+                    index_key=index_key)
     return Push(task_id=tid, queue_key=key, target=key,
                 how="lpush" if priority is None else "zadd", score=priority or 0,
-                element=element, unique_ms=unique_ms, unique_key=schema.unique(tid))
+                element=element, unique_ms=unique_ms, unique_key=schema.unique(tid),
+                index_key=index_key)
 
 
 class NotReplicated(redis.RedisError):
@@ -294,29 +306,11 @@ def _one(key: str, payload: Payload, *, priority: float | None, task_id: str | N
          delay: float | timedelta | None, at: When | None, unique_for: float | None,
          key_prefix: str | None, wait_replicas: int, wait_timeout_ms: int,
          track: bool = False) -> tuple[str, Send]:
-    """(task id, send) of `enqueue_sync` and `enqueue`; ValueError before anything is sent.
-    `track`: the task index's first state in the same round trip (`track_calls`)."""
+    """(task id, send) of `enqueue_sync` and `enqueue`; ValueError before anything is sent."""
     push = plan(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
-                unique_for=unique_for, key_prefix=key_prefix)
+                unique_for=unique_for, key_prefix=key_prefix, track=track)
     replicas, timeout_ms = durability(wait_replicas, wait_timeout_ms)
-    one = Send.of([push], replicas=replicas, timeout_ms=timeout_ms)
-    if track:
-        one = dataclasses.replace(one, calls=(*one.calls,
-                                              *track_calls(push, key_prefix=key_prefix)))
-    return push.task_id, one
-
-
-def track_calls(push: Push, *, key_prefix: str | None) -> tuple[Call, ...]:
-    """The HSET and EXPIRE of the task index of `push` (spec.worker.tracking): queued in its
-    queue, or delayed until its due time. Pure apart from the clock."""
-    schema = keys.KeySchema(prefix=key_prefix or push.queue_key, queues=(), dead_letter="")
-    index = schema.task(push.task_id)
-    state = "queued" if push.target == push.queue_key else "delayed"
-    fields: list[str | int] = ["state", state, "queue", push.queue_key,
-                               "at", int(time.time() * 1000)]
-    if state == "delayed":
-        fields += ["due", int(push.score)]
-    return (("HSET", index, *fields), ("EXPIRE", index, lifecycle.TRACK_TTL_SECONDS))
+    return push.task_id, Send.of([push], replicas=replicas, timeout_ms=timeout_ms)
 
 
 def _many(key: str, payloads: Sequence[Payload], *, priority: float | None,
@@ -373,6 +367,14 @@ def _call(target: Any, call: Call) -> Any:
     return target.execute_command(*call)
 
 
+def _explained(reply: Any) -> Any:
+    """`reply`, or for an ACL refusal inside enqueue.lua a NoPermissionError naming the command
+    and the rule to add (Redis names only the script line)."""
+    if isinstance(reply, redis.ResponseError):
+        return queueops.script("enqueue").explain(reply)
+    return reply
+
+
 def _direct(send_: Send) -> bool:
     """One call without WAIT goes without a pipeline (a pipeline asks SCRIPT EXISTS before a
     script: a round trip more)."""
@@ -387,20 +389,22 @@ def send(client: redis.Redis, send_: Send, *, raise_on_error: bool = True) -> li
             return [_call(client, send_.calls[0])]
         except redis.ResponseError as exc:
             if raise_on_error:
-                raise
-            return [exc]
+                raise _explained(exc) from exc
+            return [_explained(exc)]
     node = _owner(client, send_.key) if send_.wait else client
     pipe = node.pipeline(transaction=False)
     for call in (*send_.calls, *([send_.wait] if send_.wait else [])):
         _call(pipe, call)
     try:
         raw = pipe.execute(raise_on_error=raise_on_error)
-    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as exc:
         if node is not client:  # a failover moved the slot: learn the new map, then retry
             cluster: Any = client
             cluster.nodes_manager.initialize()
+        if isinstance(exc, redis.ResponseError):
+            raise _explained(exc) from exc
         raise
-    return send_.replies(raw)
+    return [_explained(r) for r in send_.replies(raw)]
 
 
 async def send_async(client: aioredis.Redis, send_: Send) -> list[Any]:
@@ -450,7 +454,8 @@ def enqueue_sync(client: redis.Redis, key: str, payload: Payload, *,
                  track: bool = False) -> str:
     """Push one task; a `priority` makes it a ZADD to a zset queue. Returns the task id (also
     when `unique_for` found it already enqueued). See the module doc for the options; `track`
-    writes the task index's first state (spec.worker.tracking, `taskqueue status`)."""
+    writes the task index's first state (spec.worker.tracking, `taskqueue status`) in the same
+    atomic call (enqueue.lua), only when the task is pushed."""
     tid, one = _one(key, payload, priority=priority, task_id=task_id, delay=delay, at=at,
                     unique_for=unique_for, key_prefix=key_prefix, wait_replicas=wait_replicas,
                     wait_timeout_ms=wait_timeout_ms, track=track)

@@ -17,7 +17,9 @@ Redis did not answer).
 workers promote them when due. `--unique-for SECONDS` makes a second enqueue of the same id
 within that window a no-op (the id is `--id`, else the payload's sha1); the id is printed
 either way and stderr counts the no-ops. `--wait-replicas N` (durable mode) returns only once
-N replicas have the tasks, else exits 1 saying they may be lost.
+N replicas have the tasks, else exits 1 saying they may be lost. `--track` (for a TaskQueue with
+spec.worker.tracking) writes each task's index with its push, in one atomic call
+(enqueue.lua), so `taskqueue status ID` says queued (or delayed) before a worker takes it.
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help
     p.add_argument("--id", dest="task_id", default=None,
                    help="task id (a business id; one payload only); default a new id, "
                         "or with --unique-for the payload's sha1")
+    p.add_argument("--track", action="store_true",
+                   help="write each task's index with its push (spec.worker.tracking), so "
+                        "`taskqueue status ID` knows it while it is queued")
     p.add_argument("--wait-replicas", metavar="N", type=replica_count, default=0,
                    help="durable mode: return only once N replicas have the tasks (WAIT after "
                         "each batch); exit 1 when they do not confirm within 2 s")
@@ -325,7 +330,7 @@ def _plan(args: argparse.Namespace, kind: models.QueueType, prefix: str,
             pushes.append(producer.plan(
                 args.key, item.text, priority=args.priority if kind == "zset" else None,
                 task_id=args.task_id, delay=args.delay, at=args.at, unique_for=args.unique_for,
-                key_prefix=prefix, now=now))
+                key_prefix=prefix, now=now, track=args.track))
         except ValueError as exc:
             raise CliError(f"{where([item])}: {exc}; nothing was pushed", EXIT_USAGE) from None
     return pushes
@@ -336,9 +341,9 @@ def _check(args: argparse.Namespace, items: list[Item], options: bool) -> None:
         raise CliError(f"--id names one task; {len(items)} payloads given", EXIT_USAGE)
     if args.task_id is not None and not is_utf8(args.task_id):
         raise CliError(f"--id {args.task_id!r} is not UTF-8 text; use a text id", EXIT_USAGE)
-    if args.raw and (options or args.task_id is not None):
+    if args.raw and (options or args.task_id is not None or args.track):
         raise CliError("--raw pushes no envelope, so no id: drop it to use --in/--at/"
-                       "--unique-for/--id", EXIT_USAGE)
+                       "--unique-for/--id/--track", EXIT_USAGE)
 
 
 def run(target: Target, args: argparse.Namespace) -> int:
@@ -349,7 +354,7 @@ def run(target: Target, args: argparse.Namespace) -> int:
     _check(args, items, options)
     prefix = (target.schema.prefix if target.schema is not None
               else getattr(args, "key_prefix", None) or args.key)
-    if not options and args.task_id is None:
+    if not options and args.task_id is None and not args.track:
         pushes = plain_pushes(args.key, kind, [i.text for i in items],
                               priority=args.priority or 0.0, raw=args.raw)
     else:

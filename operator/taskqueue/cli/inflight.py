@@ -2,14 +2,18 @@
 
 Reads the workers zset (heartbeat deadlines) and every `<prefix>:processing:*` list, including
 lists of workers no longer registered (orphans: the operator's recovery requeues them). A task's
-age is the time since its envelope's enqueue time; a raw payload has none (`-`). Entries are shown
-whatever they hold: a payload that is not UTF-8 as `\\xNN` (and in base64 in `--json`), a malformed
-entry as it is; a processing key of another type as the state `wrong type: <type>`.
+age is the time since its envelope's enqueue time; a raw payload has none (`-`). A task's
+progress is its handler's last `ctx.progress` report, from the worker's
+`<prefix>:progress:<worker id>` hash (one HGETALL per worker holding tasks; `-`: none). Entries
+are shown whatever they hold: a payload that is not UTF-8 as `\\xNN` (and in base64 in
+`--json`), a malformed entry as it is; a processing key of another type as the state
+`wrong type: <type>`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import time
@@ -21,7 +25,7 @@ import redis
 from taskqueue.cli import ui
 from taskqueue.cli.records import json_safe, payload_fields, printable, to_bytes
 from taskqueue.cli.target import Target, target_options
-from taskqueue.wire import keys
+from taskqueue.wire import keys, lifecycle
 
 _GLOB_SPECIAL = "\\*?[]"
 
@@ -33,6 +37,8 @@ class HeldTask:
     attempts: int
     age_seconds: float | None
     payload: str
+    progress: lifecycle.Progress | None = None
+    """The handler's last progress report (`ctx.progress`), if any."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,8 @@ def holdings(client: redis.Redis, schema: keys.KeySchema, *, limit: int,
             continue
         length = int(client.llen(key))
         raw = client.lrange(key, 0, limit - 1) if limit > 0 else []
-        entries = [held_task(str(e), now=now) for e in raw]
+        entries = with_progress([held_task(str(e), now=now) for e in raw],
+                                reports(client, schema.progress(worker)) if raw else {})
         if worker in deadlines:
             left = deadlines[worker] / 1000 - now
             state = "alive" if left >= 0 else "expired"
@@ -92,6 +99,26 @@ def holdings(client: redis.Redis, schema: keys.KeySchema, *, limit: int,
     return result
 
 
+def reports(client: redis.Redis, key: str) -> dict[str, lifecycle.Progress]:
+    """Task id -> last progress report, from a worker's progress hash; {} when the key holds
+    another type (not ours to read as one) or a report is unreadable."""
+    try:
+        raw: Any = client.hgetall(to_bytes(key))
+    except redis.ResponseError as exc:
+        if "WRONGTYPE" not in str(exc):
+            raise
+        return {}
+    found = {str(k): lifecycle.Progress.decode(str(v)) for k, v in raw.items()}
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def with_progress(tasks: list[HeldTask],
+                  found: dict[str, lifecycle.Progress]) -> list[HeldTask]:
+    """`tasks`, each with its report from `found` (by task id). Pure."""
+    return [dataclasses.replace(t, progress=found.get(t.id)) if t.id in found else t
+            for t in tasks]
+
+
 def as_json(holding: WorkerHolding) -> dict[str, Any]:
     """One worker for `--json`: printable strings, a non-UTF-8 payload's bytes in base64."""
     doc: dict[str, Any] = json_safe(asdict(holding))
@@ -100,7 +127,7 @@ def as_json(holding: WorkerHolding) -> dict[str, Any]:
     return doc
 
 
-def render(found: list[WorkerHolding]) -> str:
+def render(found: list[WorkerHolding], *, now: float) -> str:
     if not found:
         return "no workers registered and no tasks in flight"
     rows = []
@@ -111,16 +138,18 @@ def render(found: list[WorkerHolding]) -> str:
         )
         head = [printable(h.worker), h.state, beat, str(h.in_flight)]
         if not h.tasks:
-            rows.append([*head, "-", "-", "-", "-", "-"])
+            rows.append([*head, "-", "-", "-", "-", "-", "-"])
         for i, t in enumerate(h.tasks):
             lead = head if i == 0 else ["", "", "", ""]
             rows.append([*lead, printable(t.queue), printable(t.id) or "-", str(t.attempts),
-                         ui.duration(t.age_seconds), ui.preview(printable(t.payload))])
+                         ui.duration(t.age_seconds), ui.preview(printable(
+                             ui.progress(t.progress, now=now)), 30),
+                         ui.preview(printable(t.payload))])
         if len(h.tasks) < h.in_flight:
             rows.append(["", "", "", "", f"… {h.in_flight - len(h.tasks)} more", "", "", "",
-                         ""])
+                         "", ""])
     header = ["WORKER", "STATE", "HEARTBEAT", "HOLDS", "QUEUE", "TASK", "ATTEMPTS", "AGE",
-              "PAYLOAD"]
+              "PROGRESS", "PAYLOAD"]
     return ui.table(header, rows)
 
 
@@ -134,10 +163,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help
 
 def run(target: Target, args: argparse.Namespace) -> int:
     schema = target.require_schema("inflight")
-    found = holdings(target.connect(), schema, limit=max(args.limit, 0), now=time.time())
+    now = time.time()
+    found = holdings(target.connect(), schema, limit=max(args.limit, 0), now=now)
     if args.json:
         doc: list[dict[str, Any]] = [as_json(h) for h in found]
         print(json.dumps(doc, ensure_ascii=False))
     else:
-        print(render(found))
+        print(render(found, now=now))
     return 0

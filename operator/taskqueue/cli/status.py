@@ -40,9 +40,9 @@ def render(s: lifecycle.TaskStatus, *, now: float) -> str:
     if s.attempt is not None:
         lines.append(f"attempt: {s.attempt}")
     if s.progress is not None:
-        pct = "-" if s.progress.fraction is None else f"{100 * s.progress.fraction:.0f}%"
-        lines.append(f"progress: {pct} {s.progress.message}".rstrip() +
-                     f" ({ui.duration(max(0.0, now - s.progress.at))} ago)")
+        lines.append(f"progress: {ui.progress(s.progress, now=now)}")
+    if s.state == "dead":
+        lines.append(f"error: {s.error or '-'} (`taskqueue dlq list` shows the record)")
     if not s.tracked and s.state in ("unknown", "cancelling"):
         lines.append("(no task index: spec.worker.tracking is off, or the id is unknown or "
                      "expired)")

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from taskqueue.cli.errors import EXIT_REFUSED, CliError
+from taskqueue.wire import lifecycle
 
 
 def duration(seconds: float | None) -> str:
@@ -32,6 +33,15 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in [header, *rows]]
     return "\n".join(lines)
+
+
+def progress(report: lifecycle.Progress | None, *, now: float) -> str:
+    """A handler's last progress report as `25% copying (3s ago)`; "-" for none. Pure."""
+    if report is None:
+        return "-"
+    pct = "-" if report.fraction is None else f"{100 * report.fraction:.0f}%"
+    return (f"{pct} {report.message}".rstrip() +
+            f" ({duration(max(0.0, now - report.at))} ago)")
 
 
 def preview(text: str, width: int = 40) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from taskqueue.cli.records import DeadLetter, printable
-from taskqueue.wire import history, keys
+from taskqueue.wire import history, keys, lifecycle
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -165,4 +165,24 @@ async def held(client: aioredis.Redis, schema: keys.KeySchema, worker_ids: Seque
             except ValueError:
                 entries.append(str(raw))
         out[w] = entries
+    return out
+
+
+async def progress(client: aioredis.Redis, schema: keys.KeySchema,
+                   worker_ids: Sequence[str]) -> dict[str, dict[str, lifecycle.Progress]]:
+    """Each worker's running tasks' last progress reports (task id -> report; `ctx.progress`),
+    from its `<prefix>:progress:<worker id>` hash (up to WORKERS_SHOWN workers), one pipeline;
+    a key of another type or an unreadable report reads as none."""
+    shown = list(worker_ids)[:WORKERS_SHOWN]
+    if not shown:
+        return {}
+    async with client.pipeline(transaction=False) as pipe:
+        for w in shown:
+            pipe.hgetall(schema.progress(w))
+        replies = await pipe.execute(raise_on_error=False)
+    out: dict[str, dict[str, lifecycle.Progress]] = {}
+    for w, reply in zip(shown, replies, strict=True):
+        found = {str(k): lifecycle.Progress.decode(str(v))
+                 for k, v in (reply.items() if isinstance(reply, dict) else [])}
+        out[w] = {k: v for k, v in found.items() if v is not None}
     return out

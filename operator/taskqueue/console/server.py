@@ -99,17 +99,20 @@ async def taskqueue(request: web.Request) -> web.Response:
     snap = await snapshot(request, tq)
     now = time.time()
     held: dict[str, Any] = {}
+    progress: dict[str, Any] = {}
     error = snap.error
     if snap.observation is not None:
         try:
             async with asyncio.timeout(READ_TIMEOUT):
-                held = await reads.held(request.app[SOURCE].client(tq), tq.schema,
-                                        [w.worker_id for w in snap.observation.workers])
+                ids = [w.worker_id for w in snap.observation.workers]
+                client = request.app[SOURCE].client(tq)
+                held = await reads.held(client, tq.schema, ids)
+                progress = await reads.progress(client, tq.schema, ids)
         except (redis.RedisError, OSError, TimeoutError) as exc:
             error = redact.scrub(str(exc)) or type(exc).__name__
     return render(request, "taskqueue.html", tq=views.summary(tq, snap), error=error,
                   decisions=views.decision_rows(snap.decisions, now),
-                  workers=views.worker_rows(snap.observation, held, now),
+                  workers=views.worker_rows(snap.observation, held, now, progress=progress),
                   may_act=await viewer.may_act(tq.namespace))
 
 

@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from taskqueue.cli import ui
 from taskqueue.cli.records import DeadLetter, printable
 from taskqueue.console.live import Snapshot
 from taskqueue.console.reads import Pending, digest
 from taskqueue.scaling import waits
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.wire import history, keys
+from taskqueue.wire import history, keys, lifecycle
 
 
 @dataclass(frozen=True)
@@ -169,8 +170,10 @@ def decision_rows(entries: Sequence[tuple[str, history.DecisionEntry]],
 
 
 def worker_rows(obs: QueueObservation | None, held: dict[str, list[keys.Entry | str]],
-                now: float) -> list[dict[str, Any]]:
-    """Each registered worker: heartbeat deadline, alive, quiesced, the tasks it holds."""
+                now: float, *, progress: dict[str, dict[str, lifecycle.Progress]] | None = None,
+                ) -> list[dict[str, Any]]:
+    """Each registered worker: heartbeat deadline, alive, quiesced, the tasks it holds with
+    their last progress reports (`progress`: worker -> task id -> report)."""
     if obs is None:
         return []
     rows = []
@@ -182,7 +185,10 @@ def worker_rows(obs: QueueObservation | None, held: dict[str, list[keys.Entry | 
                               "payload": printable(entry)})
                 continue
             task = keys.unwrap(entry.element)
-            tasks.append({**task_row(Pending(task), now), "queue": printable(entry.queue)})
+            report = (progress or {}).get(w.worker_id, {}).get(task.id) if task.id else None
+            tasks.append({**task_row(Pending(task), now), "queue": printable(entry.queue),
+                          "progress": "" if report is None else printable(
+                              ui.progress(report, now=now))})
         rows.append({"id": printable(w.worker_id), "alive": w.alive(now=now),
                      "deadline": duration(w.deadline_ms / 1000 - now),
                      "inflight": w.in_flight, "quiesced": w.worker_id in obs.quiesced,

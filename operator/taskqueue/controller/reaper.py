@@ -29,7 +29,8 @@ class Reaper:
         tq, uid, url = await self._target(namespace, taskqueue)
         requeued, dead = await queueops.recover_worker(
             self.pools.get(url), keys.KeySchema.from_spec(tq.spec), worker_id=pod,
-            max_attempts=tq.spec.retry.maxAttempts, reason=f"pod {namespace}/{pod} gone")
+            max_attempts=tq.spec.retry.maxAttempts, reason=f"pod {namespace}/{pod} gone",
+            tracking=tq.spec.worker.tracking)
         if requeued or dead:
             message = f"pod {pod} is gone: requeued {requeued} task(s), dead-lettered {dead}"
             log.info("%s/%s: %s", namespace, taskqueue, message)

@@ -25,7 +25,8 @@ SCRIPTS: dict[Component, tuple[str, ...]] = {
     "worker": ("fetch", "fail", "release", "heartbeat", "recover", "claim", "complete", "lease",
                "cancelled"),
     "operator": ("observe", "recover", "fire"),
-    "cli": ("observe", "status", "cancel"),
+    # enqueue: `taskqueue enqueue` with --in/--at/--unique-for/--id/--track
+    "cli": ("observe", "status", "cancel", "enqueue"),
     "console": ("observe",),
 }
 """The Lua scripts each component runs."""
@@ -53,9 +54,9 @@ DIRECT: dict[Component, tuple[str, ...]] = {
             "multi", "exec", "unwatch", "hgetall", "hsetnx", "hdel", "hexists"),
     # the web console (taskqueue console): the CLI's dlq code for its actions; reads of queues,
     # dead letters and held tasks (lrange, llen, zrange); XRANGE/XREVRANGE: the history and the
-    # decision log
+    # decision log; HGETALL: the workers' progress hashes
     "console": ("evalsha", "script|load", "llen", "lrange", "lrem", "rpush", "zadd", "zrange",
-                "type", "watch", "multi", "exec", "unwatch", "xrange", "xrevrange"),
+                "type", "watch", "multi", "exec", "unwatch", "xrange", "xrevrange", "hgetall"),
 }
 """Commands each component sends itself (cluster clients add the commands below)."""
 

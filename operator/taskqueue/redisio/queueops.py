@@ -290,11 +290,12 @@ def transaction_error(exc: redis.ResponseError) -> redis.ResponseError:
 
 async def recover_worker(
     client: aioredis.Redis, schema: keys.KeySchema, *, worker_id: str, max_attempts: int,
-    reason: str,
+    reason: str, tracking: bool = False,
 ) -> tuple[int, int]:
-    """Requeue every task `worker_id` holds; returns (requeued, dead-lettered). Atomic."""
+    """Requeue every task `worker_id` holds; returns (requeued, dead-lettered). Atomic.
+    `tracking` (spec.worker.tracking): each task's index says where it went."""
     keys_, args = scripts.recover_call(
-        schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason
-    )
+        schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason,
+        tracking=tracking)
     requeued, dead = await script("recover")(client, keys=keys_, args=args)
     return int(requeued), int(dead)

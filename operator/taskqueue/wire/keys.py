@@ -462,6 +462,9 @@ def unwrap(element: str) -> Task:
     data, problem = _read_envelope(element)
     if data is None:
         return Task(payload=element, problem=f"malformed envelope: {problem}")
+    if "traceparent" not in data and "tracestate" not in data:  # no trace context: the usual
+        return Task(payload=data["payload"], attempts=data["attempts"], id=data.get("id", ""),
+                    enqueued_at=float(data["enqueued_at"]) or None, enveloped=True)
     return Task(payload=data["payload"], attempts=data["attempts"], id=data.get("id", ""),
                 enqueued_at=float(data["enqueued_at"]) or None, enveloped=True,
                 traceparent=_text_field(data, "traceparent"),

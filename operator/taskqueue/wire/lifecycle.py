@@ -84,6 +84,8 @@ class TaskStatus:
     """Running: whether that worker's heartbeat deadline is still ahead."""
     attempt: int | None = None
     progress: Progress | None = None
+    error: str = ""
+    """Dead: the error of its dead-letter record (`taskqueue dlq list` shows the record)."""
     cancel_requested: bool = False
     tracked: bool = False
     """Whether the task index knew the task (spec.worker.tracking)."""
@@ -135,12 +137,18 @@ def _seconds(ms: Any) -> float | None:
         return None
 
 
+def _lease_worker(owner: str) -> str:
+    """The worker id of an idempotency lease's owner, `<worker id>#<slot>`. Pure."""
+    worker, sep, slot = owner.rpartition("#")
+    return worker if sep and worker and slot.isdigit() else owner
+
+
 def read_status(task_id: str, reply: Any, *, processing_prefix: str) -> TaskStatus:
     """The status.lua `reply` for `task_id` as a TaskStatus. Pure."""
     flat, cancel_ms, done, lease, deadline_ms, progress, now_ms = reply
     index = {_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat), 2)}
     cancelled = _seconds(cancel_ms) is not None
-    worker = _text(lease)
+    worker = _lease_worker(_text(lease))
     if index.get("state") == "running" and index.get("processing"):
         worker = index["processing"].removeprefix(processing_prefix)
     deadline = _seconds(deadline_ms)
@@ -156,4 +164,5 @@ def read_status(task_id: str, reply: Any, *, processing_prefix: str) -> TaskStat
         worker_alive=None if not worker else (deadline is not None and deadline > now),
         attempt=int(attempt) if attempt else None,
         progress=Progress.decode(_text(progress)) if progress not in ("", b"") else None,
+        error=index.get("error", "") if index.get("state") == "dead" else "",
         cancel_requested=cancelled, tracked=bool(index))

@@ -76,22 +76,27 @@ def script(name: str) -> Script:
 
 
 def recover_call(
-    schema: keys.KeySchema, *, worker_id: str, max_attempts: int, reason: str
+    schema: keys.KeySchema, *, worker_id: str, max_attempts: int, reason: str,
+    tracking: bool = False,
 ) -> tuple[list[str], list[str | int]]:
-    """KEYS and ARGV of recover.lua for `worker_id` (shared by the async and sync callers)."""
+    """KEYS and ARGV of recover.lua for `worker_id` (shared by the async and sync callers);
+    `tracking` (spec.worker.tracking): each task's index says where it went."""
     return (
         [schema.processing(worker_id), schema.workers, schema.dead_letter, schema.stats,
          schema.flow_state, *schema.queue_keys],
-        [worker_id, max_attempts, reason, schema.dead_letter_max_length, *schema.queue_types],
+        [worker_id, max_attempts, reason, schema.dead_letter_max_length,
+         tracking_arg(schema, tracking=tracking), *schema.queue_types],
     )
 
 
-def release_call(schema: keys.KeySchema, worker_id: str,
-                 entries: Sequence[str]) -> tuple[list[str], list[str | int]]:
-    """KEYS and ARGV of release.lua giving back `entries` of `worker_id`."""
+def release_call(schema: keys.KeySchema, worker_id: str, entries: Sequence[str], *,
+                 tracking: bool = False) -> tuple[list[str], list[str | int]]:
+    """KEYS and ARGV of release.lua giving back `entries` of `worker_id`; `tracking`
+    (spec.worker.tracking): each task's index says queued again."""
     return ([schema.processing(worker_id), schema.dead_letter, schema.stats, schema.flow_state,
              *schema.queue_keys],
-            [schema.dead_letter_max_length, *schema.queue_types, *entries])
+            [schema.dead_letter_max_length, tracking_arg(schema, tracking=tracking),
+             *schema.queue_types, *entries])
 
 
 def fetch_keys(schema: keys.KeySchema, worker_id: str) -> list[str]:
@@ -123,8 +128,8 @@ def fetch_args(schema: keys.KeySchema, *, now_ms: int | None, count: int, hold: 
 
 
 def tracking_arg(schema: keys.KeySchema, *, tracking: bool) -> str:
-    """fetch.lua's ARGV[6] and fail.lua's last ARGV: the task index's key prefix, "" when
-    tracking is off."""
+    """The task index's key prefix that fetch.lua, fail.lua, cancelled.lua, recover.lua and
+    release.lua take: "" when tracking is off."""
     return schema.task_prefix if tracking else ""
 
 

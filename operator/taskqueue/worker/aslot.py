@@ -108,7 +108,7 @@ class AsyncSlot:
                                  stopping=state.stopping, name=f"slot-{index}")
         self.name = f"slot-{index}"
         self.want = 1
-        self.ledger = Ledger(held=held, state=state)
+        self.ledger = Ledger(held=held, state=state, done_marks=config.tracking)
         self.ended = threading.Event()
         self.crashed = False
         self._loop = bridge.loop
@@ -179,4 +179,4 @@ class AsyncSlot:
 
     def _flush_acks(self) -> None:
         self.ledger.acks = lastcalls.flush_acks(self.store, self.state, self.ledger.acks,
-                                                name=self.name)
+                                                name=self.name, held=self.ledger.held)

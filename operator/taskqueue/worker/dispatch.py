@@ -315,7 +315,7 @@ class Dispatcher:
             fetcher, self._turn = self._turn, None
             assert fetcher is not None
             _, acks = self._begin(fetcher)
-        lastcalls.flush_acks(fetcher.store, self.state, acks, name="dispatch")
+        lastcalls.flush_acks(fetcher.store, self.state, acks, name="dispatch", held=self.held)
         for slot in fetcher.ready:
             slot.deliver(None)
         fetcher.ready = []

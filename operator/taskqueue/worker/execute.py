@@ -99,6 +99,8 @@ class Executor:
     abandoned: threading.Event = field(default_factory=threading.Event)
     """Set when the grace period is over and a coroutine still running is cancelled: its
     CancelledError is then not a failure of the task (the worker gives the task back)."""
+    check_cancels: bool = False
+    """Tasks come from a blocking pop, not fetch.lua: drop a cancelled one here, unrun."""
     counts: tally.SlotTally = field(default_factory=tally.WORKER.slot)
     """This slot's metrics (plain numbers, summed when /metrics is scraped)."""
     service: servicetime.SlotTotals = field(init=False)
@@ -111,6 +113,10 @@ class Executor:
         entry, task = self._read(raw_entry)
         if task.problem:
             self._refuse(raw_entry, entry, task, held=held)
+            return False
+        if self.check_cancels and task.id and RUNNING.pending and self._cancel_recorded(task):
+            self._cancelled(raw_entry, TaskContext(id=task.id, queue=entry.queue,
+                                                   attempt=task.attempts + 1), held=held)
             return False
         ctx, m = self._begin(entry, task)
         started = time.perf_counter()
@@ -236,6 +242,15 @@ class Executor:
             q.retried += 1
             log.warning("task failed, retry in %.2fs: %s", max(0, due - now_ms()) / 1000,
                         error, extra=extra)
+
+    def _cancel_recorded(self, task: keys.Task) -> bool:
+        """Whether the cancels zset holds `task` (ZSCORE; a Redis error: not known, so run)."""
+        try:
+            return self.store.call("ZSCORE", self.config.schema.cancels, task.id) is not None
+        except REDIS_ERRORS as exc:
+            log.warning("could not look for a cancel of task %s (%s); running it", task.id,
+                        backoff.describe(exc), extra={"task_id": task.id})
+            return False
 
     def _cancelled(self, raw_entry: str, ctx: TaskContext, *, held: bool) -> None:
         """A cancelled task stopped (or finished anyway): cancelled.lua, never retried."""

@@ -69,7 +69,7 @@ class Heartbeat:
     def __init__(self, *, config: WorkerConfig) -> None:
         self.config = config
         self.store = Store(url=config.redis_url, schema=config.schema,
-                           worker_id=config.worker_id)
+                           worker_id=config.worker_id, tracking=config.tracking)
         self.judge = judge_for(config.heartbeat_seconds)
         period = config.heartbeat_seconds
         self.loop = Periodic(name="heartbeat", what="beat", step=self._step,

@@ -30,13 +30,15 @@ def give_back(store: Store, state: WorkerState, entries: list[str], *, name: str
         log.error("could not give back %d task(s); recovery will requeue them", len(entries))
 
 
-def flush_acks(store: Store, state: WorkerState, acks: list[str], *, name: str) -> list[str]:
-    """Ack `acks`; the ones still not acked ([] once done)."""
+def flush_acks(store: Store, state: WorkerState, acks: list[str], *, name: str,
+               held: bool = True) -> list[str]:
+    """Ack `acks` (not `held`: done marks of the task index); the ones still not acked ([]
+    once done)."""
     if not acks:
         return []
 
     def ack() -> None:
-        store.ack(acks)
+        store.ack(acks, held=held)
         state.unhold(acks)
 
     if not _retry_briefly(ack, what=f"{name}: acking finished tasks"):

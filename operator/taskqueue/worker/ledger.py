@@ -8,7 +8,8 @@ on the slot's next post to the dispatcher (`posted` once the dispatcher took it)
 dispatcher has closed, goes over the slot's own connection (`lastcalls.flush_acks`); a held
 entry that ended any other way was taken out of the processing list by its script (fail.lua,
 claim.lua, complete.lua) and is forgotten from the worker's held entries at once. Unheld entries
-(AtMostOnce) owe nothing.
+(AtMostOnce) owe nothing, unless the task index is kept (`done_marks`, spec.worker.tracking):
+then one that succeeded rides the same way as an ack that marks it done (fetch.lua unheld).
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from taskqueue.worker.state import WorkerState
 class Ledger:
     """The acks one slot owes and the entries it will not run (a plain class: start-up time)."""
 
-    __slots__ = ("acks", "held", "state", "unrun")
+    __slots__ = ("acks", "done_marks", "held", "state", "unrun")
 
-    def __init__(self, *, held: bool, state: WorkerState) -> None:
+    def __init__(self, *, held: bool, state: WorkerState, done_marks: bool = False) -> None:
         self.held = held
+        self.done_marks = done_marks and not held
+        """Unheld entries that succeeded are owed as done marks (the task index)."""
         self.state = state
         self.acks: list[str] = []
-        """Entries run successfully and not yet acked (held entries only)."""
+        """Entries run successfully and not yet acked (held entries, or done marks)."""
         self.unrun: list[str] = []
         """The rest of a delivery left when the worker stopped (to give back)."""
 
@@ -44,6 +47,8 @@ class Ledger:
         """`entry` ran: with `ack` it is owed as an ack; otherwise its script took it out of the
         processing list already."""
         if not self.held:
+            if ack and self.done_marks:
+                self.acks.append(entry)
             return
         if ack:
             self.acks.append(entry)

@@ -4,7 +4,8 @@
 - the fetch mode: "held" (AtLeastOnce: fetch.lua moves each entry into the worker's processing
   list until it is acked), "unheld" (AtMostOnce over queues a blocking pop cannot serve: lists
   and zsets mixed, or starvation limits: fetch.lua hands entries out without holding them),
-  "brpop" / "bzpopmin" (AtMostOnce, all lists / all zsets: each slot waits in a blocking pop);
+  "brpop" / "bzpopmin" (AtMostOnce, all lists / all zsets: each slot waits in a blocking pop;
+  with spec.worker.tracking, "unheld" instead, since only fetch.lua writes the task index);
 - whether entries are held (`held`): the one answer every slot, the dispatcher and the error
   policy read;
 - what runs the tasks (`slots`) and so who fetches:
@@ -57,6 +58,8 @@ class Settings(Protocol):
     def concurrency(self) -> int: ...
     @property
     def idempotency_window(self) -> float | None: ...
+    @property
+    def tracking(self) -> bool: ...
 
 
 def fetch_mode(config: Settings) -> FetchMode:
@@ -65,7 +68,7 @@ def fetch_mode(config: Settings) -> FetchMode:
         return "held"
     queues = config.schema.queues
     types = {q.type for q in queues}
-    if len(types) > 1 or any(q.starvation_limit for q in queues):
+    if len(types) > 1 or any(q.starvation_limit for q in queues) or config.tracking:
         return "unheld"
     return "bzpopmin" if types == {"zset"} else "brpop"
 

@@ -40,7 +40,7 @@ class Promoter:
     def __init__(self, *, config: WorkerConfig, stopping: threading.Event) -> None:
         self.config = config
         self.store = Store(url=config.redis_url, schema=config.schema,
-                           worker_id=config.worker_id)
+                           worker_id=config.worker_id, tracking=config.tracking)
         self.promotions = 0
         self.loop = Periodic(name="promoter", what="promotion", step=self.step, stop=stopping,
                              cap=RETRY_CAP_SECONDS, close=self.store.close)

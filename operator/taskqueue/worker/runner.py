@@ -65,7 +65,8 @@ class Worker:
         self.promoter = Promoter(config=config, stopping=self.state.stopping)
         self.lifecycle = Lifecycle(url=config.redis_url, schema=config.schema,
                                    worker_id=config.worker_id,
-                                   heartbeat_seconds=config.heartbeat_seconds)
+                                   heartbeat_seconds=config.heartbeat_seconds,
+                                   watch_cancels=plan.fetch in ("brpop", "bzpopmin"))
         """Hears cancels for the running tasks and writes their progress reports."""
         leases = Leases() if plan.leases else None
         self.lease_keeper = (LeaseKeeper(config=config, leases=leases)
@@ -187,11 +188,11 @@ class Worker:
 
     def _give_back_stuck(self, stuck: list[Slot | AsyncSlot]) -> None:
         store = Store(url=self.config.redis_url, schema=self.config.schema,
-                      worker_id=self.config.worker_id)
+                      worker_id=self.config.worker_id, tracking=self.config.tracking)
         try:
             acks = [a for slot in stuck for a in slot.ledger.acks]
             if acks:
-                store.ack(acks)
+                store.ack(acks, held=self.plan.held)
                 self.state.unhold(acks)
             # only the stuck slots hold entries now: give back all that is left
             n = store.release(store.held_entries())
@@ -203,7 +204,7 @@ class Worker:
 
     def _deregister(self) -> None:
         store = Store(url=self.config.redis_url, schema=self.config.schema,
-                      worker_id=self.config.worker_id)
+                      worker_id=self.config.worker_id, tracking=self.config.tracking)
         try:
             if not store.deregister():
                 log.warning("tasks still held: leaving the heartbeat to expire for recovery")
@@ -219,7 +220,7 @@ class Worker:
         self.stop()
         self.heartbeat.loop.stop.set()  # no beat after the requeue: peers find nothing to do
         store = Store(url=self.config.redis_url, schema=self.config.schema,
-                      worker_id=self.config.worker_id)
+                      worker_id=self.config.worker_id, tracking=self.config.tracking)
         try:
             with self.state.fetch_lock:
                 requeued, dead = store.recover(worker_id=self.config.worker_id,

@@ -4,7 +4,9 @@ and writes the reports; the executors `start` and `end` each task (a dict insert
 the task path, nothing else); `handlers.TaskContext` hands a task's `Control` to its handler.
 
 A cancel that arrives just before its task registers is kept `EARLY_SECONDS` and applied at
-`start`.
+`start`. A worker that pops its tasks with BRPOP/BZPOPMIN (AtMostOnce, `plan.fetch_mode`) skips
+fetch.lua, which drops cancelled tasks: its executor asks Redis (ZSCORE) whether a task it took
+is cancelled, only while `Running.pending` says the cancels zset may hold one.
 """
 
 from __future__ import annotations
@@ -85,16 +87,21 @@ class Running:
         self._early: dict[str, float] = {}
         self._changed: set[str] = set()
         self._ended: set[str] = set()
+        self.pending = True
+        """Whether the cancels zset may hold a cancel (the lifecycle thread of a blocking-pop
+        worker keeps it; until it has looked: True). A worker that takes its tasks by
+        BRPOP/BZPOPMIN, not fetch.lua, asks Redis about a task's cancel only while it is set."""
 
     def start(self, task_id: str) -> Control:
         control = Control(task_id)
         if not task_id:
             return control
-        with self._lock:
-            self._tasks[task_id] = control
-            early = self._early.pop(task_id, None) if self._early else None
-        if early is not None:
-            control.cancel()
+        self._tasks[task_id] = control  # one dict store: atomic, no lock on the task path
+        if self._early:
+            with self._lock:
+                early = self._early.pop(task_id, None)
+            if early is not None:
+                control.cancel()
         return control
 
     def end(self, control: Control) -> None:

@@ -57,8 +57,9 @@ class Slot:
                            worker_id=config.worker_id, wait_replicas=config.wait_replicas,
                            tracking=config.tracking)
         self.executor = Executor(config=config, handler=handler, store=self.store,
-                                 stopping=state.stopping, name=f"slot-{index}")
-        self.ledger = Ledger(held=self.held, state=state)
+                                 stopping=state.stopping, name=f"slot-{index}",
+                                 check_cancels=plan.fetch in ("brpop", "bzpopmin"))
+        self.ledger = Ledger(held=self.held, state=state, done_marks=config.tracking)
         self.guard = None if leases is None else Guard(
             config=config, store=self.store, leases=leases, slot=index, held=self.held,
             stopping=state.stopping, counts=self.executor.counts)
@@ -176,4 +177,4 @@ class Slot:
     def _flush_acks(self) -> None:
         """Ack on our own connection what the dispatcher can no longer take (it closed)."""
         self.ledger.acks = lastcalls.flush_acks(self.store, self.state, self.ledger.acks,
-                                                name=self.thread.name)
+                                                name=self.thread.name, held=self.held)

@@ -171,9 +171,10 @@ class Store:
                             acked, self.wait_replicas, WAIT_TIMEOUT_MS)
         return result
 
-    def ack(self, acks: Sequence[str]) -> None:
-        """Ack `acks` (fetch.lua taking nothing)."""
-        self._fetch(acks=acks, count=0, hold=False, now="")
+    def ack(self, acks: Sequence[str], *, held: bool = True) -> None:
+        """Ack `acks` (fetch.lua taking nothing); not `held` (AtMostOnce with tracking): they
+        are only marked done in the task index."""
+        self._fetch(acks=acks, count=0, hold=held, now="")
 
     def promote(self) -> None:
         """Move the due entries of the delayed zset back to their queues (fetch.lua with COUNT
@@ -214,7 +215,8 @@ class Store:
         """Give back held entries unrun (attempts unchanged); see release.lua."""
         if not entries:
             return 0
-        keys_, args = scripts.release_call(self.schema, self.worker_id, entries)
+        keys_, args = scripts.release_call(self.schema, self.worker_id, entries,
+                                           tracking=bool(self.tracking))
         return int(self.script("release", keys_, args))
 
     def held_entries(self) -> list[str]:
@@ -240,8 +242,8 @@ class Store:
         """Requeue the tasks of a dead worker (recover.lua; the operator's twin:
         queueops.recover_worker)."""
         keys_, args = scripts.recover_call(
-            self.schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason
-        )
+            self.schema, worker_id=worker_id, max_attempts=max_attempts, reason=reason,
+            tracking=bool(self.tracking))
         requeued, dead = self.script("recover", keys_, args)
         return int(requeued), int(dead)
 

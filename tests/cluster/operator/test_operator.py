@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import redis
 
+from taskqueue import client
 from taskqueue.api import manifest
 from taskqueue.controller.kube import KubeClient
 from taskqueue.controller.leader import LeaderElector
@@ -29,6 +30,7 @@ from tests.helpers.kube import (
     taskqueue,
 )
 from tests.helpers.wait import wait_for
+from tests.redis.worker import procs
 
 Start = Callable[..., OperatorThread]
 
@@ -260,6 +262,38 @@ def test_deleted_worker_pod_tasks_requeued_at_once(
     assert r.zscore(schema.workers, "reap-worker-abc") is None
     assert [keys.unwrap(e).attempts for e in r.lrange("reap:jobs", 0, -1)] == [1, 1, 1]
     wait_for("RecoveredTasks event", lambda: events(control_plane, namespace, "RecoveredTasks"))
+
+
+def test_a_deleted_pods_tracked_task_shows_queued_once_the_reaper_requeues_it(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str,
+    tmp_path: Path,
+) -> None:
+    """spec.worker.tracking: a real worker process (the pod's id) runs a tracked task and is
+    SIGKILLed; the pod is deleted; the reaper's recovery indexes the task as queued again."""
+    run_operator(namespace)
+    tq = taskqueue("track", redis_url, worker={"tracking": True})
+    apply(control_plane, namespace, tq)
+    wait_for("status", lambda: condition(control_plane, namespace, "track", "RedisReachable"))
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "track-worker-abc",
+                        "labels": {"taskqueue.dev/taskqueue": "track"}},
+           "spec": {"containers": [{"name": "w", "image": "x"}]}}
+    apply(control_plane, namespace, pod)
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    task = client.enqueue_sync(r, "track:jobs", "long", track=True)
+    with procs.running(redis_url, "--queue", "track:jobs", "--tracking", "--worker-id",
+                       "track-worker-abc", "--handler", "tests.helpers.handlers:until_cancelled",
+                       log_path=tmp_path / "worker.log") as proc:
+        wait_for("the task running", lambda: client.status_sync(
+            r, task, key_prefix="track:jobs").worker == "track-worker-abc")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert client.status_sync(r, task, key_prefix="track:jobs").state == "running"
+    control_plane.kubectl("delete", "pod", "track-worker-abc", "-n", namespace,
+                          "--grace-period=0", "--force")
+    wait_for("requeued", lambda: r.llen("track:jobs") == 1)
+    requeued = client.status_sync(r, task, key_prefix="track:jobs")
+    assert (requeued.state, requeued.queue, requeued.worker) == ("queued", "track:jobs", "")
 
 
 # -- garbage collection ----------------------------------------------------------------------------

@@ -91,3 +91,27 @@ def test_wrong_key_type_exits_5_without_traceback(
         f"taskqueue: WRONGTYPE: key 'jobs' holds a {found}, not a list or zset; "
         "check the key name\n"
     )
+
+
+def test_track_writes_each_tasks_index_with_its_push(
+    cli: Run, redis_url: str, redis_sync: redis.Redis
+) -> None:
+    result = cli("enqueue", "--redis-url", redis_url, "--track", "jobs", "a", "b")
+    assert result.code == 0, result.err
+    ids = result.out.split()
+    assert len(ids) == 2 and redis_sync.llen("jobs") == 2
+    for task_id in ids:
+        index = redis_sync.hgetall(f"jobs:task:{task_id}")
+        assert (index["state"], index["queue"]) == ("queued", "jobs")
+        assert 0 < redis_sync.pttl(f"jobs:task:{task_id}") <= 86_400_000
+    later = cli("enqueue", "--redis-url", redis_url, "--track", "--in", "1h", "jobs", "c")
+    assert later.code == 0, later.err
+    shown = cli("status", later.out.strip(), "--redis-url", redis_url, "--queue", "jobs")
+    assert "state: delayed" in shown.out and "due: in 59m" in shown.out, shown.out
+
+
+def test_track_needs_the_envelope(cli: Run, redis_url: str, redis_sync: redis.Redis) -> None:
+    result = cli("enqueue", "--redis-url", redis_url, "--raw", "--track", "jobs", "a")
+    assert result.code == 2
+    assert "--track" in result.err and len(result.err.strip().splitlines()) == 1
+    assert redis_sync.llen("jobs") == 0

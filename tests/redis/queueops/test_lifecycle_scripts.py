@@ -1,6 +1,7 @@
 """The lifecycle hooks of the scripts on a real redis-server: fetch.lua drops cancelled tasks
 (whatever the envelope's field order or id escapes), tracks taken and acked ones, and leaves raw
-payloads alone; fail.lua tracks retries and dead letters."""
+payloads alone; fail.lua tracks retries and dead letters; recover.lua, release.lua and the
+promotion index what they put back or dead-letter; an index key of another type is left alone."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import pytest
 import redis
 
+from taskqueue import client
 from taskqueue.redisio import queueops
 from taskqueue.wire import keys, scripts
 
@@ -64,6 +66,15 @@ def test_fetch_tracks_taken_and_acked_tasks_and_fail_tracks_retries(
         args=["1", b, "retry", retry, 12345, 100, SCHEMA.task_prefix])
     assert redis_sync.hgetall(SCHEMA.task("tb"))["state"] == "delayed"
     assert redis_sync.hget(SCHEMA.task("tb"), "due") == "12345"
+    redis_sync.lpush("q", keys.wrap("c", task_id="tc"))
+    [c] = fetch(redis_sync, count=1)
+    record = keys.dead_letter_record(entry=keys.Entry.decode(c), task=keys.unwrap(
+        keys.Entry.decode(c).element), attempts=1, error="ValueError: bad input")
+    queueops.script("fail").sync(redis_sync, keys=[
+        SCHEMA.processing("w"), SCHEMA.delayed, SCHEMA.dead_letter, SCHEMA.stats,
+        SCHEMA.flow_state], args=["1", c, "dead", record, 0, 100, SCHEMA.task_prefix])
+    dead = client.status_sync(redis_sync, "tc", key_prefix="q")
+    assert (dead.state, dead.error) == ("dead", "ValueError: bad input")
 
 
 def test_without_tracking_nothing_is_indexed(redis_sync: redis.Redis) -> None:
@@ -74,8 +85,6 @@ def test_without_tracking_nothing_is_indexed(redis_sync: redis.Redis) -> None:
 
 
 def test_status_of_a_running_task_names_its_worker_and_progress(redis_sync: redis.Redis) -> None:
-    from taskqueue import client
-
     redis_sync.lpush("q", keys.wrap("a", task_id="ta"))
     fetch(redis_sync, count=1)
     redis_sync.zadd(SCHEMA.workers, {"w": 2**42})
@@ -95,3 +104,90 @@ def test_a_task_cancelled_at_fetch_leaves_no_in_flight_count(redis_sync: redis.R
     taken = fetch(redis_sync, count=2)
     assert [keys.unwrap(keys.Entry.decode(e).element).id for e in taken] == ["tb"]
     assert redis_sync.hget(SCHEMA.flow_state, "held:q") == "1"
+
+
+def recover(r: redis.Redis, *, worker: str, max_attempts: int = 5,
+            tracking: bool = True) -> list[int]:
+    keys_, args = scripts.recover_call(SCHEMA, worker_id=worker, max_attempts=max_attempts,
+                                       reason="test", tracking=tracking)
+    return list(queueops.script("recover").sync(r, keys=keys_, args=args))
+
+
+@pytest.mark.parametrize("tracking", [True, False], ids=["tracking", "off"])
+def test_recovery_indexes_a_requeued_task_as_queued_and_a_poison_one_as_dead(
+        redis_sync: redis.Redis, tracking: bool) -> None:
+    redis_sync.lpush("q", keys.wrap("a", task_id="ta"), keys.wrap("b", task_id="tb"),
+                     "raw")
+    fetch(redis_sync, count=3)
+    assert redis_sync.hget(SCHEMA.task("ta"), "state") == "running"
+    [tb] = [e for e in redis_sync.lrange(SCHEMA.processing("w"), 0, -1) if '"tb"' in e]
+    redis_sync.lrem(SCHEMA.processing("w"), 1, tb)
+    # tb's fifth attempt fails with the worker: poison (maxAttempts 5)
+    redis_sync.lpush(SCHEMA.processing("w"), tb.replace('"attempts":0', '"attempts":4'))
+    assert recover(redis_sync, worker="w", tracking=tracking) == [2, 1]
+    if not tracking:
+        assert redis_sync.hget(SCHEMA.task("ta"), "state") == "running"  # as fetch left it
+        return
+    index = redis_sync.hgetall(SCHEMA.task("ta"))
+    assert (index["state"], index["queue"]) == ("queued", "q")
+    assert 0 < redis_sync.pttl(SCHEMA.task("ta")) <= 86_400_000
+    assert redis_sync.hget(SCHEMA.task("tb"), "state") == "dead"
+    dead = client.status_sync(redis_sync, "tb", key_prefix="q")
+    assert (dead.state, dead.error) == ("dead", "worker lost: test")
+    s = client.status_sync(redis_sync, "ta", key_prefix="q")
+    assert (s.state, s.queue, s.worker) == ("queued", "q", "")
+    assert len(redis_sync.keys("q:task:*")) == 2  # the raw payload has no id: not indexed
+
+
+def test_a_task_given_back_unrun_is_indexed_as_queued(redis_sync: redis.Redis) -> None:
+    redis_sync.lpush("q", keys.wrap("a", task_id="ta"))
+    [a] = fetch(redis_sync, count=1)
+    keys_, args = scripts.release_call(SCHEMA, "w", [a], tracking=True)
+    assert queueops.script("release").sync(redis_sync, keys=keys_, args=args) == 1
+    assert redis_sync.hget(SCHEMA.task("ta"), "state") == "queued"
+    assert client.status_sync(redis_sync, "ta", key_prefix="q").state == "queued"
+
+
+def test_an_index_key_of_another_type_is_left_alone_and_no_task_is_lost(
+        redis_sync: redis.Redis) -> None:
+    """A task-index key holding another type is not ours to change: the scripts leave it and
+    go on (the index is written after the moves, and a failed HSET would have lost them)."""
+    redis_sync.set(SCHEMA.task("ta"), "someone's string")
+    redis_sync.lpush("q", keys.wrap("a", task_id="ta"))
+    [a] = fetch(redis_sync, count=1)
+    assert redis_sync.lrange(SCHEMA.processing("w"), 0, -1) == [a]
+    assert recover(redis_sync, worker="w") == [1, 0]
+    assert redis_sync.llen("q") == 1
+    assert redis_sync.get(SCHEMA.task("ta")) == "someone's string"
+    assert redis_sync.ttl(SCHEMA.task("ta")) == -1
+
+
+def test_a_promoted_task_is_indexed_as_queued(redis_sync: redis.Redis) -> None:
+    pushed = client.enqueue_sync(redis_sync, "q", "later", delay=60, track=True)
+    assert redis_sync.hget(SCHEMA.task(pushed), "state") == "delayed"
+    due = int(redis_sync.zrange(SCHEMA.delayed, 0, 0, withscores=True)[0][1])
+    queueops.script("fetch").sync(
+        redis_sync, keys=scripts.fetch_keys(SCHEMA, "w"),
+        args=scripts.fetch_args(SCHEMA, now_ms=due, count=0, hold=True, tracking=True))
+    assert redis_sync.llen("q") == 1
+    s = client.status_sync(redis_sync, pushed, key_prefix="q")
+    assert (s.state, s.queue) == ("queued", "q")
+
+
+def test_a_unique_no_op_leaves_the_index_as_the_tasks_run_left_it(
+        redis_sync: redis.Redis) -> None:
+    first = client.enqueue_sync(redis_sync, "q", "p", task_id="u1", unique_for=60, track=True)
+    assert redis_sync.hget(SCHEMA.task(first), "state") == "queued"
+    fetch(redis_sync, count=1)
+    assert redis_sync.hget(SCHEMA.task(first), "state") == "running"
+    again = client.enqueue_sync(redis_sync, "q", "p", task_id="u1", unique_for=60, track=True)
+    assert again == first and redis_sync.llen("q") == 0
+    assert redis_sync.hget(SCHEMA.task(first), "state") == "running"
+
+
+def test_a_tracked_push_with_an_index_key_of_another_type_is_pushed_untracked(
+        redis_sync: redis.Redis) -> None:
+    redis_sync.set(SCHEMA.task("t1"), "someone's string")
+    assert client.enqueue_sync(redis_sync, "q", "p", task_id="t1", track=True) == "t1"
+    assert redis_sync.llen("q") == 1
+    assert redis_sync.get(SCHEMA.task("t1")) == "someone's string"

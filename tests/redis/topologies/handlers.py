@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from taskqueue.redisio import clients
+from taskqueue.worker.handlers import TaskContext
 
 URL_ENV = "TASKQUEUE_TOPOLOGY_TEST_URL"
 DONE = "{topology-test}:done"
@@ -22,3 +23,14 @@ def client() -> clients.SyncClient:
 
 def record(payload: str) -> None:
     client().rpush(DONE, payload)
+
+
+def until_cancelled(payload: str, ctx: TaskContext) -> None:
+    """"quick" records at once; anything else reports progress and waits up to 30 s for its
+    cancel, then records `cancelled:<payload>`."""
+    if payload != "quick":
+        ctx.progress(0.5, "half")
+        if ctx.cancelled.wait(30):
+            client().rpush(DONE, f"cancelled:{payload}")
+            return
+    record(payload)

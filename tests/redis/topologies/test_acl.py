@@ -144,8 +144,9 @@ def _operator_round(url: str, admin_url: str) -> tuple[Any, str | None]:
             obs, error = await observe_taskqueue(poller, tq, appends=HISTORY)
             if error is None:
                 from taskqueue.redisio import queueops
+                # spec.worker.tracking: the recovered tasks' index (HSET, PEXPIRE)
                 await queueops.recover_worker(client_, SCHEMA, worker_id="dead", max_attempts=3,
-                                              reason="test")
+                                              reason="test", tracking=True)
                 await queueops.quiesce(client_, SCHEMA, add=["leaving"], remove=["back"])
                 await _fire_and_sync(client_, tq, plain, admin_url)
             return obs, error
@@ -167,6 +168,8 @@ def test_the_operator_works_with_exactly_its_rule(redis_server: RedisServer,
     assert admin.llen("{emails}:vip") == 3  # "held" recovered
     assert admin.zcard("{emails}:normal") == 2 and admin.llen(SCHEMA.dead_letter) == 1
     assert admin.hget(SCHEMA.stats, keys.DEAD_TRIMMED_FIELD) == "1"
+    [poison] = admin.keys(SCHEMA.task("*"))
+    assert admin.hget(poison, "state") == "dead" and admin.pttl(poison) > 0
     assert admin.xlen(SCHEMA.decisions) == admin.xlen(SCHEMA.history) == 1
 
 
@@ -192,6 +195,7 @@ def _cli_session(cli: Run, url: str, tmp_path: Path, admin: redis.Redis) -> list
     steps = [
         ("enqueue", "-f", f, "{emails}:vip", "one"),
         ("enqueue", "-f", f, "--priority", "2", "{emails}:normal", "two"),
+        ("enqueue", "-f", f, "--unique-for", "1m", "--track", "{emails}:vip", "three"),
         ("stats", "-f", f, "--json", "--interval", "0"),
         ("inflight", "-f", f, "--json"),
         ("status", "-f", f, "--json", "t9"),

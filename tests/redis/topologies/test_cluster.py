@@ -14,7 +14,7 @@ from taskqueue import client
 from taskqueue.api import manifest
 from taskqueue.controller.redisurls import RedisPools
 from taskqueue.redisio import acl, clients, queueops
-from taskqueue.wire import history, keys
+from taskqueue.wire import history, keys, scripts
 from tests.fixtures.redis_cluster import RedisCluster, wait_until
 from tests.helpers.cli import Run
 from tests.redis.topologies import handlers
@@ -225,3 +225,36 @@ def test_each_component_works_with_its_cluster_acl_rule(
         for component in ("worker", "operator", "cli"):
             for node in redis_cluster.nodes:
                 node.client().execute_command("ACL", "DELUSER", f"tq-{component}")
+
+
+def test_the_lifecycle_keys_outside_the_scripts_keys_work_on_a_cluster(
+        cluster_url: str, start_worker: StartWorker) -> None:
+    """The task index and progress keys the scripts build from an id (not in their KEYS) share
+    the TaskQueue's hash tag: recovery, tracked push, fetch, progress, status, cancel and
+    cancelled.lua all run on a real 6-node cluster."""
+    r = sync(cluster_url)
+    vip = "{emails}:vip"
+    r.lpush(SCHEMA.processing("dead"), keys.Entry(vip, "", keys.wrap("quick", task_id="t-held"))
+            .encode())
+    r.zadd(SCHEMA.workers, {"dead": 1})
+    keys_, args = scripts.recover_call(SCHEMA, worker_id="dead", max_attempts=3, reason="gone",
+                                       tracking=True)
+    assert queueops.script("recover").sync(r, keys=keys_, args=args) == [1, 0]
+    assert client.status_sync(r, "t-held", key_prefix=SCHEMA.prefix).state == "queued"
+    long = client.enqueue_sync(r, vip, "long", track=True)
+    assert client.status_sync(r, long, key_prefix=SCHEMA.prefix).state == "queued"
+
+    start_worker(cluster_url, worker={"tracking": True,
+                                      "handler": "tests.redis.topologies.handlers:until_cancelled"})
+    seen = wait_until(lambda: (s := client.status_sync(r, long, key_prefix=SCHEMA.prefix))
+                      .progress is not None and s, timeout=30, what="no progress in status")
+    assert (seen.state, seen.worker, seen.worker_alive) == ("running", "w1", True)
+    assert seen.progress is not None and seen.progress.message == "half"
+    assert client.cancel_sync(r, long, key_prefix=SCHEMA.prefix).recorded
+    wait_until(lambda: client.status_sync(r, long, key_prefix=SCHEMA.prefix).state ==
+               "cancelled", timeout=30, what="the cancel did not stop the task")
+    quick = client.enqueue_sync(r, vip, "quick", track=True)
+    wait_until(lambda: client.status_sync(r, quick, key_prefix=SCHEMA.prefix).state == "done",
+               timeout=30, what="the next task was not done")
+    assert client.status_sync(r, "t-held", key_prefix=SCHEMA.prefix).state == "done"
+    assert r.lrange(handlers.DONE, 0, -1) == ["quick", "cancelled:long", "quick"]

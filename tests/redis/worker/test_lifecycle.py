@@ -1,11 +1,14 @@
 """One task by id, on real worker processes and a real redis-server: `client.status` follows it
 (queued, delayed, running with its progress, done, cancelled), `client.cancel` stops a running
 task in each handler kind (never retried; the worker takes its next task) and keeps a queued
-one from ever starting."""
+one from ever starting; a tracked task held by a SIGKILLed worker shows its new state once
+recovered (by the operator's call, or by another worker's heartbeat)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import pytest
 import redis
 
 from taskqueue import client
+from taskqueue.redisio import clients, queueops
 from taskqueue.wire import keys, lifecycle
 from tests.helpers import handlers as h
 from tests.helpers.cli import Run
@@ -90,8 +94,8 @@ def test_a_task_cancelled_before_it_runs_is_never_started(
     assert json.loads(shown.out)["cancelled_total"] == 1
 
 
-def test_status_follows_a_task_with_its_progress(redis_url: str, redis_sync: redis.Redis,
-                                                 tmp_path: Path) -> None:
+def test_status_and_inflight_follow_a_task_with_its_progress(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path, cli: Run) -> None:
     assert status(redis_sync, "no-such-id").state == "unknown"
     task = client.enqueue_sync(redis_sync, Q, "long", track=True)
     queued = status(redis_sync, task)
@@ -102,6 +106,11 @@ def test_status_follows_a_task_with_its_progress(redis_url: str, redis_sync: red
             s := status(redis_sync, task)).progress is not None and s)
         assert seen.state == "running" and seen.progress is not None
         assert (seen.progress.fraction, seen.progress.message) == (0.25, "a quarter")
+        shown = cli("status", task, "--redis-url", redis_url, "--queue", Q)
+        assert "progress: 25% a quarter (" in shown.out, shown.out
+        held = cli("inflight", "--redis-url", redis_url, "--queue", Q, "--json").json()
+        [report] = [t["progress"] for h in held for t in h["tasks"] if t["id"] == task]
+        assert (report["fraction"], report["message"]) == (0.25, "a quarter")
         client.cancel_sync(redis_sync, task, key_prefix=Q)
         wait_for("the progress report to go", lambda: not redis_sync.hlen(
             SCHEMA.progress(seen.worker)))
@@ -120,3 +129,140 @@ def test_without_tracking_a_running_task_is_still_cancelled(
         wait_for("the cancel to be counted", lambda: stat(redis_sync, "cancelled") == 1)
     assert redis_sync.lrange(h.CANCELLED, 0, -1) == [task]
     assert not redis_sync.keys(f"{Q}:task:*")
+
+
+def _killed_holding(redis_url: str, r: redis.Redis, task: str, log_path: Path) -> None:
+    """A worker "doomed" takes `task` and is SIGKILLed while running it."""
+    with running(redis_url, "--queue", Q, "--tracking", "--worker-id", "doomed",
+                 "--heartbeat", "0.5", *HANDLER_KINDS["sync"], log_path=log_path) as proc:
+        wait_for("the task to run on doomed", lambda: status(r, task).worker == "doomed")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert r.llen(SCHEMA.processing("doomed")) == 1
+    assert status(r, task).state == "running"
+
+
+async def _operator_recovers(redis_url: str) -> tuple[int, int]:
+    """The reaper's call (controller/reaper.py) for a gone pod of a TaskQueue with tracking."""
+    aclient = clients.async_client(clients.RedisSettings.from_dsn(redis_url))
+    try:
+        return await queueops.recover_worker(aclient, SCHEMA, worker_id="doomed",
+                                             max_attempts=5, reason="pod doomed gone",
+                                             tracking=True)
+    finally:
+        await aclient.aclose()
+
+
+def test_a_task_of_a_killed_worker_recovered_by_the_operator_shows_queued_then_runs_again(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    task = client.enqueue_sync(redis_sync, Q, "long", track=True)
+    _killed_holding(redis_url, redis_sync, task, tmp_path / "doomed.log")
+    assert asyncio.run(_operator_recovers(redis_url)) == (1, 0)
+    requeued = status(redis_sync, task)
+    assert (requeued.state, requeued.queue, requeued.worker) == ("queued", Q, "")
+    with running(redis_url, "--queue", Q, "--tracking", "--worker-id", "heir",
+                 *HANDLER_KINDS["sync"], log_path=tmp_path / "heir.log"):
+        again = wait_for("the task to run again", lambda: (
+            s := status(redis_sync, task)).worker == "heir" and s)
+        assert (again.state, again.attempt) == ("running", 2)
+        client.cancel_sync(redis_sync, task, key_prefix=Q)
+        wait_for("the cancel", lambda: status(redis_sync, task).state == "cancelled")
+
+
+def test_a_task_of_a_killed_worker_recovered_by_a_peers_heartbeat_shows_queued(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path, cli: Run) -> None:
+    task = client.enqueue_sync(redis_sync, Q, "long", track=True)
+    _killed_holding(redis_url, redis_sync, task, tmp_path / "doomed.log")
+    paused = cli("pause", Q, "--redis-url", redis_url, "--queue", Q)
+    assert paused.code == 0, paused.err
+    # the peer takes nothing from the paused queue, so the recovered task stays queued
+    with running(redis_url, "--queue", Q, "--tracking", "--worker-id", "peer",
+                 "--heartbeat", "0.5", *HANDLER_KINDS["sync"], log_path=tmp_path / "peer.log"):
+        wait_for("the peer to recover doomed", lambda: not redis_sync.llen(
+            SCHEMA.processing("doomed")))
+        requeued = status(redis_sync, task)
+        assert (requeued.state, requeued.queue, requeued.worker) == ("queued", Q, "")
+        assert redis_sync.llen(Q) == 1
+        resumed = cli("resume", Q, "--redis-url", redis_url, "--queue", Q)
+        assert resumed.code == 0, resumed.err
+        again = wait_for("the task to run again", lambda: (
+            s := status(redis_sync, task)).worker == "peer" and s)
+        assert (again.state, again.attempt) == ("running", 2)
+        client.cancel_sync(redis_sync, task, key_prefix=Q)
+        wait_for("the cancel", lambda: status(redis_sync, task).state == "cancelled")
+
+
+AT_MOST_ONCE = ["--delivery", "AtMostOnce", "--tracking", *HANDLER_KINDS["sync"]]
+
+
+def test_at_most_once_a_cancelled_running_task_stops_and_status_follows(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    with running(redis_url, "--queue", Q, *AT_MOST_ONCE, log_path=tmp_path / "worker.log"):
+        long = client.enqueue_sync(redis_sync, Q, "long", track=True)
+        seen = wait_for("the task running in status", lambda: (
+            s := status(redis_sync, long)).state == "running" and s)
+        assert seen.worker and seen.attempt == 1
+        assert client.cancel_sync(redis_sync, long, key_prefix=Q).recorded
+        wait_for("the cancel", lambda: status(redis_sync, long).state == "cancelled")
+        quick = client.enqueue_sync(redis_sync, Q, "quick", track=True)
+        wait_for("the next task to be done", lambda: status(redis_sync, quick).state == "done")
+    assert redis_sync.lrange(h.CANCELLED, 0, -1) == [long]
+    assert stat(redis_sync, "cancelled") == 1 and redis_sync.zcard(SCHEMA.cancels) == 0
+    assert redis_sync.zcard(SCHEMA.delayed) == 0 and redis_sync.llen(SCHEMA.dead_letter) == 0
+
+
+@pytest.mark.parametrize("tracking", [True, False], ids=["tracking", "off"])
+def test_at_most_once_a_task_cancelled_while_queued_is_never_started(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path, tracking: bool) -> None:
+    doomed = client.enqueue_sync(redis_sync, Q, "doomed", track=tracking)
+    assert client.cancel_sync(redis_sync, doomed, key_prefix=Q).recorded
+    after = client.enqueue_sync(redis_sync, Q, "quick", track=tracking)
+    argv = AT_MOST_ONCE if tracking else [a for a in AT_MOST_ONCE if a != "--tracking"]
+    with running(redis_url, "--queue", Q, *argv, log_path=tmp_path / "worker.log"):
+        wait_for("the task after it to run", lambda: redis_sync.lrange(h.DONE, 0, -1))
+        wait_for("the cancel to be counted", lambda: stat(redis_sync, "cancelled") == 1)
+    assert not started(redis_sync, doomed)
+    assert redis_sync.zcard(SCHEMA.cancels) == 0
+    if tracking:
+        assert status(redis_sync, doomed).state == "cancelled"
+        assert status(redis_sync, after).state == "done"
+
+
+def test_cancel_with_idempotent_consumption_leaves_the_id_free_to_run_again(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    """Without the task index, status reads the idempotency markers: the running lease names
+    the worker (alive), a cancel drops the lease and leaves no done marker, so the same id
+    enqueued again runs and is then known as done."""
+    with running(redis_url, "--queue", Q, "--idempotency-window", "60", "--worker-id", "idem",
+                 *HANDLER_KINDS["sync"], log_path=tmp_path / "worker.log"):
+        long = client.enqueue_sync(redis_sync, Q, "long", task_id="job-1")
+        wait_for("the task to start", lambda: started(redis_sync, long))
+        seen = status(redis_sync, long)
+        assert (seen.state, seen.worker, seen.worker_alive, seen.tracked) == (
+            "running", "idem", True, False)
+        assert client.cancel_sync(redis_sync, long, key_prefix=Q).recorded
+        wait_for("the cancel to be counted", lambda: stat(redis_sync, "cancelled") == 1)
+        wait_for("the lease to be dropped", lambda: not redis_sync.exists(SCHEMA.running(long)))
+        assert not redis_sync.exists(SCHEMA.done(long))
+        assert status(redis_sync, long).state == "unknown"
+        again = client.enqueue_sync(redis_sync, Q, "quick", task_id="job-1")
+        wait_for("the id to run again", lambda: redis_sync.lrange(h.DONE, 0, -1) == ["quick"])
+        wait_for("the done marker", lambda: status(redis_sync, again).state == "done")
+    assert stat(redis_sync, "duplicates") == 0 and stat(redis_sync, "retried") == 0
+
+
+def test_a_unique_task_cancelled_while_queued_is_not_pushed_again_within_its_window(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    task = client.enqueue_sync(redis_sync, Q, "doomed", task_id="job-2", unique_for=60,
+                               track=True)
+    assert client.cancel_sync(redis_sync, task, key_prefix=Q).recorded
+    same = client.enqueue_sync(redis_sync, Q, "doomed", task_id="job-2", unique_for=60,
+                               track=True)
+    assert same == task and redis_sync.llen(Q) == 1  # the unique no-op pushed nothing
+    assert status(redis_sync, task).state == "cancelling"
+    after = client.enqueue_sync(redis_sync, Q, "quick", track=True)
+    with running(redis_url, "--queue", Q, "--tracking", *HANDLER_KINDS["sync"],
+                 log_path=tmp_path / "worker.log"):
+        wait_for("the task after it", lambda: status(redis_sync, after).state == "done")
+    assert not started(redis_sync, task)
+    assert status(redis_sync, task).state == "cancelled" and stat(redis_sync, "cancelled") == 1

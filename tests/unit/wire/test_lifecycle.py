@@ -32,6 +32,9 @@ def reply(index: dict[str, str] | None = None, *, cancel: str = "", done: int = 
          False),
         ("untracked, idempotency lease", reply(lease="w2", deadline="3000000"), "running", "w2",
          True),
+        ("untracked, a slot's lease", reply(lease="pod-a#3", deadline="3000000"), "running",
+         "pod-a", True),
+        ("a worker id with a # of its own", reply(lease="a#b"), "running", "a#b", False),
         ("untracked, done marker", reply(done=1), "done", "", None),
         ("cancel recorded, still queued", reply({"state": "queued"}, cancel="9"), "cancelling",
          "", None),
@@ -69,3 +72,14 @@ def test_render_running_with_progress() -> None:
     assert render(s, now=100.0).splitlines() == [
         "task: t", "state: running", "queue: q", "since: 10s ago", "worker: w1", "attempt: 2",
         "progress: 25% a quarter (1s ago)"]
+
+
+def test_a_dead_task_shows_the_error_of_its_record() -> None:
+    raw = reply({"state": "dead", "at": "90000", "error": "ValueError: bad input"})
+    s = lifecycle.read_status("t", raw, processing_prefix=P)
+    assert (s.state, s.error) == ("dead", "ValueError: bad input")
+    assert render(s, now=100.0).splitlines()[-1] == (
+        "error: ValueError: bad input (`taskqueue dlq list` shows the record)")
+    requeued = lifecycle.read_status("t", reply({"state": "queued", "error": "old"}),
+                                     processing_prefix=P)
+    assert requeued.error == ""

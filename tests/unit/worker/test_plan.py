@@ -19,11 +19,13 @@ DISPATCH = ("wakeup", "dispatch")
 
 
 def settings(delivery: str = "AtLeastOnce", queues: tuple[keys.QueueRef, ...] = (LIST,), *,
-             concurrency: int = 1, idempotency: float | None = None) -> WorkerConfig:
+             concurrency: int = 1, idempotency: float | None = None,
+             tracking: bool = False) -> WorkerConfig:
     return WorkerConfig(redis_url="redis://127.0.0.1", worker_id="w", handler="m:f",
                         schema=keys.KeySchema(prefix="q", queues=queues, dead_letter="q:dead"),
                         delivery=delivery,  # type: ignore[arg-type]
-                        concurrency=concurrency, idempotency_window=idempotency)
+                        concurrency=concurrency, idempotency_window=idempotency,
+                        tracking=tracking)
 
 
 def slots(n: int) -> tuple[str, ...]:
@@ -62,6 +64,8 @@ def slots(n: int) -> tuple[str, ...]:
         pytest.param(settings("AtMostOnce", (LIST, ZSET), concurrency=5), True, "unheld",
                      "coroutines", PERIODIC + DISPATCH + ("async-handlers",),
                      id="at-most-once-mixed-coroutines"),
+        pytest.param(settings("AtMostOnce", (LIST,), tracking=True), False, "unheld",
+                     "inline", PERIODIC + DISPATCH, id="at-most-once-tracking-fetch-lua"),
     ],
 )
 def test_the_plan_of_each_setting(config: WorkerConfig, coroutine: bool, fetch: str,

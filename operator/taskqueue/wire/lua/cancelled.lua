@@ -10,6 +10,7 @@
 -- include: entry
 -- include: count
 -- include: flow
+-- include: index
 -- include: lifecycle
 local wrong = misfit({KEYS[1], 'list', KEYS[2], 'hash', KEYS[3], 'zset'})
 if wrong then return wrong end

@@ -19,6 +19,7 @@ local task_prefix = ARGV[7]  -- the task index's key prefix ("" or absent: track
 -- include: count
 -- include: moves
 -- include: flow
+-- include: index
 -- include: lifecycle
 local wrong = misfit({processing, 'list', retry and delayed or dead_letter,
   retry and 'zset' or 'list', stats, 'hash'})
@@ -38,6 +39,8 @@ if retry then
   track(task_prefix, id, {'state', 'delayed', 'at', now_ms(), 'due', due_ms})
 else
   push_dead(dead_letter, stats, max_dead, value)
-  track(task_prefix, id, {'state', 'dead', 'at', now_ms()})
+  if id and task_prefix and task_prefix ~= '' then
+    track(task_prefix, id, {'state', 'dead', 'at', now_ms(), 'error', record_error(value)})
+  end
 end
 return 1

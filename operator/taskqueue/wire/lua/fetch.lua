@@ -21,9 +21,12 @@ local queue_options = ARGV[2]       -- per queue, in KEYS order and space-separa
 local now = tonumber(ARGV[3])       -- unix ms on Redis's clock; "" skips the promotion
 local count = tonumber(ARGV[4])     -- tasks to take (0: ack and promote only)
 local hold = ARGV[5] == '1'         -- "1": LPUSH the entries into `processing` (AtLeastOnce);
-                                     -- "0": hand them out unheld (AtMostOnce)
+                                     -- "0": hand them out unheld (AtMostOnce), and the acks
+                                     -- are not held either: they only say which tasks are
+                                     -- done, for the task index
 local task_prefix = ARGV[6]         -- the task index's key prefix ("": tracking off); with it,
-                                     -- taken tasks are tracked as running, acked ones as done
+                                     -- taken tasks are tracked as running, acked ones as done,
+                                     -- promoted ones as queued
 local FIRST_ACK = 7                 -- ARGV[7..]: processing entries to ack
 -- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken, then,
 -- when a rate limit held a queue back, an integer: the ms until that queue may give its next
@@ -40,6 +43,7 @@ local FIRST_ACK = 7                 -- ARGV[7..]: processing entries to ack
 -- include: count
 -- include: moves
 -- include: flow
+-- include: index
 -- include: lifecycle
 local nacks = #ARGV - FIRST_ACK + 1
 local taking = count > 0 and redis.call('SISMEMBER', quiesced, processing) == 0
@@ -95,7 +99,11 @@ if #due > 0 then
   if wrong then return wrong end
 end
 
-if nacks > 0 then
+if nacks > 0 and not hold then
+  local done = {}
+  for a = FIRST_ACK, #ARGV do done[#done + 1] = ARGV[a] end
+  track_entries(task_prefix, done, 'done')
+elseif nacks > 0 then
   local acked, gone, done = 0, {}, {}
   for a = FIRST_ACK, #ARGV do
     local n = redis.call('LREM', processing, -1, ARGV[a])
@@ -113,8 +121,10 @@ for _, m in ipairs(moves) do
   redis.call('ZREM', delayed, m[1])
   if m[2] then
     reject(dead_letter, stats, max_dead, m[3], m[5], m[2])
+    track_moved(task_prefix, m[5], 'dead', m[3], m[2])
   else
     put(m[3], m[4], m[5])
+    track_moved(task_prefix, m[5], 'queued', m[3])
   end
 end
 if not taking then return {} end

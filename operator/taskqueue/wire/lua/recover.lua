@@ -3,8 +3,9 @@
 -- KEYS[4] stats hash, KEYS[5] flow state hash (lib/flow.lua: the in-flight counts), KEYS[6..5+N]
 -- the TaskQueue's queues (every queue an entry may name).
 -- ARGV[1] worker id, ARGV[2] maxAttempts, ARGV[3] reason, ARGV[4] dead-letter list's maximum
--- length, ARGV[5..4+N] the type of each queue ("list" | "zset"). Times come from Redis's clock
--- (TIME).
+-- length, ARGV[5] the task index's key prefix ("": tracking off; with it, each task's index says
+-- where it went: queued or dead), ARGV[6..5+N] the type of each queue ("list" | "zset"). Times
+-- come from Redis's clock (TIME).
 -- Each entry goes back to the right end of its list (it is the oldest work) or into its zset with
 -- its score, with its attempt count raised by one (lib/entry.lua `bump`). A task whose attempts
 -- reach maxAttempts is a poison pill and goes to the dead-letter list instead, and so does an
@@ -17,11 +18,14 @@
 -- include: count
 -- include: moves
 -- include: flow
+-- include: index
+-- include: lifecycle
 local flow_on, wrong = flow_state_of(KEYS[5])
 wrong = wrong or misfit({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'list', KEYS[4], 'hash'})
 if wrong then return wrong end
 local max_attempts, max_dead = tonumber(ARGV[2]), tonumber(ARGV[4])
-local queues = queue_types(6, 5, 1)
+local task_prefix = ARGV[5]
+local queues = queue_types(6, 6, 1)
 local lost = 'worker lost: ' .. ARGV[3]
 local seen, gone = {}, {}
 local requeued, dead = 0, 0
@@ -37,12 +41,15 @@ while true do
   end
   if reason then
     reject(KEYS[3], KEYS[4], max_dead, queue, element, lost .. '; ' .. reason)
+    track_moved(task_prefix, element, 'dead', queue, lost .. '; ' .. reason)
     dead = dead + 1
   elseif attempts >= max_attempts then
     reject(KEYS[3], KEYS[4], max_dead, queue, bumped, lost)
+    track_moved(task_prefix, bumped, 'dead', queue, lost)
     dead = dead + 1
   else
     put(queue, score, bumped)
+    track_moved(task_prefix, bumped, 'queued', queue)
     requeued = requeued + 1
   end
 end

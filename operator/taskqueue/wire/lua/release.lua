@@ -7,7 +7,9 @@ local stats = KEYS[3]        -- stats hash
 local flow_state = KEYS[4]   -- flow state hash (lib/flow.lua: the in-flight counts)
 local FIRST_QUEUE = 5        -- KEYS[5..4+N]: the TaskQueue's N queues
 local max_dead = tonumber(ARGV[1])  -- the dead-letter list's maximum length
-local FIRST_TYPE = 2         -- ARGV[2..1+N]: the type of each queue ("list" | "zset"), KEYS order
+local task_prefix = ARGV[2]  -- the task index's key prefix ("": tracking off; with it, each
+                             -- task given back is indexed as queued, or dead)
+local FIRST_TYPE = 3         -- ARGV[3..2+N]: the type of each queue ("list" | "zset"), KEYS order
 local first_entry = FIRST_TYPE + #KEYS - FIRST_QUEUE + 1  -- ARGV[first_entry..]: the entries
 -- Returns how many were given back. Entries no longer held are skipped; a held entry that cannot
 -- go back (not an entry, a queue the TaskQueue no longer has, a score its queue's type does not
@@ -16,6 +18,8 @@ local first_entry = FIRST_TYPE + #KEYS - FIRST_QUEUE + 1  -- ARGV[first_entry..]
 -- include: count
 -- include: moves
 -- include: flow
+-- include: index
+-- include: lifecycle
 local flow_on, wrong = flow_state_of(flow_state)
 wrong = wrong or misfit({processing, 'list', dead_letter, 'list', stats, 'hash'})
 if wrong then return wrong end
@@ -29,8 +33,10 @@ for i = first_entry, #ARGV do
     if flow_on then flow_tally(gone, entry) end
     if reason then
       reject(dead_letter, stats, max_dead, queue, element, reason)
+      track_moved(task_prefix, element, 'dead', queue, reason)
     else
       put(queue, score, element)
+      track_moved(task_prefix, element, 'queued', queue)
       n = n + 1
     end
   end

@@ -2,9 +2,9 @@
 -- KEYS[1] the task's index hash, KEYS[2] cancels zset, KEYS[3] its idempotency done marker,
 -- KEYS[4] its idempotency running lease, KEYS[5] workers zset.
 -- ARGV[1] task id, ARGV[2] processing-list key prefix, ARGV[3] progress-hash key prefix.
--- Returns {index (flat HGETALL), cancel expiry ms or "", done marker 1/0, running lease (worker
--- id) or "", the running worker's heartbeat deadline ms or "", its progress report or "",
--- Redis's now ms}. The progress hash and the worker are found from the index or the lease, so
+-- Returns {index (flat HGETALL), cancel expiry ms or "", done marker 1/0, running lease (its
+-- owner "<worker id>#<slot>") or "", the running worker's heartbeat deadline ms or "", its
+-- progress report or "", Redis's now ms}. The progress hash and the worker are found from the index or the lease, so
 -- their keys are not in KEYS (they share the TaskQueue's {hash tag}). Reads only.
 local function now_ms()
   local t = redis.call('TIME')
@@ -14,7 +14,7 @@ local index = redis.call('HGETALL', KEYS[1])
 local fields = {}
 for i = 1, #index, 2 do fields[index[i]] = index[i + 1] end
 local lease = redis.call('GET', KEYS[4]) or ''
-local worker = lease
+local worker = string.match(lease, '^(.+)#%d+$') or lease -- the owner is "<worker id>#<slot>"
 if fields['state'] == 'running' and fields['processing'] then
   worker = string.sub(fields['processing'], #ARGV[2] + 1)
 end

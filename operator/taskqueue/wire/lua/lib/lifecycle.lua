@@ -1,15 +1,17 @@
--- lib/lifecycle.lua (included by `-- include: lifecycle`, after lib/entry.lua and lib/count.lua):
+-- lib/lifecycle.lua (included by `-- include: lifecycle`, after lib/entry.lua, lib/count.lua and
+-- lib/index.lua):
 -- cancelled tasks and the task index (taskqueue.wire.lifecycle owns both in Python).
 -- A task is known by its envelope id; a raw payload (no envelope, or an envelope without an id)
 -- has none and is neither tracked nor cancellable.
 -- The cancels zset holds task id -> the time (unix ms) its cancel expires; a fetch checks it only
 -- when it is not empty (one ZCARD per call, then one ZSCORE per task taken).
--- The task index `<prefix>:task:<id>` (a hash: state, queue, at, processing, attempt, due) is
--- written only when the caller passes its key prefix (spec.worker.tracking); its keys are built
--- here from the id, so they are not in KEYS: they share the TaskQueue's {hash tag}, hence its
--- Redis Cluster slot. Each write sets its expiry to TRACK_TTL_MS.
+-- The task index `<prefix>:task:<id>` (a hash: state, queue, at, processing, attempt, due,
+-- error) is written only when the caller passes its key prefix (spec.worker.tracking): by
+-- fetch.lua, fail.lua and cancelled.lua, and by recover.lua and release.lua when they put a task back or
+-- dead-letter it. Its keys are built here from the id, so they are not in KEYS: they share the
+-- TaskQueue's {hash tag}, hence its Redis Cluster slot. Each write sets its expiry to
+-- TRACK_TTL_MS (lib/index.lua).
 
-local TRACK_TTL_MS = 86400000 -- taskqueue.wire.lifecycle.TRACK_TTL_SECONDS * 1000
 local CANCELLED = 'cancelled' -- taskqueue.wire.lifecycle.CANCELLED_FIELD
 
 -- task_id(element): the envelope id of `element` (nil for a raw payload or an envelope without
@@ -32,13 +34,33 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- track(task_prefix, id, fields): HSET the flat `fields` on the task's index hash and renew its
--- expiry; nothing when tracking is off (task_prefix nil or '') or the task has no id.
+-- track(task_prefix, id, fields): `index_write` of the flat `fields` on the task's index hash;
+-- nothing when tracking is off (task_prefix nil or '') or the task has no id.
 local function track(task_prefix, id, fields)
   if not task_prefix or task_prefix == '' or not id then return end
-  local key = task_prefix .. id
-  redis.call('HSET', key, unpack(fields))
-  redis.call('PEXPIRE', key, TRACK_TTL_MS)
+  index_write(task_prefix .. id, fields)
+end
+
+-- track_moved(task_prefix, element, state, queue, err): the index of the task `element`
+-- carries, put back by a recovery or a give-back ('queued' in `queue`) or dead-lettered ('dead',
+-- with `err`, the error of its dead-letter record).
+local function track_moved(task_prefix, element, state, queue, err)
+  if not task_prefix or task_prefix == '' then return end
+  local id = task_id(element)
+  if state == 'queued' then
+    track(task_prefix, id, {'state', state, 'queue', queue, 'at', now_ms()})
+  else
+    track(task_prefix, id, {'state', state, 'at', now_ms(), 'error', err or ''})
+  end
+end
+
+-- record_error(record): the error of a dead-letter record (JSON), '' when it has none.
+local function record_error(record)
+  local ok, decoded = pcall(cjson.decode, record)
+  if ok and type(decoded) == 'table' and type(decoded['error']) == 'string' then
+    return decoded['error']
+  end
+  return ''
 end
 
 -- track_entries(task_prefix, entries, state, processing): `state` for every entry of `entries`
