@@ -142,7 +142,7 @@ class ClusterSource:
                       schema=target.schema,
                       target_wait=dict(tq.spec.scaling.targetWaitSeconds or {}),
                       max_replicas=tq.spec.scaling.maxReplicas,
-                      status=obj.get("status") or {})
+                      status=obj.get("status") or {}, schedules=tuple(tq.spec.schedules))
 
     def _secret_url(self, tq: Any) -> str:
         ref = tq.spec.redis.urlSecretRef

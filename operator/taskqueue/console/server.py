@@ -81,7 +81,8 @@ async def snapshot(request: web.Request, tq: views.Hosted) -> live.Snapshot:
 
     async def load(previous: live.Snapshot | None) -> live.Snapshot:
         async with asyncio.timeout(READ_TIMEOUT):
-            return await live.refresh(client, tq.schema, previous, now=time.time())
+            return await live.refresh(client, tq.schema, previous, now=time.time(),
+                                      schedules=[sc.name for sc in tq.schedules])
 
     return await request.app[SHARED].get(tq.ref, load)
 
@@ -98,7 +99,7 @@ async def taskqueue(request: web.Request) -> web.Response:
     viewer, tq = await _one(request)
     snap = await snapshot(request, tq)
     now = time.time()
-    held: dict[str, Any] = {}
+    held = reads.Held()
     error = snap.error
     if snap.observation is not None:
         try:
@@ -109,6 +110,8 @@ async def taskqueue(request: web.Request) -> web.Response:
             error = redact.scrub(str(exc)) or type(exc).__name__
     return render(request, "taskqueue.html", tq=views.summary(tq, snap), error=error,
                   decisions=views.decision_rows(snap.decisions, now),
+                  schedules=views.schedule_rows(tq, snap.fired, now),
+                  fired_error=snap.fired_error,
                   workers=views.worker_rows(snap.observation, held, now),
                   may_act=await viewer.may_act(tq.namespace))
 
@@ -119,7 +122,8 @@ async def data(request: web.Request) -> web.Response:
     snap = await snapshot(request, tq)
     return web.json_response({
         "summary": views.summary(tq, snap), "series": views.series(tq, snap.points),
-        "decisions": views.decision_rows(snap.decisions, time.time()), "at": snap.at})
+        "decisions": views.decision_rows(snap.decisions, time.time()),
+        "schedules": views.schedule_rows(tq, snap.fired, time.time()), "at": snap.at})
 
 
 async def _read(request: web.Request, tq: views.Hosted, read: Callable[[Any], Any]) -> Any:
@@ -142,13 +146,14 @@ async def queues(request: web.Request) -> web.Response:
 
     shown, later = await _read(request, tq, read)
     snap = await snapshot(request, tq)
+    rows = views.queue_rows(tq, snap.observation, snap.flows)
     return render(request, "queues.html", tq=views.summary(tq, snap),
-                  queues=[{"key": q.key, "type": q.type,
-                           "backlog": views.queue_rows(tq, snap.observation)[i]["backlog"],
+                  queues=[{**rows[i], "key": q.key,
                            "tasks": [views.task_row(p, now) for p in ps]}
                           for i, (q, ps) in enumerate(shown)],
                   delayed=[views.task_row(p, now) for p in later],
-                  shown=reads.PENDING_SHOWN)
+                  schedules=views.schedule_rows(tq, snap.fired, now),
+                  fired_error=snap.fired_error, shown=reads.PENDING_SHOWN)
 
 
 def _page(request: web.Request) -> int:

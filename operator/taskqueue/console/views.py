@@ -3,9 +3,8 @@ JSON refresh render. Pure: no I/O, every text of Redis through `printable` (the 
 it; bytes that are not UTF-8 show as `\\xNN`).
 
 Each concept is one function feeding one template partial (`templates/partials/`): the
-queues table, the replicas, the rates, the chart series, the decision log, the workers, a task,
-a dead letter. Concepts read from the status or the observation (flow control, schedules, task
-progress) get their own function and partial beside these.
+queues table with each queue's flow control, the replicas, the rates, the chart series, the
+decision log, the schedules, the workers with their tasks' progress, a task, a dead letter.
 """
 
 from __future__ import annotations
@@ -15,12 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from taskqueue.api import schedulespec
+from taskqueue.api.schedulespec import ScheduleSpec
 from taskqueue.cli.records import DeadLetter, printable
 from taskqueue.console.live import Snapshot
-from taskqueue.console.reads import Pending, digest
+from taskqueue.console.reads import Held, Pending, digest
 from taskqueue.scaling import waits
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.wire import history, keys
+from taskqueue.wire import flow, history, keys, lifecycle
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class Hosted:
     max_replicas: int | None = None
     status: dict[str, Any] | None = None
     """The TaskQueue's status as the API server holds it (in the cluster), else None."""
+    schedules: tuple[ScheduleSpec, ...] = ()
+    """spec.schedules."""
 
     @property
     def ref(self) -> str:
@@ -61,8 +64,10 @@ def _p95(obs: QueueObservation, queue: str) -> float | None:
     return waits.wait_quantile_of(obs.waited.get(queue, ()), 0.95)
 
 
-def queue_rows(tq: Hosted, obs: QueueObservation | None) -> list[dict[str, Any]]:
-    """Per queue: backlog, oldest task, p95 wait against its target."""
+def queue_rows(tq: Hosted, obs: QueueObservation | None,
+               flows: Sequence[flow.QueueFlow] = ()) -> list[dict[str, Any]]:
+    """Per queue: backlog, oldest task, p95 wait against its target, its flow control."""
+    by_key = {f.key: f for f in flows}
     rows = []
     for q in tq.schema.queues:
         p95 = None if obs is None else _p95(obs, q.key)
@@ -73,8 +78,32 @@ def queue_rows(tq: Hosted, obs: QueueObservation | None) -> list[dict[str, Any]]
             "oldest": duration(None if obs is None else obs.oldest_age(q.key)),
             "p95": duration(p95), "target": duration(target),
             "late": p95 is not None and target is not None and p95 > target,
+            **flow_cells(by_key.get(q.key), now=None if obs is None else obs.at),
         })
     return rows
+
+
+def flow_cells(f: flow.QueueFlow | None, *, now: float | None) -> dict[str, str]:
+    """A queue's flow control as shown: its rate limit, its in-flight count against its limit,
+    and who paused it (spec.queues[].paused, `taskqueue pause`: when and by whom)."""
+    if f is None:
+        return {"rate": "-", "max": "-", "paused": ""}
+    rate_text = "-" if f.rate is None else (
+        f"{f.rate[0]} per {f.rate[1]:g}s (burst {f.rate[2]})")
+    held = "?" if f.held is None else str(f.held)
+    paused = []
+    if f.paused:
+        paused.append("paused by spec.queues[].paused")
+    if f.paused_cli is not None:
+        at, _, who = f.paused_cli.partition(" ")
+        try:
+            ago = duration(None if now is None else now - float(at))
+        except ValueError:
+            ago = "-"
+        paused.append(f"paused by `taskqueue pause` ({printable(who) or '?'}, {ago} ago)")
+    return {"rate": rate_text,
+            "max": "-" if f.max_in_flight is None else f"{held} / {f.max_in_flight}",
+            "paused": "; ".join(paused)}
 
 
 def _last(points: Sequence[tuple[str, history.HistoryPoint]]) -> history.HistoryPoint | None:
@@ -119,7 +148,8 @@ def summary(tq: Hosted, snap: Snapshot) -> dict[str, Any]:
         "namespace": tq.namespace, "name": tq.name,
         "reachable": obs is not None, "error": snap.error,
         "wrong_types": [w.describe() for w in obs.wrong_types] if obs else [],
-        "queues": queue_rows(tq, obs),
+        "queues": queue_rows(tq, obs, snap.flows), "flow_error": snap.flow_error,
+        "paused": [printable(q.key) for q in snap.flows if q.is_paused],
         "backlog": None if obs is None else obs.queued,
         "oldest": duration(None if obs is None else obs.oldest_task_age),
         "inflight": None if obs is None else obs.in_flight,
@@ -168,26 +198,79 @@ def decision_rows(entries: Sequence[tuple[str, history.DecisionEntry]],
             for _, d in entries]
 
 
-def worker_rows(obs: QueueObservation | None, held: dict[str, list[keys.Entry | str]],
+def worker_rows(obs: QueueObservation | None, held: Held,
                 now: float) -> list[dict[str, Any]]:
-    """Each registered worker: heartbeat deadline, alive, quiesced, the tasks it holds."""
+    """Each registered worker: heartbeat deadline, alive, quiesced, the tasks it holds with
+    their last progress report."""
     if obs is None:
         return []
     rows = []
     for w in sorted(obs.workers, key=lambda w: w.worker_id):
+        reports = held.progress.get(w.worker_id, {})
         tasks = []
-        for entry in held.get(w.worker_id, []):
+        for entry in held.entries.get(w.worker_id, []):
             if isinstance(entry, str):
                 tasks.append({"id": "-", "queue": "-", "age": "-", "attempt": "-",
-                              "payload": printable(entry)})
+                              "payload": printable(entry), **progress_cells(None, now)})
                 continue
             task = keys.unwrap(entry.element)
-            tasks.append({**task_row(Pending(task), now), "queue": printable(entry.queue)})
+            tasks.append({**task_row(Pending(task), now), "queue": printable(entry.queue),
+                          **progress_cells(reports.get(task.id or ""), now)})
         rows.append({"id": printable(w.worker_id), "alive": w.alive(now=now),
                      "deadline": duration(w.deadline_ms / 1000 - now),
                      "inflight": w.in_flight, "quiesced": w.worker_id in obs.quiesced,
                      "tasks": tasks})
     return rows
+
+
+def progress_cells(report: lifecycle.Progress | None, now: float) -> dict[str, Any]:
+    """A running task's last `ctx.progress` report: percent (None: no fraction given), its
+    message, how long ago; `progress` False when the handler has reported none."""
+    if report is None:
+        return {"progress": False, "percent": None, "message": "", "reported": "-"}
+    return {"progress": True,
+            "percent": None if report.fraction is None else round(100 * report.fraction),
+            "message": printable(report.message), "reported": duration(now - report.at)}
+
+
+def schedule_rows(tq: Hosted, fired: dict[str, dict[str, str]],
+                  now: float) -> list[dict[str, Any]]:
+    """Each schedule of the spec with what Redis records of its firing: the next slot, the
+    last slot fired and its task, the lateness (a due slot not yet fired: the operator is
+    down or behind), the slots missed (older than catchUpSeconds) and skipped (refused by
+    overlap Skip)."""
+    rows = []
+    for sc in tq.schedules:
+        record = fired.get(sc.name, {})
+        through = _ms(record.get("through"))
+        slot = _ms(record.get("slot"))
+        upcoming = None if sc.suspend else next(
+            iter(schedulespec.next_slots(sc, after=now, count=1)), None)
+        overdue = None
+        if through is not None and not sc.suspend:
+            first = next(iter(schedulespec.next_slots(sc, after=through / 1000, count=1)), None)
+            overdue = first if first is not None and first <= now else None
+        rows.append({
+            "name": sc.name, "cron": sc.cron, "zone": sc.timeZone, "queue": printable(sc.queue),
+            "overlap": sc.overlap, "suspended": sc.suspend,
+            "next": "-" if upcoming is None else schedulespec.slot_text(upcoming),
+            "next_in": duration(None if upcoming is None else upcoming - now),
+            "last": "-" if slot is None else schedulespec.slot_text(slot / 1000),
+            "last_ago": duration(None if slot is None else now - slot / 1000),
+            "last_task": printable(record.get("id", "")) or "-",
+            "late": None if overdue is None else duration(now - overdue),
+            "missed": _ms(record.get("missed")) or 0,
+            "skipped": _ms(record.get("skipped")) or 0,
+            "known": bool(record),
+        })
+    return rows
+
+
+def _ms(text: str | None) -> int | None:
+    try:
+        return None if text in (None, "") else int(str(text))
+    except ValueError:
+        return None
 
 
 def task_row(p: Pending, now: float) -> dict[str, Any]:

@@ -53,9 +53,11 @@ DIRECT: dict[Component, tuple[str, ...]] = {
             "multi", "exec", "unwatch", "hgetall", "hsetnx", "hdel", "hexists"),
     # the web console (taskqueue console): the CLI's dlq code for its actions; reads of queues,
     # dead letters and held tasks (lrange, llen, zrange); XRANGE/XREVRANGE: the history and the
-    # decision log
+    # decision log; TYPE/HGETALL: the flow hashes (flowops.read_pipe) and the workers' progress
+    # hashes; HMGET: the schedules' firing record
     "console": ("evalsha", "script|load", "llen", "lrange", "lrem", "rpush", "zadd", "zrange",
-                "type", "watch", "multi", "exec", "unwatch", "xrange", "xrevrange"),
+                "type", "watch", "multi", "exec", "unwatch", "xrange", "xrevrange", "hgetall",
+                "hmget"),
 }
 """Commands each component sends itself (cluster clients add the commands below)."""
 
