@@ -236,7 +236,8 @@ def progress_cells(report: lifecycle.Progress | None, now: float) -> dict[str, A
 def schedule_rows(tq: Hosted, fired: dict[str, dict[str, str]],
                   now: float) -> list[dict[str, Any]]:
     """Each schedule of the spec with what Redis records of its firing: the next slot, the
-    last slot fired and its task, the lateness (a due slot not yet fired: the operator is
+    last slot fired and its task (the operator fires slots up to its horizon ahead of time:
+    the last one fired may be to come), the lateness (a due slot not yet fired: the operator is
     down or behind), the slots missed (older than catchUpSeconds) and skipped (refused by
     overlap Skip)."""
     rows = []
@@ -256,7 +257,7 @@ def schedule_rows(tq: Hosted, fired: dict[str, dict[str, str]],
             "next": "-" if upcoming is None else schedulespec.slot_text(upcoming),
             "next_in": duration(None if upcoming is None else upcoming - now),
             "last": "-" if slot is None else schedulespec.slot_text(slot / 1000),
-            "last_ago": duration(None if slot is None else now - slot / 1000),
+            "last_when": "-" if slot is None else _relative(slot / 1000 - now),
             "last_task": printable(record.get("id", "")) or "-",
             "late": None if overdue is None else duration(now - overdue),
             "missed": _ms(record.get("missed")) or 0,
@@ -264,6 +265,11 @@ def schedule_rows(tq: Hosted, fired: dict[str, dict[str, str]],
             "known": bool(record),
         })
     return rows
+
+
+def _relative(seconds: float) -> str:
+    """`in 4.2s` ahead, `4.2s ago` behind (fire.lua fires slots ahead of time)."""
+    return f"in {duration(seconds)}" if seconds > 0 else f"{duration(-seconds)} ago"
 
 
 def _ms(text: str | None) -> int | None:
