@@ -51,6 +51,9 @@ def test_enabled_it_is_a_locked_down_deployment_and_a_cluster_ip_service(render:
     assert deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == \
         "console"
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    # sessions are in the one process's memory: one replica, never two during an upgrade
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
 
 
 def test_its_rbac_is_reviews_and_listing_taskqueues_and_nothing_else(render: Render) -> None:
