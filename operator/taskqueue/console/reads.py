@@ -147,9 +147,10 @@ def _decoded(reply: Sequence[Any], decode: Any) -> tuple[list[Any], int]:
     return out, bad
 
 
-def _fired(reply: Any, names: Sequence[str]) -> tuple[dict[str, dict[str, str]], str]:
+def _fired(reply: Any, names: Sequence[str],
+           key: str) -> tuple[dict[str, dict[str, str]], str]:
     if isinstance(reply, Exception):
-        return {}, str(reply)
+        return {}, f"key {key}: {reply}"
     values = [None if v is None else str(v) for v in reply]
     n = len(SCHEDULE_FIELDS)
     return {name: {f: v for f, v in zip(SCHEDULE_FIELDS, values[i * n:(i + 1) * n],
@@ -185,7 +186,7 @@ async def streams(client: aioredis.Redis, schema: keys.KeySchema, *, after: str,
     points, bad_points = _decoded(raw_points, history.points)
     decisions, bad_decisions = _decoded(raw_decisions, history.decisions)
     flows, flow_error = _flows(replies[2:6], schema)
-    fired, fired_error = _fired(replies[6], names) if names else ({}, "")
+    fired, fired_error = _fired(replies[6], names, schema.schedules) if names else ({}, "")
     return Streams(points, decisions, bad_points + bad_decisions, flows, flow_error, fired,
                    fired_error)
 

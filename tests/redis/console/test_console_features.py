@@ -197,3 +197,18 @@ def test_the_new_reads_work_under_exactly_the_consoles_acl_rule(
             assert "could not be read" not in page and "permission" not in page.lower()
     finally:
         redis_sync.execute_command("ACL", "DELUSER", "tq-console")
+
+
+def test_a_flow_or_schedules_key_of_another_type_is_named_and_the_rest_still_shows(
+        redis_sync: redis.Redis, manifest: str) -> None:
+    redis_sync.set("vip:flow", "not a hash")
+    redis_sync.rpush("vip:schedules", "not a hash")
+    redis_sync.lpush("vip", keys.wrap("x", task_id="t-1"))
+    with console_process("-f", manifest) as base:
+        status, page = Browser(base).get(NAME)
+    assert status == 200
+    assert ("Flow control could not be read: WRONGTYPE key vip:flow holds a string, not a hash"
+            in page)
+    assert "The schedules' record could not be read: key vip:schedules: WRONGTYPE" in page
+    assert 'data-field="backlog:vip">1<' in page
+    assert page.count("data-schedule=") == len(SCHEDULES)  # the spec's, without a record
