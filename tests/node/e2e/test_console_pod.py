@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
