@@ -57,6 +57,10 @@ class ClusterViewer:
         self._reviews[key] = (ok, time.monotonic() + REVIEW_SECONDS)
         return ok
 
+    @property
+    def who(self) -> str:
+        return self.user.name
+
     async def may_see(self, namespace: str) -> bool:
         return await self._allowed("get", namespace)
 

@@ -93,6 +93,10 @@ class Shared:
             self._flights[key] = flight
         return await asyncio.shield(flight)
 
+    def forget(self, key: str) -> None:
+        """Drop the snapshot of `key`: the next viewer reads Redis (after an action)."""
+        self._snapshots.pop(key, None)
+
     async def _load(self, key: str, load: Callable[[Snapshot | None], Awaitable[Snapshot]],
                     held: Snapshot | None) -> Snapshot:
         try:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 import redis
@@ -24,6 +25,7 @@ from taskqueue.cli.records import DeadLetter
 from taskqueue.console import cluster, live, reads, security, views
 from taskqueue.console.access import Access, Viewer
 from taskqueue.console.source import Source
+from taskqueue.redisio import flowops
 
 READ_TIMEOUT = 10.0
 """Seconds a page waits for Redis."""
@@ -254,6 +256,40 @@ async def act(request: web.Request) -> web.Response:
                   kept=kept, missing=max(0, len(wanted) - done - len(kept)))
 
 
+async def flow_action(request: web.Request) -> web.StreamResponse:
+    """Pause or resume one queue: `taskqueue pause|resume`'s own field of the flow hash
+    (`redisio.flowops`), recorded with the viewer's name; the same access and CSRF checks as
+    the dead-letter actions. Resume lifts only that pause, never spec.queues[].paused."""
+    viewer, tq = await _one(request)
+    if not await viewer.may_act(tq.namespace):
+        raise web.HTTPForbidden(text=request.app[SETTINGS]["refusal"])
+    form = await security.check_form(request)
+    action, queue = form.get("action", ""), form.get("queue", "")
+    if action not in ("pause", "resume"):
+        raise web.HTTPBadRequest(text="action must be pause or resume")
+    if queue not in tq.schema.queue_keys:
+        raise web.HTTPBadRequest(text=f"queue: {queue!r} is not a queue of this TaskQueue; "
+                                      f"use one of {list(tq.schema.queue_keys)}")
+    target = request.app[SOURCE].target(tq)
+
+    def run() -> None:
+        client = target.connect()
+        try:
+            if action == "pause":
+                flowops.pause(client, tq.schema, queue, at=time.time(), who=viewer.who)
+            else:
+                flowops.resume(client, tq.schema, queue)
+        finally:
+            client.close()
+
+    try:
+        await asyncio.to_thread(run)
+    except redis.RedisError as exc:
+        raise web.HTTPServiceUnavailable(text=f"Redis refused: {redact.scrub(str(exc))}") from None
+    request.app[SHARED].forget(tq.ref)
+    raise web.HTTPSeeOther(f"/tq/{quote(tq.namespace, safe='')}/{quote(tq.name, safe='')}")
+
+
 async def healthz(request: web.Request) -> web.Response:
     """The probes' endpoint: the process serves (no Redis, no API call)."""
     return web.Response(text="ok\n")
@@ -304,6 +340,7 @@ def build(*, source: Source, access: Access, refresh_seconds: float,
     app.router.add_get("/tq/{namespace}/{name}/dead", dead)
     app.router.add_post("/tq/{namespace}/{name}/dead/confirm", confirm)
     app.router.add_post("/tq/{namespace}/{name}/dead/act", act)
+    app.router.add_post("/tq/{namespace}/{name}/flow", flow_action)
     app.router.add_static("/static/", str(static))
     if signin_access is not None:
         app[SIGNIN] = signin_access

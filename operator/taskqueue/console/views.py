@@ -83,11 +83,11 @@ def queue_rows(tq: Hosted, obs: QueueObservation | None,
     return rows
 
 
-def flow_cells(f: flow.QueueFlow | None, *, now: float | None) -> dict[str, str]:
+def flow_cells(f: flow.QueueFlow | None, *, now: float | None) -> dict[str, Any]:
     """A queue's flow control as shown: its rate limit, its in-flight count against its limit,
     and who paused it (spec.queues[].paused, `taskqueue pause`: when and by whom)."""
     if f is None:
-        return {"rate": "-", "max": "-", "paused": ""}
+        return {"rate": "-", "max": "-", "paused": "", "paused_cli": False}
     rate_text = "-" if f.rate is None else (
         f"{f.rate[0]} per {f.rate[1]:g}s (burst {f.rate[2]})")
     held = "?" if f.held is None else str(f.held)
@@ -103,7 +103,7 @@ def flow_cells(f: flow.QueueFlow | None, *, now: float | None) -> dict[str, str]
         paused.append(f"paused by `taskqueue pause` ({printable(who) or '?'}, {ago} ago)")
     return {"rate": rate_text,
             "max": "-" if f.max_in_flight is None else f"{held} / {f.max_in_flight}",
-            "paused": "; ".join(paused)}
+            "paused": "; ".join(paused), "paused_cli": f.paused_cli is not None}
 
 
 def _last(points: Sequence[tuple[str, history.HistoryPoint]]) -> history.HistoryPoint | None:

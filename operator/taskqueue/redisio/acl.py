@@ -54,10 +54,11 @@ DIRECT: dict[Component, tuple[str, ...]] = {
     # the web console (taskqueue console): the CLI's dlq code for its actions; reads of queues,
     # dead letters and held tasks (lrange, llen, zrange); XRANGE/XREVRANGE: the history and the
     # decision log; TYPE/HGETALL: the flow hashes (flowops.read_pipe) and the workers' progress
-    # hashes; HMGET: the schedules' firing record
+    # hashes; HMGET: the schedules' firing record; HSETNX/HDEL/HEXISTS: pause and resume
+    # (flowops.pause, flowops.resume: taskqueue pause's field of the flow hash)
     "console": ("evalsha", "script|load", "llen", "lrange", "lrem", "rpush", "zadd", "zrange",
                 "type", "watch", "multi", "exec", "unwatch", "xrange", "xrevrange", "hgetall",
-                "hmget"),
+                "hmget", "hsetnx", "hdel", "hexists"),
 }
 """Commands each component sends itself (cluster clients add the commands below)."""
 

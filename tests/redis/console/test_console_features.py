@@ -6,13 +6,16 @@ schedules (its own plan), a real worker whose handler reports `ctx.progress` whi
 Specs: a queue's rate limit, its in-flight count against maxInFlight and who paused it show in
 the queues table (and the list page says paused); each schedule shows its next slot, the last
 slot fired with its task id as Redis records it, a due slot not fired as late, and missed slots;
-a running task shows its progress; all of it under exactly the console's ACL rule.
+a running task shows its progress; a queue is paused and resumed from the page as `taskqueue
+pause|resume` does (read-only: no button, a forged POST refused); all of it under exactly the
+console's ACL rule.
 Screenshot: docs/images/console-flow-schedules-progress.png.
 """
 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import subprocess
 import time
@@ -188,13 +191,18 @@ def test_the_new_reads_work_under_exactly_the_consoles_acl_rule(
                                *acl.rule("console", ["vip*", "normal*"]).split())
     url = redis_server.url.replace("redis://", "redis://tq-console:console-pw@")
     try:
-        with console_process("-f", manifest, "--redis-url", url) as base:
-            status, page = Browser(base).get(NAME)
+        with console_process("-f", manifest, "--redis-url", url, "--allow-actions") as base:
+            b = Browser(base)
+            status, page = b.get(NAME)
             assert status == 200
             for shown in ("50 per 1s (burst 5)", "1 / 4", "paused by `taskqueue pause`",
                           "a quarter", redis_sync.hget("vip:schedules", "id:report")):
                 assert shown in page, shown
             assert "could not be read" not in page and "permission" not in page.lower()
+            assert b.post(NAME + "/flow", {"action": "resume", "queue": "normal"})[0] == 200
+            assert not redis_sync.hexists("vip:flow", "paused-cli:normal")
+            assert b.post(NAME + "/flow", {"action": "pause", "queue": "vip"})[0] == 200
+            assert redis_sync.hexists("vip:flow", "paused-cli:vip")
     finally:
         redis_sync.execute_command("ACL", "DELUSER", "tq-console")
 
@@ -212,3 +220,56 @@ def test_a_flow_or_schedules_key_of_another_type_is_named_and_the_rest_still_sho
     assert "The schedules' record could not be read: key vip:schedules: WRONGTYPE" in page
     assert 'data-field="backlog:vip">1<' in page
     assert page.count("data-schedule=") == len(SCHEDULES)  # the spec's, without a record
+
+
+def test_pause_and_resume_from_the_page_as_taskqueue_pause_does(
+        page: Any, manifest: str, redis_sync: redis.Redis, make_worker: Any,
+        handler_env: None) -> None:
+    with console_process("-f", manifest, "--refresh", "1", "--allow-actions") as base:
+        page.goto(base + NAME)
+        page.locator("#queue-table tr[data-queue='normal'] button.pause").click()
+        record = redis_sync.hget("vip:flow", "paused-cli:normal")
+        assert record is not None and record.split()[1] == getpass.getuser()
+        assert "paused by `taskqueue pause`" in cell(page, "normal", "paused")
+        # the workers take nothing from it; the other queue goes on
+        client.enqueue_sync(redis_sync, "normal", "held back", task_id="n-1")
+        client.enqueue_sync(redis_sync, "vip", "goes", task_id="v-1")
+        make_worker(queues=QUEUES)
+        deadline = time.monotonic() + 60
+        while "goes" not in redis_sync.lrange("test:done", 0, -1):
+            assert time.monotonic() < deadline, "the vip task never ran"
+            time.sleep(0.1)
+        time.sleep(2)
+        assert redis_sync.lrange("test:done", 0, -1) == ["goes"]
+        assert redis_sync.llen("normal") == 1
+        page.locator("#queue-table tr[data-queue='normal'] button.resume").click()
+        assert not redis_sync.hexists("vip:flow", "paused-cli:normal")
+        assert cell(page, "normal", "paused") == "no"
+        while "held back" not in redis_sync.lrange("test:done", 0, -1):
+            assert time.monotonic() < deadline, "the resumed queue's task never ran"
+            time.sleep(0.1)
+        # not a queue of this TaskQueue: one line naming the field
+        csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "tq_csrf")
+        bad = page.request.post(base + NAME + "/flow", headers={"Origin": base},
+                                form={"csrf": csrf, "action": "pause", "queue": "nope"})
+        assert bad.status == 400
+        assert bad.text() == ("queue: 'nope' is not a queue of this TaskQueue; use one of "
+                              "['vip', 'normal']")
+
+
+def test_read_only_has_no_pause_and_refuses_a_forged_one(
+        page: Any, manifest: str, redis_sync: redis.Redis) -> None:
+    with console_process("-f", manifest) as base:
+        page.goto(base + NAME)
+        assert page.locator("#queue-table button").count() == 0
+        csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "tq_csrf")
+        forged = page.request.post(base + NAME + "/flow", headers={"Origin": base},
+                                   form={"csrf": csrf, "action": "pause", "queue": "normal"})
+        assert forged.status == 403
+        # and an allowed console still wants the CSRF token
+    with console_process("-f", manifest, "--allow-actions") as base:
+        page.goto(base + NAME)
+        no_token = page.request.post(base + NAME + "/flow", headers={"Origin": base},
+                                     form={"action": "pause", "queue": "normal"})
+        assert no_token.status == 403
+    assert not redis_sync.exists("vip:flow")

@@ -67,7 +67,7 @@ def test_the_summary_of_a_snapshot_and_of_an_unreachable_redis() -> None:
         12, 2, 1, 2, 1)
     assert got["queues"][0] == {"key": "vip", "type": "list", "backlog": 3, "oldest": "10.0s",
                                 "p95": got["queues"][0]["p95"], "target": "5.0s", "late": False,
-                                "rate": "-", "max": "-", "paused": ""}
+                                "rate": "-", "max": "-", "paused": "", "paused_cli": False}
     assert got["arrivals"] == "4.00/s"
     down = views.summary(TQ, live.Snapshot(at=1.0, error="Connection refused"))
     assert (down["reachable"], down["backlog"], down["error"]) == (False, None,
@@ -75,16 +75,18 @@ def test_the_summary_of_a_snapshot_and_of_an_unreachable_redis() -> None:
 
 
 @pytest.mark.parametrize(("f", "cells"), [
-    (None, {"rate": "-", "max": "-", "paused": ""}),
-    (flow.QueueFlow("vip"), {"rate": "-", "max": "-", "paused": ""}),
+    (None, {"rate": "-", "max": "-", "paused": "", "paused_cli": False}),
+    (flow.QueueFlow("vip"), {"rate": "-", "max": "-", "paused": "", "paused_cli": False}),
     (flow.QueueFlow("vip", rate=(50, 1.0, 10), max_in_flight=8, held=3),
-     {"rate": "50 per 1s (burst 10)", "max": "3 / 8", "paused": ""}),
-    (flow.QueueFlow("vip", max_in_flight=8), {"rate": "-", "max": "? / 8", "paused": ""}),
+     {"rate": "50 per 1s (burst 10)", "max": "3 / 8", "paused": "", "paused_cli": False}),
+    (flow.QueueFlow("vip", max_in_flight=8),
+     {"rate": "-", "max": "? / 8", "paused": "", "paused_cli": False}),
     (flow.QueueFlow("vip", paused=True, paused_cli="940 alice"),
      {"rate": "-", "max": "-", "paused": "paused by spec.queues[].paused; paused by "
-      "`taskqueue pause` (alice, 1.0s ago)"}),
+      "`taskqueue pause` (alice, 1.0s ago)", "paused_cli": True}),
     (flow.QueueFlow("vip", paused_cli="garbage"),
-     {"rate": "-", "max": "-", "paused": "paused by `taskqueue pause` (?, - ago)"}),
+     {"rate": "-", "max": "-", "paused": "paused by `taskqueue pause` (?, - ago)",
+      "paused_cli": True}),
 ], ids=["unread", "none", "limits", "held-unknown", "both-pauses", "unreadable-record"])
 def test_a_queues_flow_control_as_shown(f: flow.QueueFlow | None, cells: dict[str, str]) -> None:
     assert views.flow_cells(f, now=941.0) == cells
