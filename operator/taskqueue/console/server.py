@@ -37,6 +37,7 @@ SHARED = web.AppKey("shared", live.Shared)
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
 SETTINGS = web.AppKey("settings", dict[str, Any])
 SIGNIN = web.AppKey("signin", cluster.ClusterAccess)
+SLOTS = web.AppKey("slots", views.NextSlots)
 
 
 def environment() -> jinja2.Environment:
@@ -112,7 +113,7 @@ async def taskqueue(request: web.Request) -> web.Response:
             error = redact.scrub(str(exc)) or type(exc).__name__
     return render(request, "taskqueue.html", tq=views.summary(tq, snap), error=error,
                   decisions=views.decision_rows(snap.decisions, now),
-                  schedules=views.schedule_rows(tq, snap.fired, now),
+                  schedules=views.schedule_rows(tq, snap.fired, now, request.app[SLOTS]),
                   fired_error=snap.fired_error,
                   workers=views.worker_rows(snap.observation, held, now),
                   may_act=await viewer.may_act(tq.namespace))
@@ -124,8 +125,7 @@ async def data(request: web.Request) -> web.Response:
     snap = await snapshot(request, tq)
     return web.json_response({
         "summary": views.summary(tq, snap), "series": views.series(tq, snap.points),
-        "decisions": views.decision_rows(snap.decisions, time.time()),
-        "schedules": views.schedule_rows(tq, snap.fired, time.time()), "at": snap.at})
+        "decisions": views.decision_rows(snap.decisions, time.time()), "at": snap.at})
 
 
 async def _read(request: web.Request, tq: views.Hosted, read: Callable[[Any], Any]) -> Any:
@@ -154,7 +154,7 @@ async def queues(request: web.Request) -> web.Response:
                            "tasks": [views.task_row(p, now) for p in ps]}
                           for i, (q, ps) in enumerate(shown)],
                   delayed=[views.task_row(p, now) for p in later],
-                  schedules=views.schedule_rows(tq, snap.fired, now),
+                  schedules=views.schedule_rows(tq, snap.fired, now, request.app[SLOTS]),
                   fired_error=snap.fired_error, shown=reads.PENDING_SHOWN)
 
 
@@ -327,6 +327,7 @@ def build(*, source: Source, access: Access, refresh_seconds: float,
     app[SOURCE] = source
     app[ACCESS] = access
     app[SHARED] = live.Shared(ttl=refresh_seconds)
+    app[SLOTS] = views.NextSlots()
     app[TEMPLATES] = environment()
     app[SETTINGS] = {"refresh_ms": int(refresh_seconds * 1000), "refusal": refusal,
                      "mode": mode, "window": reads.SEARCH_WINDOW,

@@ -205,3 +205,17 @@ async def test_concurrent_viewers_share_one_refresh_and_the_ttl_holds_it() -> No
     assert len(calls) == 2 and calls[1] is got[0]  # the next refresh starts from the last
     await shared.get("other/tq", load)
     assert len(calls) == 3
+
+
+def test_the_next_slot_is_remembered_until_it_passes() -> None:
+    from taskqueue.api.schedulespec import ScheduleSpec
+
+    hourly = ScheduleSpec(name="h", cron="0 * * * *", queue="vip", payload="x")
+    slots = views.NextSlots()
+    t = 1_800_000_030.0  # 08:00:30
+    assert slots.after(hourly, t, key="k") == 1_800_003_600.0
+    assert slots.after(hourly, t + 3000, key="k") == 1_800_003_600.0  # still before it
+    assert slots.after(hourly, 1_800_003_600.0, key="k") == 1_800_007_200.0  # passed: anew
+    assert slots.after(hourly, t - 7200, key="k") == 1_799_996_400.0  # earlier: anew
+    every_minute = ScheduleSpec(name="h", cron="* * * * *", queue="vip", payload="x")
+    assert slots.after(every_minute, t, key="k") == 1_800_000_060.0  # another cron: its own
