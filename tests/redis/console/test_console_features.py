@@ -173,9 +173,14 @@ def test_flow_control_schedules_and_progress_show_as_redis_holds_them(
         expect(page.locator("#queue-table [data-field='paused:normal']")).to_have_text(
             "no", timeout=30_000)
         pause(manifest, "normal")
-        page.goto(base + "/")
-        assert page.locator("tr[data-tq='media/thumbs'] [data-field='paused:normal']"
-                            ).inner_text() == "paused"
+        marker = page.locator("tr[data-tq='media/thumbs'] [data-field='paused:normal']")
+        deadline = time.monotonic() + 30
+        while True:  # the list page shows the shared snapshot: up to one refresh (1 s) old
+            page.goto(base + "/")
+            if marker.count() or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert marker.inner_text() == "paused"
         page.goto(base + NAME + "/queues")
         assert "in flight / max 1 / 4" in page.locator("p[data-flow='vip']").inner_text()
         assert "taskqueue pause" in page.locator("p[data-flow='normal']").inner_text()
