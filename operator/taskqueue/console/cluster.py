@@ -146,7 +146,8 @@ class ClusterSource:
                       schema=target.schema,
                       target_wait=dict(tq.spec.scaling.targetWaitSeconds or {}),
                       max_replicas=tq.spec.scaling.maxReplicas,
-                      status=obj.get("status") or {}, schedules=tuple(tq.spec.schedules))
+                      status=obj.get("status") or {}, schedules=tuple(tq.spec.schedules),
+                      heartbeat_seconds=tq.spec.worker.heartbeatSeconds)
 
     def _secret_url(self, tq: Any) -> str:
         ref = tq.spec.redis.urlSecretRef

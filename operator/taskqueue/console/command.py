@@ -30,7 +30,8 @@ def local_hosted(target: Target, *, spec_file: str | None) -> views.Hosted:
                             target_wait={})
     return views.Hosted(namespace=namespace or "local", name=name, schema=target.schema,
                         target_wait=dict(spec.scaling.targetWaitSeconds or {}),
-                        max_replicas=spec.scaling.maxReplicas, schedules=tuple(spec.schedules))
+                        max_replicas=spec.scaling.maxReplicas, schedules=tuple(spec.schedules),
+                        heartbeat_seconds=spec.worker.heartbeatSeconds)
 
 
 def app_local(target: Target, *, allow_actions: bool, refresh: float,

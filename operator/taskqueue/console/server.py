@@ -115,7 +115,8 @@ async def taskqueue(request: web.Request) -> web.Response:
                   decisions=views.decision_rows(snap.decisions, now),
                   schedules=views.schedule_rows(tq, snap.fired, now, request.app[SLOTS]),
                   fired_error=snap.fired_error,
-                  workers=views.worker_rows(snap.observation, held, now),
+                  workers=views.worker_rows(snap.observation, held, now,
+                                            tq.heartbeat_seconds),
                   may_act=await viewer.may_act(tq.namespace))
 
 

@@ -38,6 +38,9 @@ class Hosted:
     """The TaskQueue's status as the API server holds it (in the cluster), else None."""
     schedules: tuple[ScheduleSpec, ...] = ()
     """spec.schedules."""
+    heartbeat_seconds: float | None = None
+    """spec.worker.heartbeatSeconds (None: no spec read): a worker's deadline is its last beat
+    plus `keys.HEARTBEAT_DEADLINE_PERIODS` of them."""
 
     @property
     def ref(self) -> str:
@@ -198,10 +201,11 @@ def decision_rows(entries: Sequence[tuple[str, history.DecisionEntry]],
             for _, d in entries]
 
 
-def worker_rows(obs: QueueObservation | None, held: Held,
-                now: float) -> list[dict[str, Any]]:
-    """Each registered worker: heartbeat deadline, alive, quiesced, the tasks it holds with
-    their last progress report."""
+def worker_rows(obs: QueueObservation | None, held: Held, now: float,
+                heartbeat_seconds: float | None = None) -> list[dict[str, Any]]:
+    """Each registered worker: its last heartbeat's age (known with the spec's period: the
+    deadline is the beat plus HEARTBEAT_DEADLINE_PERIODS periods), its deadline, alive,
+    quiesced, the tasks it holds with their last progress report."""
     if obs is None:
         return []
     rows = []
@@ -216,8 +220,11 @@ def worker_rows(obs: QueueObservation | None, held: Held,
             task = keys.unwrap(entry.element)
             tasks.append({**task_row(Pending(task), now), "queue": printable(entry.queue),
                           **progress_cells(reports.get(task.id or ""), now)})
+        left = w.deadline_ms / 1000 - now
         rows.append({"id": printable(w.worker_id), "alive": w.alive(now=now),
-                     "deadline": duration(w.deadline_ms / 1000 - now),
+                     "deadline": duration(left),
+                     "beat": "-" if heartbeat_seconds is None else duration(
+                         keys.HEARTBEAT_DEADLINE_PERIODS * heartbeat_seconds - left),
                      "inflight": w.in_flight, "quiesced": w.worker_id in obs.quiesced,
                      "tasks": tasks})
     return rows

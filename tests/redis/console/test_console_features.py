@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import re
 import subprocess
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -160,6 +161,10 @@ def test_flow_control_schedules_and_progress_show_as_redis_holds_them(
         assert "is not fired yet" in stalled.locator("[data-field=late]").inner_text()
         missed = redis_sync.hget("vip:schedules", "missed:stalled")
         assert stalled.locator("[data-field=missed]").inner_text() == (missed or "0")
+        # the worker's last heartbeat (heartbeatSeconds 5, the default), alive
+        beat = page.locator("#workers tr[data-worker='w1'] [data-field=beat]").inner_text()
+        assert re.fullmatch(r"\d+\.\ds ago, expires in .+", beat), beat
+        assert float(beat.split("s ago")[0]) < 15, beat  # 3 periods: it would be dead
         # the running task's progress, as its handler reported it
         held = page.locator(f"#workers [data-task='{running_task}']")
         expect(held.locator("progress")).to_have_attribute("value", "25")

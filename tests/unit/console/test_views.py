@@ -219,3 +219,10 @@ def test_the_next_slot_is_remembered_until_it_passes() -> None:
     assert slots.after(hourly, t - 7200, key="k") == 1_799_996_400.0  # earlier: anew
     every_minute = ScheduleSpec(name="h", cron="* * * * *", queue="vip", payload="x")
     assert slots.after(every_minute, t, key="k") == 1_800_000_060.0  # another cron: its own
+
+
+def test_a_workers_heartbeat_age_is_its_deadline_less_the_periods_it_is_given() -> None:
+    obs = QueueObservation(at=100.0, backlog={}, workers=(WorkerObservation("w1", 113_000, 0),))
+    assert views.worker_rows(obs, reads.Held(), now=100.0)[0]["beat"] == "-"  # no spec
+    row = views.worker_rows(obs, reads.Held(), now=100.0, heartbeat_seconds=5.0)[0]
+    assert (row["beat"], row["deadline"]) == ("2.0s", "13.0s")  # beat at 98 + 3 x 5 s = 113
