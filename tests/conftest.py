@@ -21,6 +21,7 @@ pytest_plugins = [
     "tests.fixtures.worker",
     "tests.fixtures.cli",
     "tests.fixtures.processes",
+    "tests.fixtures.browser",
     "tests.fixtures.hygiene",
     "pytester",
 ]

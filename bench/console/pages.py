@@ -2,9 +2,14 @@
 letters, and the Redis cost of the live refresh with many viewers.
 
     python bench/console/pages.py [--pending 1000000] [--dead 100000] [--viewers 20]
+                                  [--workers 200] [--schedules 64]
 
-Starts its own redis-server (random loopback port, no persistence) and `taskqueue console`
-(a real process, --refresh 2), fills Redis (pipelined, outside the measurement), then:
+Starts its own redis-server (random loopback port, no persistence) and `taskqueue console -f`
+(a real process, --refresh 2) on a manifest with flow control on both queues and `schedules`
+schedules, fills Redis (pipelined, outside the measurement): the queues and dead letters, the
+history and decision log, the flow hashes, the schedules' firing record, and `workers`
+registered workers each holding 4 tasks with a progress report (the one-TaskQueue page reads
+the held tasks and progress of up to 200 workers). Then:
 - each page is fetched 20 times; the time is the HTTP round trip on loopback (server time plus
   a few hundred microseconds of client), median and max;
 - `viewers` clients poll one TaskQueue's data.json every 0.5 s for 10 s; Redis's own
@@ -54,6 +59,45 @@ def wait_port(port: int) -> None:
     raise SystemExit(f"nothing listens on {port}")
 
 
+def manifest(path: Path, *, port: int, schedules: int) -> None:
+    path.write_text(json.dumps({
+        "apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue",
+        "metadata": {"name": "big", "namespace": "bench"},
+        "spec": {"redis": {"url": f"redis://127.0.0.1:{port}/0"},
+                 "queues": [{"key": "big", "maxInFlight": 800,
+                             "rateLimit": {"tasks": 500, "perSeconds": 1, "burst": 50}},
+                            {"key": "bulk", "paused": True}],
+                 "schedules": [{"name": f"s{i}", "cron": f"{i % 60} * * * *",
+                                "timeZone": "Europe/Berlin", "queue": "bulk",
+                                "payload": "report"} for i in range(schedules)]}}))
+
+
+def fill_features(r: redis.Redis, *, workers: int, schedules: int) -> None:
+    """What the operator, `taskqueue pause`, fire.lua and the workers write (their formats,
+    docs/contracts.md): the flow hashes, the schedules' record, workers holding tasks with
+    progress reports."""
+    now = time.time()
+    r.hset("big:flow", mapping={"rate:big": "500 1 50", "max:big": "800", "paused:bulk": "spec",
+                                "paused-cli:big": f"{now:.0f} oncall"})
+    r.hset("big:flowstate", mapping={"held:big": str(4 * workers), "tat:big": "0"})
+    slot = int(now // 3600 * 3600 * 1000)
+    for i in range(schedules):
+        r.hset("big:schedules", mapping={f"through:s{i}": slot + 3_600_000,
+                                         f"slot:s{i}": slot, f"id:s{i}": f"s{i}:slot",
+                                         f"missed:s{i}": 0, f"skipped:s{i}": 0})
+    pipe = r.pipeline(transaction=False)
+    for w in range(workers):
+        wid = f"big-worker-{w:03d}"
+        pipe.zadd("big:workers", {wid: (now + 3600) * 1000})
+        held = [keys.wrap(f"held-{w}-{j}", task_id=f"h-{w}-{j}", enqueued_at=now - 30)
+                for j in range(4)]
+        pipe.rpush(f"big:processing:{wid}", *[keys.Entry("big", "", e).encode() for e in held])
+        pipe.hset(f"big:progress:{wid}", mapping={
+            f"h-{w}-{j}": json.dumps({"fraction": j / 4, "message": f"step {j}", "at": now})
+            for j in range(4)})
+    pipe.execute()
+
+
 def fill(r: redis.Redis, *, pending: int, dead: int) -> None:
     batch = 1000
     for queue, n in (("big", pending // 2), ("bulk", pending - pending // 2)):
@@ -100,6 +144,8 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=1_000_000)
     parser.add_argument("--dead", type=int, default=100_000)
     parser.add_argument("--viewers", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=200)
+    parser.add_argument("--schedules", type=int, default=64)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="console-bench-"))
     rport, cport = free_port(), free_port()
@@ -112,17 +158,22 @@ def main() -> None:
         r = redis.Redis(port=rport)
         t0 = time.monotonic()
         fill(r, pending=args.pending, dead=args.dead)
-        print(f"filled {args.pending} pending, {args.dead} dead letters in "
+        fill_features(r, workers=args.workers, schedules=args.schedules)
+        manifest(work / "taskqueue.yaml", port=rport, schedules=args.schedules)
+        print(f"filled {args.pending} pending, {args.dead} dead letters, {args.workers} workers "
+              f"holding 4 tasks each with progress, {args.schedules} schedules in "
               f"{time.monotonic() - t0:.1f} s; redis used_memory "
               f"{r.info('memory')['used_memory_human']}")
         console = subprocess.Popen(
-            [sys.executable, "-m", "taskqueue.cli.console", "console", "--redis-url",
-             f"redis://127.0.0.1:{rport}/0", "--queue", "big", "--queue", "bulk",
-             "--port", str(cport), "--refresh", "2"], stderr=subprocess.DEVNULL)
+            [sys.executable, "-m", "taskqueue.cli.console", "console", "-f",
+             str(work / "taskqueue.yaml"), "--port", str(cport), "--refresh", "2"],
+            stderr=subprocess.DEVNULL)
         wait_port(cport)
         base = f"http://127.0.0.1:{cport}"
-        # the local console names a flag target by its first queue key, namespace "local"
-        pages = [p.replace("/tq/bench/", "/tq/local/") for p in PAGES]
+        pages = PAGES
+        shown = urllib.request.urlopen(base + "/tq/bench/big", timeout=30).read().decode()
+        assert shown.count('class="held"') == 4 * min(args.workers, 200), "held tasks missing"
+        assert shown.count("data-schedule=") == args.schedules, "schedules missing"
         print(f"load average {os.getloadavg()[0]:.2f} (2 cores, shared)")
         print(f"{'page':40} {'median ms':>10} {'max ms':>8}")
         for page in pages:
@@ -136,7 +187,7 @@ def main() -> None:
 
         def viewer() -> None:
             while time.monotonic() < stop:
-                get(base + "/tq/local/big/data.json")
+                get(base + "/tq/bench/big/data.json")
                 time.sleep(0.5)
 
         threads = [threading.Thread(target=viewer) for _ in range(args.viewers)]

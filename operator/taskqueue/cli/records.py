@@ -43,6 +43,8 @@ def has_bytes(text: str) -> bool:
 def printable(text: str) -> str:
     """`text` safe to print: bytes that are not UTF-8 as `\\xNN`, a lone surrogate that stands
     for no byte as `\\uXXXX`."""
+    if text.isascii():  # no surrogate, every byte UTF-8: as it is (the common case, fast)
+        return text
     if not has_bytes(text):
         return "".join(c if has_bytes(c) else f"\\u{ord(c):04x}" for c in text).encode(
             "utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

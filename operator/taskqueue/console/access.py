@@ -7,12 +7,18 @@ console: it sees everything and acts only with `--allow-actions`.
 
 from __future__ import annotations
 
+import getpass
 from typing import Protocol
 
 from aiohttp import web
 
 
 class Viewer(Protocol):
+    @property
+    def who(self) -> str:
+        """The viewer's name, recorded with a pause (`taskqueue pause`'s record)."""
+        ...
+
     async def may_see(self, namespace: str) -> bool: ...
 
     async def may_act(self, namespace: str) -> bool: ...
@@ -29,6 +35,13 @@ class LocalViewer:
 
     def __init__(self, *, allow_actions: bool) -> None:
         self.allow_actions = allow_actions
+
+    @property
+    def who(self) -> str:
+        try:
+            return getpass.getuser()
+        except (KeyError, OSError):
+            return "console"
 
     async def may_see(self, namespace: str) -> bool:
         return True

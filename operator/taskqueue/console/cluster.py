@@ -57,6 +57,10 @@ class ClusterViewer:
         self._reviews[key] = (ok, time.monotonic() + REVIEW_SECONDS)
         return ok
 
+    @property
+    def who(self) -> str:
+        return self.user.name
+
     async def may_see(self, namespace: str) -> bool:
         return await self._allowed("get", namespace)
 
@@ -142,7 +146,8 @@ class ClusterSource:
                       schema=target.schema,
                       target_wait=dict(tq.spec.scaling.targetWaitSeconds or {}),
                       max_replicas=tq.spec.scaling.maxReplicas,
-                      status=obj.get("status") or {})
+                      status=obj.get("status") or {}, schedules=tuple(tq.spec.schedules),
+                      heartbeat_seconds=tq.spec.worker.heartbeatSeconds)
 
     def _secret_url(self, tq: Any) -> str:
         ref = tq.spec.redis.urlSecretRef

@@ -18,18 +18,20 @@ LOCAL_REFUSAL = ("Read-only: start the console with --allow-actions to requeue o
 
 
 def local_hosted(target: Target, *, spec_file: str | None) -> views.Hosted:
-    """The TaskQueue of `target` as the console shows it (its spec's targets when a manifest
-    gave it)."""
+    """The TaskQueue of `target` as the console shows it (its spec's targets and schedules when
+    a manifest or the cluster gave it)."""
     assert target.schema is not None
     namespace, _, name = target.name.rpartition("/")
-    target_wait: dict[str, float] = {}
-    max_replicas = None
-    if spec_file:
+    spec = target.spec
+    if spec is None and spec_file:
         spec = manifest.load(spec_file).spec
-        target_wait = dict(spec.scaling.targetWaitSeconds or {})
-        max_replicas = spec.scaling.maxReplicas
+    if spec is None:
+        return views.Hosted(namespace=namespace or "local", name=name, schema=target.schema,
+                            target_wait={})
     return views.Hosted(namespace=namespace or "local", name=name, schema=target.schema,
-                        target_wait=target_wait, max_replicas=max_replicas)
+                        target_wait=dict(spec.scaling.targetWaitSeconds or {}),
+                        max_replicas=spec.scaling.maxReplicas, schedules=tuple(spec.schedules),
+                        heartbeat_seconds=spec.worker.heartbeatSeconds)
 
 
 def app_local(target: Target, *, allow_actions: bool, refresh: float,

@@ -1,7 +1,8 @@
 """One refresh of a TaskQueue shared by every viewer: a small cache keyed by TaskQueue.
 
 A refresh is one `queueops.observe` call and one pipelined read of the history and decision log
-(`reads.streams`, from the last history entry already held). Viewers asking within `ttl`
+(`reads.streams`, from the last history entry already held), the flow-control hashes and the
+schedules' firing record. Viewers asking within `ttl`
 seconds get the same snapshot; viewers asking while a refresh runs wait for it (one flight per
 TaskQueue). The history points of the last hour stay in memory, so a refresh reads only the new
 ones. Errors are part of the snapshot: a page shows them, it never fails on them.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,7 @@ from taskqueue.api import redact
 from taskqueue.console import reads
 from taskqueue.redisio import queueops
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.wire import history, keys
+from taskqueue.wire import flow, history, keys
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -41,22 +42,32 @@ class Snapshot:
     points: list[tuple[str, history.HistoryPoint]] = field(default_factory=list)
     decisions: list[tuple[str, history.DecisionEntry]] = field(default_factory=list)
     malformed: int = 0
+    flows: tuple[flow.QueueFlow, ...] = ()
+    """Each queue's flow control (limits, pauses, held counts) as Redis holds it."""
+    flow_error: str = ""
+    fired: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per schedule name, its firing record (`reads.SCHEDULE_FIELDS`)."""
+    fired_error: str = ""
 
 
 async def refresh(client: aioredis.Redis, schema: keys.KeySchema, previous: Snapshot | None,
-                  *, now: float) -> Snapshot:
-    """A new snapshot: one observe call, one read of the streams after `previous`'s points."""
+                  *, now: float, schedules: Sequence[str] = ()) -> Snapshot:
+    """A new snapshot: one observe call, one pipeline of the streams after `previous`'s points,
+    the flow hashes and the firing record of `schedules` (names)."""
     since_ms = int((now - WINDOW_SECONDS) * 1000)
     kept = [p for p in (previous.points if previous else []) if p[1].t >= since_ms]
     after = kept[-1][0] if kept else ""
     try:
         observation = await queueops.observe(client, schema)
-        got = await reads.streams(client, schema, after=after, since_ms=since_ms)
+        got = await reads.streams(client, schema, after=after, since_ms=since_ms,
+                                  schedules=schedules)
     except (redis.RedisError, OSError) as exc:
         return Snapshot(at=now, error=redact.scrub(str(exc)) or type(exc).__name__,
                         points=kept, decisions=previous.decisions if previous else [])
     return Snapshot(at=now, observation=observation, points=kept + got.points,
-                    decisions=got.decisions, malformed=got.malformed)
+                    decisions=got.decisions, malformed=got.malformed, flows=got.flows,
+                    flow_error=redact.scrub(got.flow_error), fired=got.fired,
+                    fired_error=redact.scrub(got.fired_error))
 
 
 class Shared:
@@ -81,6 +92,10 @@ class Shared:
             flight = asyncio.ensure_future(self._load(key, load, held))
             self._flights[key] = flight
         return await asyncio.shield(flight)
+
+    def forget(self, key: str) -> None:
+        """Drop the snapshot of `key`: the next viewer reads Redis (after an action)."""
+        self._snapshots.pop(key, None)
 
     async def _load(self, key: str, load: Callable[[Snapshot | None], Awaitable[Snapshot]],
                     held: Snapshot | None) -> Snapshot:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 import redis
@@ -24,6 +25,7 @@ from taskqueue.cli.records import DeadLetter
 from taskqueue.console import cluster, live, reads, security, views
 from taskqueue.console.access import Access, Viewer
 from taskqueue.console.source import Source
+from taskqueue.redisio import flowops
 
 READ_TIMEOUT = 10.0
 """Seconds a page waits for Redis."""
@@ -35,6 +37,7 @@ SHARED = web.AppKey("shared", live.Shared)
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
 SETTINGS = web.AppKey("settings", dict[str, Any])
 SIGNIN = web.AppKey("signin", cluster.ClusterAccess)
+SLOTS = web.AppKey("slots", views.NextSlots)
 
 
 def environment() -> jinja2.Environment:
@@ -81,7 +84,8 @@ async def snapshot(request: web.Request, tq: views.Hosted) -> live.Snapshot:
 
     async def load(previous: live.Snapshot | None) -> live.Snapshot:
         async with asyncio.timeout(READ_TIMEOUT):
-            return await live.refresh(client, tq.schema, previous, now=time.time())
+            return await live.refresh(client, tq.schema, previous, now=time.time(),
+                                      schedules=[sc.name for sc in tq.schedules])
 
     return await request.app[SHARED].get(tq.ref, load)
 
@@ -98,21 +102,21 @@ async def taskqueue(request: web.Request) -> web.Response:
     viewer, tq = await _one(request)
     snap = await snapshot(request, tq)
     now = time.time()
-    held: dict[str, Any] = {}
-    progress: dict[str, Any] = {}
+    held = reads.Held()
     error = snap.error
     if snap.observation is not None:
         try:
             async with asyncio.timeout(READ_TIMEOUT):
-                ids = [w.worker_id for w in snap.observation.workers]
-                client = request.app[SOURCE].client(tq)
-                held = await reads.held(client, tq.schema, ids)
-                progress = await reads.progress(client, tq.schema, ids)
+                held = await reads.held(request.app[SOURCE].client(tq), tq.schema,
+                                        [w.worker_id for w in snap.observation.workers])
         except (redis.RedisError, OSError, TimeoutError) as exc:
             error = redact.scrub(str(exc)) or type(exc).__name__
     return render(request, "taskqueue.html", tq=views.summary(tq, snap), error=error,
                   decisions=views.decision_rows(snap.decisions, now),
-                  workers=views.worker_rows(snap.observation, held, now, progress=progress),
+                  schedules=views.schedule_rows(tq, snap.fired, now, request.app[SLOTS]),
+                  fired_error=snap.fired_error,
+                  workers=views.worker_rows(snap.observation, held, now,
+                                            tq.heartbeat_seconds),
                   may_act=await viewer.may_act(tq.namespace))
 
 
@@ -145,13 +149,14 @@ async def queues(request: web.Request) -> web.Response:
 
     shown, later = await _read(request, tq, read)
     snap = await snapshot(request, tq)
+    rows = views.queue_rows(tq, snap.observation, snap.flows)
     return render(request, "queues.html", tq=views.summary(tq, snap),
-                  queues=[{"key": q.key, "type": q.type,
-                           "backlog": views.queue_rows(tq, snap.observation)[i]["backlog"],
+                  queues=[{**rows[i], "key": q.key,
                            "tasks": [views.task_row(p, now) for p in ps]}
                           for i, (q, ps) in enumerate(shown)],
                   delayed=[views.task_row(p, now) for p in later],
-                  shown=reads.PENDING_SHOWN)
+                  schedules=views.schedule_rows(tq, snap.fired, now, request.app[SLOTS]),
+                  fired_error=snap.fired_error, shown=reads.PENDING_SHOWN)
 
 
 def _page(request: web.Request) -> int:
@@ -252,6 +257,40 @@ async def act(request: web.Request) -> web.Response:
                   kept=kept, missing=max(0, len(wanted) - done - len(kept)))
 
 
+async def flow_action(request: web.Request) -> web.StreamResponse:
+    """Pause or resume one queue: `taskqueue pause|resume`'s own field of the flow hash
+    (`redisio.flowops`), recorded with the viewer's name; the same access and CSRF checks as
+    the dead-letter actions. Resume lifts only that pause, never spec.queues[].paused."""
+    viewer, tq = await _one(request)
+    if not await viewer.may_act(tq.namespace):
+        raise web.HTTPForbidden(text=request.app[SETTINGS]["refusal"])
+    form = await security.check_form(request)
+    action, queue = form.get("action", ""), form.get("queue", "")
+    if action not in ("pause", "resume"):
+        raise web.HTTPBadRequest(text="action must be pause or resume")
+    if queue not in tq.schema.queue_keys:
+        raise web.HTTPBadRequest(text=f"queue: {queue!r} is not a queue of this TaskQueue; "
+                                      f"use one of {list(tq.schema.queue_keys)}")
+    target = request.app[SOURCE].target(tq)
+
+    def run() -> None:
+        client = target.connect()
+        try:
+            if action == "pause":
+                flowops.pause(client, tq.schema, queue, at=time.time(), who=viewer.who)
+            else:
+                flowops.resume(client, tq.schema, queue)
+        finally:
+            client.close()
+
+    try:
+        await asyncio.to_thread(run)
+    except redis.RedisError as exc:
+        raise web.HTTPServiceUnavailable(text=f"Redis refused: {redact.scrub(str(exc))}") from None
+    request.app[SHARED].forget(tq.ref)
+    raise web.HTTPSeeOther(f"/tq/{quote(tq.namespace, safe='')}/{quote(tq.name, safe='')}")
+
+
 async def healthz(request: web.Request) -> web.Response:
     """The probes' endpoint: the process serves (no Redis, no API call)."""
     return web.Response(text="ok\n")
@@ -289,6 +328,7 @@ def build(*, source: Source, access: Access, refresh_seconds: float,
     app[SOURCE] = source
     app[ACCESS] = access
     app[SHARED] = live.Shared(ttl=refresh_seconds)
+    app[SLOTS] = views.NextSlots()
     app[TEMPLATES] = environment()
     app[SETTINGS] = {"refresh_ms": int(refresh_seconds * 1000), "refusal": refusal,
                      "mode": mode, "window": reads.SEARCH_WINDOW,
@@ -302,6 +342,7 @@ def build(*, source: Source, access: Access, refresh_seconds: float,
     app.router.add_get("/tq/{namespace}/{name}/dead", dead)
     app.router.add_post("/tq/{namespace}/{name}/dead/confirm", confirm)
     app.router.add_post("/tq/{namespace}/{name}/dead/act", act)
+    app.router.add_post("/tq/{namespace}/{name}/flow", flow_action)
     app.router.add_static("/static/", str(static))
     if signin_access is not None:
         app[SIGNIN] = signin_access

@@ -3,9 +3,8 @@ JSON refresh render. Pure: no I/O, every text of Redis through `printable` (the 
 it; bytes that are not UTF-8 show as `\\xNN`).
 
 Each concept is one function feeding one template partial (`templates/partials/`): the
-queues table, the replicas, the rates, the chart series, the decision log, the workers, a task,
-a dead letter. Concepts read from the status or the observation (flow control, schedules, task
-progress) get their own function and partial beside these.
+queues table with each queue's flow control, the replicas, the rates, the chart series, the
+decision log, the schedules, the workers with their tasks' progress, a task, a dead letter.
 """
 
 from __future__ import annotations
@@ -15,13 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskqueue.cli import ui
+from taskqueue.api import schedulespec
+from taskqueue.api.schedulespec import ScheduleSpec
 from taskqueue.cli.records import DeadLetter, printable
 from taskqueue.console.live import Snapshot
-from taskqueue.console.reads import Pending, digest
+from taskqueue.console.reads import Held, Pending, digest
 from taskqueue.scaling import waits
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.wire import history, keys, lifecycle
+from taskqueue.wire import flow, history, keys, lifecycle
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,11 @@ class Hosted:
     max_replicas: int | None = None
     status: dict[str, Any] | None = None
     """The TaskQueue's status as the API server holds it (in the cluster), else None."""
+    schedules: tuple[ScheduleSpec, ...] = ()
+    """spec.schedules."""
+    heartbeat_seconds: float | None = None
+    """spec.worker.heartbeatSeconds (None: no spec read): a worker's deadline is its last beat
+    plus `keys.HEARTBEAT_DEADLINE_PERIODS` of them."""
 
     @property
     def ref(self) -> str:
@@ -62,8 +67,10 @@ def _p95(obs: QueueObservation, queue: str) -> float | None:
     return waits.wait_quantile_of(obs.waited.get(queue, ()), 0.95)
 
 
-def queue_rows(tq: Hosted, obs: QueueObservation | None) -> list[dict[str, Any]]:
-    """Per queue: backlog, oldest task, p95 wait against its target."""
+def queue_rows(tq: Hosted, obs: QueueObservation | None,
+               flows: Sequence[flow.QueueFlow] = ()) -> list[dict[str, Any]]:
+    """Per queue: backlog, oldest task, p95 wait against its target, its flow control."""
+    by_key = {f.key: f for f in flows}
     rows = []
     for q in tq.schema.queues:
         p95 = None if obs is None else _p95(obs, q.key)
@@ -74,8 +81,32 @@ def queue_rows(tq: Hosted, obs: QueueObservation | None) -> list[dict[str, Any]]
             "oldest": duration(None if obs is None else obs.oldest_age(q.key)),
             "p95": duration(p95), "target": duration(target),
             "late": p95 is not None and target is not None and p95 > target,
+            **flow_cells(by_key.get(q.key), now=None if obs is None else obs.at),
         })
     return rows
+
+
+def flow_cells(f: flow.QueueFlow | None, *, now: float | None) -> dict[str, Any]:
+    """A queue's flow control as shown: its rate limit, its in-flight count against its limit,
+    and who paused it (spec.queues[].paused, `taskqueue pause`: when and by whom)."""
+    if f is None:
+        return {"rate": "-", "max": "-", "paused": "", "paused_cli": False}
+    rate_text = "-" if f.rate is None else (
+        f"{f.rate[0]} per {f.rate[1]:g}s (burst {f.rate[2]})")
+    held = "?" if f.held is None else str(f.held)
+    paused = []
+    if f.paused:
+        paused.append("paused by spec.queues[].paused")
+    if f.paused_cli is not None:
+        at, _, who = f.paused_cli.partition(" ")
+        try:
+            ago = duration(None if now is None else now - float(at))
+        except ValueError:
+            ago = "-"
+        paused.append(f"paused by `taskqueue pause` ({printable(who) or '?'}, {ago} ago)")
+    return {"rate": rate_text,
+            "max": "-" if f.max_in_flight is None else f"{held} / {f.max_in_flight}",
+            "paused": "; ".join(paused), "paused_cli": f.paused_cli is not None}
 
 
 def _last(points: Sequence[tuple[str, history.HistoryPoint]]) -> history.HistoryPoint | None:
@@ -120,7 +151,8 @@ def summary(tq: Hosted, snap: Snapshot) -> dict[str, Any]:
         "namespace": tq.namespace, "name": tq.name,
         "reachable": obs is not None, "error": snap.error,
         "wrong_types": [w.describe() for w in obs.wrong_types] if obs else [],
-        "queues": queue_rows(tq, obs),
+        "queues": queue_rows(tq, obs, snap.flows), "flow_error": snap.flow_error,
+        "paused": [printable(q.key) for q in snap.flows if q.is_paused],
         "backlog": None if obs is None else obs.queued,
         "oldest": duration(None if obs is None else obs.oldest_task_age),
         "inflight": None if obs is None else obs.in_flight,
@@ -169,31 +201,110 @@ def decision_rows(entries: Sequence[tuple[str, history.DecisionEntry]],
             for _, d in entries]
 
 
-def worker_rows(obs: QueueObservation | None, held: dict[str, list[keys.Entry | str]],
-                now: float, *, progress: dict[str, dict[str, lifecycle.Progress]] | None = None,
-                ) -> list[dict[str, Any]]:
-    """Each registered worker: heartbeat deadline, alive, quiesced, the tasks it holds with
-    their last progress reports (`progress`: worker -> task id -> report)."""
+def worker_rows(obs: QueueObservation | None, held: Held, now: float,
+                heartbeat_seconds: float | None = None) -> list[dict[str, Any]]:
+    """Each registered worker: its last heartbeat's age (known with the spec's period: the
+    deadline is the beat plus HEARTBEAT_DEADLINE_PERIODS periods), its deadline, alive,
+    quiesced, the tasks it holds with their last progress report."""
     if obs is None:
         return []
     rows = []
     for w in sorted(obs.workers, key=lambda w: w.worker_id):
+        reports = held.progress.get(w.worker_id, {})
         tasks = []
-        for entry in held.get(w.worker_id, []):
+        for entry in held.entries.get(w.worker_id, []):
             if isinstance(entry, str):
                 tasks.append({"id": "-", "queue": "-", "age": "-", "attempt": "-",
-                              "payload": printable(entry)})
+                              "payload": printable(entry), **progress_cells(None, now)})
                 continue
             task = keys.unwrap(entry.element)
-            report = (progress or {}).get(w.worker_id, {}).get(task.id) if task.id else None
             tasks.append({**task_row(Pending(task), now), "queue": printable(entry.queue),
-                          "progress": "" if report is None else printable(
-                              ui.progress(report, now=now))})
+                          **progress_cells(reports.get(task.id or ""), now)})
+        left = w.deadline_ms / 1000 - now
         rows.append({"id": printable(w.worker_id), "alive": w.alive(now=now),
-                     "deadline": duration(w.deadline_ms / 1000 - now),
+                     "deadline": duration(left),
+                     "beat": "-" if heartbeat_seconds is None else duration(
+                         keys.HEARTBEAT_DEADLINE_PERIODS * heartbeat_seconds - left),
                      "inflight": w.in_flight, "quiesced": w.worker_id in obs.quiesced,
                      "tasks": tasks})
     return rows
+
+
+def progress_cells(report: lifecycle.Progress | None, now: float) -> dict[str, Any]:
+    """A running task's last `ctx.progress` report: percent (None: no fraction given), its
+    message, how long ago; `progress` False when the handler has reported none."""
+    if report is None:
+        return {"progress": False, "percent": None, "message": "", "reported": "-"}
+    return {"progress": True,
+            "percent": None if report.fraction is None else round(100 * report.fraction),
+            "message": printable(report.message), "reported": duration(now - report.at)}
+
+
+class NextSlots:
+    """The next slot of each schedule after a time, remembered: the slot after `t` is also the
+    slot after any later time before it, so a page refresh computes a cron expression again
+    only once its slot has passed (a TaskQueue has up to 64 schedules; cron in a time zone
+    costs a fraction of a millisecond each)."""
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[str, ...], tuple[float, float | None]] = {}
+
+    def after(self, schedule: ScheduleSpec, t: float, *, key: str) -> float | None:
+        """The first slot of `schedule` after `t`; `key` names the caller's series of times
+        (the TaskQueue and which time it follows)."""
+        name = (key, schedule.name, schedule.cron, schedule.timeZone)
+        held = self._held.get(name)
+        if held is not None and held[0] <= t and (held[1] is None or t < held[1]):
+            return held[1]
+        found = next(iter(schedulespec.next_slots(schedule, after=t, count=1)), None)
+        self._held[name] = (t, found)
+        return found
+
+
+def schedule_rows(tq: Hosted, fired: dict[str, dict[str, str]], now: float,
+                  slots: NextSlots | None = None) -> list[dict[str, Any]]:
+    """Each schedule of the spec with what Redis records of its firing: the next slot, the
+    last slot fired and its task (the operator fires slots up to its horizon ahead of time:
+    the last one fired may be to come), the lateness (a due slot not yet fired: the operator is
+    down or behind), the slots missed (older than catchUpSeconds) and skipped (refused by
+    overlap Skip)."""
+    slots = slots or NextSlots()
+    rows = []
+    for sc in tq.schedules:
+        record = fired.get(sc.name, {})
+        through = _ms(record.get("through"))
+        slot = _ms(record.get("slot"))
+        upcoming = None if sc.suspend else slots.after(sc, now, key=tq.ref + " now")
+        overdue = None
+        if through is not None and not sc.suspend:
+            first = slots.after(sc, through / 1000, key=tq.ref + " through")
+            overdue = first if first is not None and first <= now else None
+        rows.append({
+            "name": sc.name, "cron": sc.cron, "zone": sc.timeZone, "queue": printable(sc.queue),
+            "overlap": sc.overlap, "suspended": sc.suspend,
+            "next": "-" if upcoming is None else schedulespec.slot_text(upcoming),
+            "next_in": duration(None if upcoming is None else upcoming - now),
+            "last": "-" if slot is None else schedulespec.slot_text(slot / 1000),
+            "last_when": "-" if slot is None else _relative(slot / 1000 - now),
+            "last_task": printable(record.get("id", "")) or "-",
+            "late": None if overdue is None else duration(now - overdue),
+            "missed": _ms(record.get("missed")) or 0,
+            "skipped": _ms(record.get("skipped")) or 0,
+            "known": bool(record),
+        })
+    return rows
+
+
+def _relative(seconds: float) -> str:
+    """`in 4.2s` ahead, `4.2s ago` behind (fire.lua fires slots ahead of time)."""
+    return f"in {duration(seconds)}" if seconds > 0 else f"{duration(-seconds)} ago"
+
+
+def _ms(text: str | None) -> int | None:
+    try:
+        return None if text in (None, "") else int(str(text))
+    except ValueError:
+        return None
 
 
 def task_row(p: Pending, now: float) -> dict[str, Any]:

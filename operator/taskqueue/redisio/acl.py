@@ -25,8 +25,7 @@ SCRIPTS: dict[Component, tuple[str, ...]] = {
     "worker": ("fetch", "fail", "release", "heartbeat", "recover", "claim", "complete", "lease",
                "cancelled"),
     "operator": ("observe", "recover", "fire"),
-    # enqueue: `taskqueue enqueue` with --in/--at/--unique-for/--id/--track
-    "cli": ("observe", "status", "cancel", "enqueue"),
+    "cli": ("observe", "status", "cancel"),
     "console": ("observe",),
 }
 """The Lua scripts each component runs."""
@@ -54,9 +53,12 @@ DIRECT: dict[Component, tuple[str, ...]] = {
             "multi", "exec", "unwatch", "hgetall", "hsetnx", "hdel", "hexists"),
     # the web console (taskqueue console): the CLI's dlq code for its actions; reads of queues,
     # dead letters and held tasks (lrange, llen, zrange); XRANGE/XREVRANGE: the history and the
-    # decision log; HGETALL: the workers' progress hashes
+    # decision log; TYPE/HGETALL: the flow hashes (flowops.read_pipe) and the workers' progress
+    # hashes; HMGET: the schedules' firing record; HSETNX/HDEL/HEXISTS: pause and resume
+    # (flowops.pause, flowops.resume: taskqueue pause's field of the flow hash)
     "console": ("evalsha", "script|load", "llen", "lrange", "lrem", "rpush", "zadd", "zrange",
-                "type", "watch", "multi", "exec", "unwatch", "xrange", "xrevrange", "hgetall"),
+                "type", "watch", "multi", "exec", "unwatch", "xrange", "xrevrange", "hgetall",
+                "hmget", "hsetnx", "hdel", "hexists"),
 }
 """Commands each component sends itself (cluster clients add the commands below)."""
 

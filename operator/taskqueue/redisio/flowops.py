@@ -33,7 +33,7 @@ async def sync(client: aioredis.Redis, schema: keys.KeySchema,
     """Make the operator's part of the control hash what `queues` declare (the CLI's pauses
     stay), and return every queue's flow control as it then stands."""
     async with client.pipeline(transaction=False) as pipe:
-        _read_pipe(pipe, schema)
+        read_pipe(pipe, schema)
         _, _, control, state = _replies(await pipe.execute(raise_on_error=False), schema)
     to_set, to_delete = flow.sync_plan(flow.control_fields(queues), control)
     if to_set or to_delete:
@@ -51,19 +51,21 @@ async def sync(client: aioredis.Redis, schema: keys.KeySchema,
 def read(client: redis.Redis, schema: keys.KeySchema) -> tuple[flow.QueueFlow, ...]:
     """Every queue's flow control as the two hashes hold it now."""
     with client.pipeline(transaction=False) as pipe:
-        _read_pipe(pipe, schema)
-        return _read_reply(pipe.execute(raise_on_error=False), schema)
+        read_pipe(pipe, schema)
+        return read_reply(pipe.execute(raise_on_error=False), schema)
 
 
 async def read_async(client: aioredis.Redis,
                      schema: keys.KeySchema) -> tuple[flow.QueueFlow, ...]:
     """`read` over an asyncio client."""
     async with client.pipeline(transaction=False) as pipe:
-        _read_pipe(pipe, schema)
-        return _read_reply(await pipe.execute(raise_on_error=False), schema)
+        read_pipe(pipe, schema)
+        return read_reply(await pipe.execute(raise_on_error=False), schema)
 
 
-def _read_pipe(pipe: Any, schema: keys.KeySchema) -> None:
+def read_pipe(pipe: Any, schema: keys.KeySchema) -> None:
+    """Queue the four reads of `read` on `pipe` (a caller's own pipeline: the console's
+    refresh); `read_reply` reads their replies."""
     pipe.type(schema.flow)
     pipe.type(schema.flow_state)
     pipe.hgetall(schema.flow)
@@ -84,7 +86,9 @@ def _replies(replies: list[Any], schema: keys.KeySchema) -> list[Any]:
     return replies
 
 
-def _read_reply(replies: list[Any], schema: keys.KeySchema) -> tuple[flow.QueueFlow, ...]:
+def read_reply(replies: list[Any], schema: keys.KeySchema) -> tuple[flow.QueueFlow, ...]:
+    """Every queue's flow control from the four replies of `read_pipe` (executed with
+    raise_on_error=False); FlowTypeError or the refusal when a read failed."""
     _, _, control, state = _replies(replies, schema)
     return flow.read(schema.queue_keys, control, state)
 

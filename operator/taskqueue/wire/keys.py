@@ -85,6 +85,9 @@ from taskqueue.wire.hashtag import cluster_key_problem
 if TYPE_CHECKING:  # the worker reads key names without pydantic (start-up time)
     from taskqueue.api.models import QueueType, TaskQueueSpec
 
+HEARTBEAT_DEADLINE_PERIODS = 3
+"""A worker's deadline in the workers zset is its last beat plus this many of its heartbeat
+periods (spec.worker.heartbeatSeconds): it is dead once they pass without a beat."""
 TAKEN_FIELD_PREFIX = "taken:"
 """Stats-hash field prefix of the per-queue taken counters (the one name fetch.lua composes)."""
 SERVICE_MS_FIELD_PREFIX = "service_ms:"

@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from taskqueue.wire import keys
 from taskqueue.worker import backoff, servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.periodic import Periodic
@@ -26,7 +27,7 @@ from taskqueue.worker.store import CLOCK, REDIS_ERRORS, Store
 
 log = logging.getLogger(__name__)
 
-DEADLINE_PERIODS = 3
+DEADLINE_PERIODS = keys.HEARTBEAT_DEADLINE_PERIODS
 """A worker is dead once this many heartbeat periods pass without a beat."""
 LATE_PERIODS = 2
 """A beat answered more than this many periods after the previous one counts as an outage."""

@@ -14,7 +14,7 @@ from taskqueue_devcluster import ControlPlane
 from tests.cluster.chart.test_cluster import can_i, helm_install
 from tests.cluster.console.test_console_access import viewer_token
 from tests.helpers.browser import Browser, console_process
-from tests.helpers.chart import NAMESPACE, Render, by_kind
+from tests.helpers.chart import NAMESPACE, Render, by_kind, run_helm, template_args
 
 CONSOLE = "tq-taskqueue-operator-console"
 
@@ -51,6 +51,17 @@ def test_enabled_it_is_a_locked_down_deployment_and_a_cluster_ip_service(render:
     assert deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == \
         "console"
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    # sessions are in the one process's memory: one replica, never two during an upgrade
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_a_second_replica_cannot_be_asked_for(helm: Path) -> None:
+    """Sessions are in the one process's memory: the schema refuses console.replicas."""
+    proc = run_helm(helm, *template_args((), ["console.enabled=true", "console.replicas=2"],
+                                         NAMESPACE), check=False)
+    assert proc.returncode != 0
+    assert "additional properties 'replicas' not allowed" in proc.stderr, proc.stderr
 
 
 def test_its_rbac_is_reviews_and_listing_taskqueues_and_nothing_else(render: Render) -> None:

@@ -11,7 +11,7 @@ import pytest
 from taskqueue.cli.records import DeadLetter
 from taskqueue.console import live, reads, security, views
 from taskqueue.scaling.observation import QueueObservation, WorkerObservation
-from taskqueue.wire import history, keys
+from taskqueue.wire import flow, history, keys, lifecycle
 
 SCHEMA = keys.KeySchema(prefix="vip", queues=(keys.QueueRef("vip"), keys.QueueRef("bulk", "zset")),
                         dead_letter="vip:dead")
@@ -66,11 +66,67 @@ def test_the_summary_of_a_snapshot_and_of_an_unreachable_redis() -> None:
     assert (got["backlog"], got["inflight"], got["workers"], got["delayed"], got["dead"]) == (
         12, 2, 1, 2, 1)
     assert got["queues"][0] == {"key": "vip", "type": "list", "backlog": 3, "oldest": "10.0s",
-                                "p95": got["queues"][0]["p95"], "target": "5.0s", "late": False}
+                                "p95": got["queues"][0]["p95"], "target": "5.0s", "late": False,
+                                "rate": "-", "max": "-", "paused": "", "paused_cli": False}
     assert got["arrivals"] == "4.00/s"
     down = views.summary(TQ, live.Snapshot(at=1.0, error="Connection refused"))
     assert (down["reachable"], down["backlog"], down["error"]) == (False, None,
                                                                    "Connection refused")
+
+
+@pytest.mark.parametrize(("f", "cells"), [
+    (None, {"rate": "-", "max": "-", "paused": "", "paused_cli": False}),
+    (flow.QueueFlow("vip"), {"rate": "-", "max": "-", "paused": "", "paused_cli": False}),
+    (flow.QueueFlow("vip", rate=(50, 1.0, 10), max_in_flight=8, held=3),
+     {"rate": "50 per 1s (burst 10)", "max": "3 / 8", "paused": "", "paused_cli": False}),
+    (flow.QueueFlow("vip", max_in_flight=8),
+     {"rate": "-", "max": "? / 8", "paused": "", "paused_cli": False}),
+    (flow.QueueFlow("vip", paused=True, paused_cli="940 alice"),
+     {"rate": "-", "max": "-", "paused": "paused by spec.queues[].paused; paused by "
+      "`taskqueue pause` (alice, 1.0s ago)", "paused_cli": True}),
+    (flow.QueueFlow("vip", paused_cli="garbage"),
+     {"rate": "-", "max": "-", "paused": "paused by `taskqueue pause` (?, - ago)",
+      "paused_cli": True}),
+], ids=["unread", "none", "limits", "held-unknown", "both-pauses", "unreadable-record"])
+def test_a_queues_flow_control_as_shown(f: flow.QueueFlow | None, cells: dict[str, str]) -> None:
+    assert views.flow_cells(f, now=941.0) == cells
+
+
+def test_a_held_task_shows_its_progress_report_and_a_task_without_one_shows_none() -> None:
+    obs = QueueObservation(at=100.0, backlog={}, workers=(WorkerObservation("w1", 200_000, 2),))
+    running = keys.Entry("vip", "", keys.wrap("p", task_id="t-1", enqueued_at=90.0))
+    quiet = keys.Entry("vip", "", keys.wrap("q", task_id="t-2", enqueued_at=95.0))
+    held = reads.Held(entries={"w1": [running, quiet]},
+                      progress={"w1": {"t-1": lifecycle.Progress(0.426, "<b>resizing</b>", 98.0)}})
+    tasks = views.worker_rows(obs, held, now=100.0)[0]["tasks"]
+    assert [(t["id"], t["progress"], t["percent"], t["message"], t["reported"])
+            for t in tasks] == [("t-1", True, 43, "<b>resizing</b>", "2.0s"),
+                                ("t-2", False, None, "", "-")]
+    no_fraction = reads.Held(entries={"w1": [running]},
+                             progress={"w1": {"t-1": lifecycle.Progress(None, "step 2", 99.0)}})
+    assert views.worker_rows(obs, no_fraction, now=100.0)[0]["tasks"][0]["percent"] is None
+
+
+def test_schedules_show_next_and_last_slot_and_a_due_slot_not_fired_as_late() -> None:
+    from taskqueue.api.schedulespec import ScheduleSpec
+
+    every_minute = ScheduleSpec(name="report", cron="* * * * *", queue="vip", payload="x")
+    tq = views.Hosted(namespace="m", name="t", schema=SCHEMA, target_wait={},
+                      schedules=(every_minute,
+                                 ScheduleSpec(name="off", cron="@daily", queue="vip",
+                                              payload="y", suspend=True)))
+    now = 1_800_000_030.0  # 30 s past a minute
+    fresh = views.schedule_rows(tq, {"report": {"through": str(int(now + 60) * 1000),
+                                                "slot": "1800000000000", "id": "report:x",
+                                                "missed": "2", "skipped": "1"}}, now)
+    assert [(r["name"], r["next"], r["last"], r["last_task"], r["late"], r["missed"],
+             r["skipped"]) for r in fresh] == [
+        ("report", "2027-01-15T08:01:00Z", "2027-01-15T08:00:00Z", "report:x", None, 2, 1),
+        ("off", "-", "-", "-", None, 0, 0)]
+    # the operator stopped: accounted through 2 minutes ago, the slot after it is overdue
+    behind = views.schedule_rows(tq, {"report": {"through": str(int(now - 120) * 1000)}}, now)
+    assert behind[0]["late"] == "1m30s"
+    assert views.schedule_rows(tq, {}, now)[0]["late"] is None  # never fired: nothing known
 
 
 def test_chart_series_keep_unknown_numbers_unknown() -> None:
@@ -149,3 +205,24 @@ async def test_concurrent_viewers_share_one_refresh_and_the_ttl_holds_it() -> No
     assert len(calls) == 2 and calls[1] is got[0]  # the next refresh starts from the last
     await shared.get("other/tq", load)
     assert len(calls) == 3
+
+
+def test_the_next_slot_is_remembered_until_it_passes() -> None:
+    from taskqueue.api.schedulespec import ScheduleSpec
+
+    hourly = ScheduleSpec(name="h", cron="0 * * * *", queue="vip", payload="x")
+    slots = views.NextSlots()
+    t = 1_800_000_030.0  # 08:00:30
+    assert slots.after(hourly, t, key="k") == 1_800_003_600.0
+    assert slots.after(hourly, t + 3000, key="k") == 1_800_003_600.0  # still before it
+    assert slots.after(hourly, 1_800_003_600.0, key="k") == 1_800_007_200.0  # passed: anew
+    assert slots.after(hourly, t - 7200, key="k") == 1_799_996_400.0  # earlier: anew
+    every_minute = ScheduleSpec(name="h", cron="* * * * *", queue="vip", payload="x")
+    assert slots.after(every_minute, t, key="k") == 1_800_000_060.0  # another cron: its own
+
+
+def test_a_workers_heartbeat_age_is_its_deadline_less_the_periods_it_is_given() -> None:
+    obs = QueueObservation(at=100.0, backlog={}, workers=(WorkerObservation("w1", 113_000, 0),))
+    assert views.worker_rows(obs, reads.Held(), now=100.0)[0]["beat"] == "-"  # no spec
+    row = views.worker_rows(obs, reads.Held(), now=100.0, heartbeat_seconds=5.0)[0]
+    assert (row["beat"], row["deadline"]) == ("2.0s", "13.0s")  # beat at 98 + 3 x 5 s = 113

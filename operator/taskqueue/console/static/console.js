@@ -40,8 +40,11 @@
       if (v !== undefined && typeof v !== "object") el.textContent = v === null ? "-" : String(v);
     }
     for (const q of summary.queues) {
-      for (const el of document.querySelectorAll("[data-field]")) {
-        if (el.dataset.field === "backlog:" + q.key) el.textContent = q.backlog === null ? "-" : String(q.backlog);
+      for (const el of document.querySelectorAll("#queue-table [data-field], #summary [data-field]")) {
+        const [name, ...rest] = el.dataset.field.split(":");
+        if (rest.join(":") !== q.key || !["backlog", "rate", "max", "paused"].includes(name)) continue;
+        const v = q[name];
+        el.textContent = v === null ? "-" : (name === "paused" && !v ? "no" : String(v));
       }
     }
   }

@@ -1,0 +1,285 @@
+"""The console shows what flow control, schedules and task progress put in Redis, in a real
+Chromium, with every record written by its real code path: the operator's flow sync
+(`flowops.sync`) and `taskqueue pause` (the CLI program), the operator's fire.lua call for the
+schedules (its own plan), a real worker whose handler reports `ctx.progress` while it runs.
+
+Specs: a queue's rate limit, its in-flight count against maxInFlight and who paused it show in
+the queues table (and the list page says paused); each schedule shows its next slot, the last
+slot fired with its task id as Redis records it, a due slot not fired as late, and missed slots;
+a running task shows its progress; a queue is paused and resumed from the page as `taskqueue
+pause|resume` does (read-only: no button, a forged POST refused); all of it under exactly the
+console's ACL rule.
+Screenshot: docs/images/console-flow-schedules-progress.png.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import re
+import subprocess
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+from playwright.sync_api import expect
+
+from taskqueue import client
+from taskqueue.api import manifest as manifests
+from taskqueue.api import schedulespec
+from taskqueue.controller import schedules
+from taskqueue.redisio import acl, flowops, queueops
+from taskqueue.wire import flow, keys
+from tests.helpers import handlers
+from tests.helpers.browser import SCREENSHOTS, Browser, console_process
+from tests.helpers.cli import console_script
+
+NAME = "/tq/media/thumbs"
+QUEUES = [{"key": "vip", "maxInFlight": 4, "rateLimit": {"tasks": 50, "perSeconds": 1,
+                                                          "burst": 5}},
+          {"key": "normal"}]
+# the scheduled tasks are "quick" for the test handler: they never hold the one slot
+SCHEDULES = [
+    {"name": "report", "cron": "* * * * *", "queue": "normal", "payload": "quick"},
+    # fired last 10 minutes ago: its slots since then are due and not fired
+    {"name": "stalled", "cron": "*/2 * * * *", "queue": "normal", "payload": "quick",
+     "catchUpSeconds": 60},
+]
+T = TypeVar("T")
+
+
+def in_thread(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run an asyncio call on a thread of its own (Playwright's sync API holds this thread's
+    event loop while the browser is open)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(make())).result(timeout=60)
+
+
+@pytest.fixture
+def manifest(tmp_path: Path, redis_url: str) -> str:
+    doc = {"apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue",
+           "metadata": {"name": "thumbs", "namespace": "media"},
+           "spec": {"redis": {"url": redis_url}, "queues": QUEUES, "schedules": SCHEDULES}}
+    path = tmp_path / "taskqueue.yaml"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+async def _fire(r: aioredis.Redis, path: str, *, now: float,
+                seen: dict[str, int | None]) -> dict[str, int | None]:
+    spec = manifests.load(path).spec
+    schema = keys.KeySchema.from_spec(spec)
+    plans = schedules.plan(spec, schema, seen=seen, now=now, horizon=90)
+    keys_, args = schedules.call(schema, plans)
+    reply = await queueops.script("fire")(r, keys=queueops.wire(keys_), args=queueops.wire(args))
+    return schedules.seen_after(schedules.parse(reply, plans))
+
+
+async def operator_poll(redis_url: str, path: str, *, now: float,
+                        seen: dict[str, int | None] | None = None) -> dict[str, int | None]:
+    """What the operator's poll at `now` writes: the spec's flow control into the flow hash,
+    and the schedules' due slots fired by fire.lua from its own plan (a first call learns what
+    Redis holds, as the operator's first poll does); returns `through` as Redis then holds it.
+    A schedule whose `seen` is None is left alone when Redis knows it."""
+    spec = manifests.load(path).spec
+    schema = keys.KeySchema.from_spec(spec)
+    r = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        await flowops.sync(r, schema, flow.declared(spec.queues))
+        if seen is None:
+            seen = await _fire(r, path, now=now, seen={s.name: None for s in spec.schedules})
+        return await _fire(r, path, now=now, seen=seen)
+    finally:
+        await r.aclose()
+
+
+@pytest.fixture
+def running_task(redis_url: str, redis_sync: redis.Redis, make_worker: Any, handler_env: None,
+                 manifest: str) -> Iterator[str]:
+    """A task of vip running on worker w1 (the flow control synced first, as the operator does
+    before workers start), its handler reporting 25 % "a quarter"; cancelled after the test
+    (the handler waits for it)."""
+    in_thread(lambda: operator_poll(redis_url, manifest, now=time.time() - 600))
+    make_worker(handler="tests.helpers.handlers:until_cancelled", queues=QUEUES)
+    task_id = client.enqueue_sync(redis_sync, "vip", "long", task_id="long-1")
+    deadline = time.monotonic() + 60
+    while not redis_sync.hget("vip:progress:w1", task_id):
+        assert time.monotonic() < deadline, "the task never reported its progress"
+        time.sleep(0.1)
+    yield task_id
+    client.cancel_sync(redis_sync, task_id, key_prefix="vip")
+    while task_id not in redis_sync.lrange(handlers.CANCELLED, 0, -1):
+        assert time.monotonic() < deadline + 60, "the running task did not stop"
+        time.sleep(0.1)
+
+
+def pause(path: str, queue: str) -> None:
+    done = subprocess.run([*console_script(), "pause", queue, "-f", path],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def cell(page: Any, queue: str, field: str) -> str:
+    return str(page.locator(f"#queue-table [data-field='{field}:{queue}']").inner_text())
+
+
+def test_flow_control_schedules_and_progress_show_as_redis_holds_them(
+        page: Any, manifest: str, redis_url: str, redis_sync: redis.Redis,
+        running_task: str) -> None:
+    # running_task's poll was 10 minutes ago; now one for "report" only: "stalled" is behind
+    through = redis_sync.hget("vip:schedules", "through:report")
+    in_thread(lambda: operator_poll(redis_url, manifest, now=time.time(),
+                                    seen={"report": int(through), "stalled": None}))
+    pause(manifest, "normal")
+    record = redis_sync.hgetall("vip:schedules")
+    assert record["id:report"] and record["through:stalled"]  # fire.lua wrote them
+    with console_process("-f", manifest, "--refresh", "1") as base:
+        page.goto(base + NAME)
+        # flow control: the spec's limits, the worker's held count, the CLI's pause
+        assert cell(page, "vip", "rate") == "50 per 1s (burst 5)"
+        assert cell(page, "vip", "max") == f"{redis_sync.hget('vip:flowstate', 'held:vip')} / 4"
+        assert cell(page, "vip", "max") == "1 / 4"
+        assert cell(page, "vip", "paused") == "no"
+        paused_by = redis_sync.hget("vip:flow", "paused-cli:normal").split()[1]
+        assert f"paused by `taskqueue pause` ({paused_by}, " in cell(page, "normal", "paused")
+        # schedules: next slot from the spec, last slot and task as fire.lua recorded them
+        report = page.locator("#schedules tr[data-schedule='report']")
+        spec = manifests.load(manifest).spec
+        upcoming = schedulespec.next_slots(spec.schedules[0], after=time.time(), count=1)[0]
+        assert schedulespec.slot_text(upcoming) in report.locator("[data-field=next]").inner_text()
+        last = schedulespec.slot_text(int(redis_sync.hget("vip:schedules", "slot:report")) / 1000)
+        assert last in report.locator("[data-field=last]").inner_text()
+        assert report.locator("[data-field=last-task]").inner_text() == record["id:report"]
+        assert report.locator("[data-field=late]").inner_text() == "no"
+        stalled = page.locator("#schedules tr[data-schedule='stalled']")
+        assert "is not fired yet" in stalled.locator("[data-field=late]").inner_text()
+        missed = redis_sync.hget("vip:schedules", "missed:stalled")
+        assert stalled.locator("[data-field=missed]").inner_text() == (missed or "0")
+        # the worker's last heartbeat (heartbeatSeconds 5, the default), alive
+        beat = page.locator("#workers tr[data-worker='w1'] [data-field=beat]").inner_text()
+        assert re.fullmatch(r"\d+\.\ds ago, expires in .+", beat), beat
+        assert float(beat.split("s ago")[0]) < 15, beat  # 3 periods: it would be dead
+        # the running task's progress, as its handler reported it
+        held = page.locator(f"#workers [data-task='{running_task}']")
+        expect(held.locator("progress")).to_have_attribute("value", "25")
+        assert "25%" in held.inner_text() and "a quarter" in held.inner_text()
+        page.screenshot(path=str(SCREENSHOTS / "console-flow-schedules-progress.png"),
+                        full_page=True)
+        # a resume from the CLI shows at the next refresh, without a reload
+        done = subprocess.run([*console_script(), "resume", "normal", "-f", manifest],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        expect(page.locator("#queue-table [data-field='paused:normal']")).to_have_text(
+            "no", timeout=30_000)
+        pause(manifest, "normal")
+        marker = page.locator("tr[data-tq='media/thumbs'] [data-field='paused:normal']")
+        deadline = time.monotonic() + 30
+        while True:  # the list page shows the shared snapshot: up to one refresh (1 s) old
+            page.goto(base + "/")
+            if marker.count() or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert marker.inner_text() == "paused"
+        page.goto(base + NAME + "/queues")
+        assert "in flight / max 1 / 4" in page.locator("p[data-flow='vip']").inner_text()
+        assert "taskqueue pause" in page.locator("p[data-flow='normal']").inner_text()
+        assert page.locator("#schedules tr[data-schedule='report']").count() == 1
+
+
+def test_the_new_reads_work_under_exactly_the_consoles_acl_rule(
+        redis_server: Any, redis_url: str, redis_sync: redis.Redis, manifest: str,
+        running_task: str) -> None:
+    in_thread(lambda: operator_poll(redis_url, manifest, now=time.time()))
+    pause(manifest, "normal")
+    redis_sync.execute_command("ACL", "SETUSER", "tq-console", "on", ">console-pw",
+                               *acl.rule("console", ["vip*", "normal*"]).split())
+    url = redis_server.url.replace("redis://", "redis://tq-console:console-pw@")
+    try:
+        with console_process("-f", manifest, "--redis-url", url, "--allow-actions") as base:
+            b = Browser(base)
+            status, page = b.get(NAME)
+            assert status == 200
+            for shown in ("50 per 1s (burst 5)", "1 / 4", "paused by `taskqueue pause`",
+                          "a quarter", redis_sync.hget("vip:schedules", "id:report")):
+                assert shown in page, shown
+            assert "could not be read" not in page and "permission" not in page.lower()
+            assert b.post(NAME + "/flow", {"action": "resume", "queue": "normal"})[0] == 200
+            assert not redis_sync.hexists("vip:flow", "paused-cli:normal")
+            assert b.post(NAME + "/flow", {"action": "pause", "queue": "vip"})[0] == 200
+            assert redis_sync.hexists("vip:flow", "paused-cli:vip")
+    finally:
+        redis_sync.execute_command("ACL", "DELUSER", "tq-console")
+
+
+def test_a_flow_or_schedules_key_of_another_type_is_named_and_the_rest_still_shows(
+        redis_sync: redis.Redis, manifest: str) -> None:
+    redis_sync.set("vip:flow", "not a hash")
+    redis_sync.rpush("vip:schedules", "not a hash")
+    redis_sync.lpush("vip", keys.wrap("x", task_id="t-1"))
+    with console_process("-f", manifest) as base:
+        status, page = Browser(base).get(NAME)
+    assert status == 200
+    assert ("Flow control could not be read: WRONGTYPE key vip:flow holds a string, not a hash"
+            in page)
+    assert "The schedules' record could not be read: key vip:schedules: WRONGTYPE" in page
+    assert 'data-field="backlog:vip">1<' in page
+    assert page.count("data-schedule=") == len(SCHEDULES)  # the spec's, without a record
+
+
+def test_pause_and_resume_from_the_page_as_taskqueue_pause_does(
+        page: Any, manifest: str, redis_sync: redis.Redis, make_worker: Any,
+        handler_env: None) -> None:
+    with console_process("-f", manifest, "--refresh", "1", "--allow-actions") as base:
+        page.goto(base + NAME)
+        page.locator("#queue-table tr[data-queue='normal'] button.pause").click()
+        record = redis_sync.hget("vip:flow", "paused-cli:normal")
+        assert record is not None and record.split()[1] == getpass.getuser()
+        assert "paused by `taskqueue pause`" in cell(page, "normal", "paused")
+        # the workers take nothing from it; the other queue goes on
+        client.enqueue_sync(redis_sync, "normal", "held back", task_id="n-1")
+        client.enqueue_sync(redis_sync, "vip", "goes", task_id="v-1")
+        make_worker(queues=QUEUES)
+        deadline = time.monotonic() + 60
+        while "goes" not in redis_sync.lrange("test:done", 0, -1):
+            assert time.monotonic() < deadline, "the vip task never ran"
+            time.sleep(0.1)
+        time.sleep(2)
+        assert redis_sync.lrange("test:done", 0, -1) == ["goes"]
+        assert redis_sync.llen("normal") == 1
+        page.locator("#queue-table tr[data-queue='normal'] button.resume").click()
+        assert not redis_sync.hexists("vip:flow", "paused-cli:normal")
+        assert cell(page, "normal", "paused") == "no"
+        while "held back" not in redis_sync.lrange("test:done", 0, -1):
+            assert time.monotonic() < deadline, "the resumed queue's task never ran"
+            time.sleep(0.1)
+        # not a queue of this TaskQueue: one line naming the field
+        csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "tq_csrf")
+        bad = page.request.post(base + NAME + "/flow", headers={"Origin": base},
+                                form={"csrf": csrf, "action": "pause", "queue": "nope"})
+        assert bad.status == 400
+        assert bad.text() == ("queue: 'nope' is not a queue of this TaskQueue; use one of "
+                              "['vip', 'normal']")
+
+
+def test_read_only_has_no_pause_and_refuses_a_forged_one(
+        page: Any, manifest: str, redis_sync: redis.Redis) -> None:
+    with console_process("-f", manifest) as base:
+        page.goto(base + NAME)
+        assert page.locator("#queue-table button").count() == 0
+        csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "tq_csrf")
+        forged = page.request.post(base + NAME + "/flow", headers={"Origin": base},
+                                   form={"csrf": csrf, "action": "pause", "queue": "normal"})
+        assert forged.status == 403
+        # and an allowed console still wants the CSRF token
+    with console_process("-f", manifest, "--allow-actions") as base:
+        page.goto(base + NAME)
+        no_token = page.request.post(base + NAME + "/flow", headers={"Origin": base},
+                                     form={"action": "pause", "queue": "normal"})
+        assert no_token.status == 403
+    assert not redis_sync.exists("vip:flow")
