@@ -66,6 +66,15 @@ class ScalingSpec(SpecModel):
         "time, so a new TaskQueue's first burst is sized for its wait target (without it, the "
         "length target sizes the fleet until then).",
     )
+    holdThroughLullsSeconds: float = Field(
+        default=0.0, ge=0, le=limits.MAX_DURATION_SECONDS,
+        description="For arrivals in batches (targetWaitSeconds): idle seconds per pod worth "
+        "paying to keep the next batch's pods through the lulls between batches. They are held "
+        "while the measured time between batches is under one poll + podStartupSeconds (what "
+        "re-activating them costs) + this; otherwise the fleet follows the arrival rate and "
+        "each batch is started when it lands (a poll and a pod start-up later). 0: hold only "
+        "when that is cheaper than re-activating.",
+    )
     fallbackReplicas: int | None = Field(
         default=None, ge=0, le=limits.MAX_REPLICAS,
         description="Replicas while Redis cannot be read (default: hold).",

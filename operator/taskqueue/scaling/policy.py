@@ -119,8 +119,14 @@ class Rule(enum.StrEnum):
     IDLE_COOLDOWN = "idle-cooldown"
     """Nothing to do, and idleCooldownSeconds have not passed: one replica stays."""
     NEXT_BATCH = "next-batch"
-    """Nothing to do, within the cooldown, in a lull the measured batches make normal: the
-    replicas the next batch needs stay."""
+    """Nothing to do, within the cooldown, in a lull the measured batches make normal, and
+    batches close enough together that holding their replicas costs less idle time than
+    re-activating them (plus holdThroughLullsSeconds): the replicas the next batch needs stay."""
+    LULL_RELEASED = "lull-released"
+    """Nothing to do, within the cooldown, between batches too far apart for holding their
+    replicas to pay (the idle pod-seconds until the next batch exceed re-activation's, a poll
+    + podStartupSeconds, + holdThroughLullsSeconds): one replica stays, the next batch's
+    start when it lands."""
     IDLE = "idle"
     """Nothing to do for idleCooldownSeconds (or never anything): zero."""
     PAUSED = "paused"
@@ -345,6 +351,7 @@ def _recommend(
     by_length = _by_length(spec, obs, state, exclude=waited if sizing is not None else frozenset())
     rec, why = _held_load(*by_length, state.rates, fleet, exclude=waited)
     steady, burst, batches = rec, False, 0
+    released = sizing.released if sizing is not None else ()
     if sizing is not None:
         batches = math.ceil(sizing.batches / fleet.concurrency)
         steady = max(rec, math.ceil(sizing.steady / fleet.concurrency))
@@ -363,6 +370,9 @@ def _recommend(
                 rec = steady = batches
                 rule = Rule.NEXT_BATCH
                 why += f": {batches} for the next batch (arrivals come in batches)"
+            elif released:
+                rule = Rule.LULL_RELEASED
+                why += f": {_released(spec, released)}"
         else:
             rec = steady = 0
             rule = Rule.IDLE
@@ -378,6 +388,15 @@ def _recommend(
         rule = Rule.MAX_REPLICAS if clamped < rec else Rule.MIN_REPLICAS
         why += f"; {bound} {clamped}"
     return _Recommendation(clamped, why, _clamp(min(steady, rec), spec), burst, rule)
+
+
+def _released(spec: ScalingSpec, released: tuple[tuple[str, float], ...]) -> str:
+    """Why the next batch's replicas are not held through a lull."""
+    gaps = ", ".join(f"{q} ~{gap:.0f}s" for q, gap in released)
+    budget = f"{waitpolicy.reactivation_seconds(spec):g}s to re-activate"
+    if spec.holdThroughLullsSeconds:
+        budget += f" + holdThroughLullsSeconds {spec.holdThroughLullsSeconds:g}"
+    return f"batches apart ({gaps}) idle a held pod longer than {budget}: not held"
 
 
 def _flow_cap(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
