@@ -9,7 +9,7 @@ smooth ones against the per-minute M/M/c oracle of bound.py.
 
 | family     | traffic (rates and batch sizes per slot of concurrency)                            |
 |------------|------------------------------------------------------------------------------------|
-| batches    | `size` tasks at once every `period` s (periodic), `trickle`/s Poisson in between     |
+| batches    | `size` tasks at once every `period` s (random phase), `trickle`/s Poisson between   |
 | onoff      | Poisson at `rate`/s for `on` s, then nothing for `off` s, repeated                 |
 | heavytail  | Poisson at `rate`/s, Pareto service times (shape `alpha`, mean `service`, cut at 600 s) |
 | queues     | `n` queues in priority order, Poisson each, targets 2-30 s, service 0.5-4 s          |
@@ -74,7 +74,8 @@ def _poisson(rng: random.Random, rate: Callable[[float], float], peak: float,
 
 
 def batches(p: Params, c: int, rng: random.Random) -> list[Arrival]:
-    out, t = [], p["period"] / 2
+    # a random phase: batches on the hour's multiples of 15 s would land on the HPA's syncs
+    out, t = [], rng.uniform(0, p["period"])
     while t < DURATION:
         out += [Arrival(t, "tasks", rng.expovariate(1 / p["service"]))
                 for _ in range(round(p["size"] * c))]
@@ -86,7 +87,7 @@ def batches(p: Params, c: int, rng: random.Random) -> list[Arrival]:
 
 
 def onoff(p: Params, c: int, rng: random.Random) -> list[Arrival]:
-    out, t, rate = [], p["off"] / 2, p["rate"] * c
+    out, t, rate = [], rng.uniform(0, p["off"]), p["rate"] * c
     while t < DURATION:
         out += [Arrival(at, "tasks", rng.expovariate(1 / p["service"]))
                 for at in _poisson(rng, lambda _t: rate, rate, t, min(DURATION, t + p["on"]))]
