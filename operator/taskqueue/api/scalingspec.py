@@ -72,8 +72,9 @@ class ScalingSpec(SpecModel):
         "paying to keep the next batch's pods through the lulls between batches. They are held "
         "while the measured time between batches is under one poll + podStartupSeconds (what "
         "re-activating them costs) + this; otherwise the fleet follows the arrival rate and "
-        "each batch is started when it lands (a poll and a pod start-up later). 0: hold only "
-        "when that is cheaper than re-activating.",
+        "each batch is started when it lands (a poll and a pod start-up later). Held pods "
+        "stay for up to idleCooldownSeconds + this of idle time. 0: hold only when that is "
+        "cheaper than re-activating, never past idleCooldownSeconds.",
     )
     fallbackReplicas: int | None = Field(
         default=None, ge=0, le=limits.MAX_REPLICAS,

@@ -35,7 +35,12 @@ The rules, in the order they are applied:
 6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
    passed since work was last seen; until then one replica stays, or, for arrivals that come in
    batches, the replicas the next batch needs (`waitmodel.WaitSizing.batches`) while the
-   measured arrivals make a lull that long normal (`arrivals.Arrivals.lull_expected`).
+   measured arrivals make a lull that long normal (`arrivals.Arrivals.lull_expected`), for up
+   to ``idleCooldownSeconds`` + ``holdThroughLullsSeconds``. Those replicas are held only for
+   batches that come closer together than holding them costs in idle pod-seconds against what
+   re-activating them costs (`waitpolicy.lull_budget`: a poll + ``podStartupSeconds``, +
+   ``holdThroughLullsSeconds``); batches further apart are released (``lull-released``): the
+   fleet follows their rate and each batch is started as a burst when it lands.
 7. Flow limits (`taskqueue.scaling.flowcap`): no more than the queues' rate limits, in-flight
    limits and pauses can use (a paused queue none, maxInFlight / concurrency, rate x service
    time (+ headroom) / concurrency), when every queue with work is bounded by one.
@@ -119,7 +124,8 @@ class Rule(enum.StrEnum):
     IDLE_COOLDOWN = "idle-cooldown"
     """Nothing to do, and idleCooldownSeconds have not passed: one replica stays."""
     NEXT_BATCH = "next-batch"
-    """Nothing to do, within the cooldown, in a lull the measured batches make normal, and
+    """Nothing to do, within the cooldown (+ holdThroughLullsSeconds), in a lull the measured
+    batches make normal, and
     batches close enough together that holding their replicas costs less idle time than
     re-activating them (plus holdThroughLullsSeconds): the replicas the next batch needs stay."""
     LULL_RELEASED = "lull-released"
@@ -362,22 +368,9 @@ def _recommend(
     rule: Rule | None = None
     if obs.queued + obs.in_flight + obs.due_soon == 0:
         idle_for = now - (state.last_active if state.last_active is not None else now)
-        if state.replicas > 0 and idle_for < spec.idleCooldownSeconds:
-            why = f"idle {idle_for:.0f}s < idleCooldownSeconds {spec.idleCooldownSeconds:g}"
-            rec = steady = 1
-            rule = Rule.IDLE_COOLDOWN
-            if batches > 1 and state.rates.arrivals.lull_expected(idle_for):
-                rec = steady = batches
-                rule = Rule.NEXT_BATCH
-                why += f": {batches} for the next batch (arrivals come in batches)"
-            elif released:
-                rule = Rule.LULL_RELEASED
-                why += f": {_released(spec, released)}"
-        else:
-            rec = steady = 0
-            rule = Rule.IDLE
-            if state.replicas > 0:
-                why = f"idle {idle_for:.0f}s >= idleCooldownSeconds {spec.idleCooldownSeconds:g}"
+        rec, rule, why = _idle(spec, state, idle_for, batches=batches, released=released,
+                               why=why)
+        steady = rec
     capped = _flow_cap(spec, obs, state, fleet)
     if capped is not None and capped.replicas < rec:
         rec, steady, rule = capped.replicas, min(steady, capped.replicas), Rule(capped.rule)
@@ -388,6 +381,30 @@ def _recommend(
         rule = Rule.MAX_REPLICAS if clamped < rec else Rule.MIN_REPLICAS
         why += f"; {bound} {clamped}"
     return _Recommendation(clamped, why, _clamp(min(steady, rec), spec), burst, rule)
+
+
+def _idle(spec: ScalingSpec, state: PolicyState, idle_for: float, *, batches: int,
+          released: tuple[tuple[str, float], ...], why: str) -> tuple[int, Rule, str]:
+    """Nothing queued, in flight or due soon for `idle_for` seconds: the replicas for the next
+    batch while the lull is normal for the measured batches and within idleCooldownSeconds +
+    holdThroughLullsSeconds (`batches` is 0 when they are too far apart to hold: `released`),
+    else one until idleCooldownSeconds, then zero."""
+    cooldown = spec.idleCooldownSeconds
+    if state.replicas <= 0:
+        return 0, Rule.IDLE, why
+    within = f"idle {idle_for:.0f}s < idleCooldownSeconds {cooldown:g}"
+    if idle_for >= cooldown:
+        within = (f"idle {idle_for:.0f}s < idleCooldownSeconds {cooldown:g} + "
+                  f"holdThroughLullsSeconds {spec.holdThroughLullsSeconds:g}")
+    if (batches > 1 and idle_for < cooldown + spec.holdThroughLullsSeconds
+            and state.rates.arrivals.lull_expected(idle_for)):
+        return (batches, Rule.NEXT_BATCH,
+                f"{within}: {batches} for the next batch (arrivals come in batches)")
+    if idle_for >= cooldown:
+        return 0, Rule.IDLE, f"idle {idle_for:.0f}s >= idleCooldownSeconds {cooldown:g}"
+    if released:
+        return 1, Rule.LULL_RELEASED, f"{within}: {_released(spec, released)}"
+    return 1, Rule.IDLE_COOLDOWN, within
 
 
 def _released(spec: ScalingSpec, released: tuple[tuple[str, float], ...]) -> str:
