@@ -7,19 +7,19 @@ the bench's manifest (bench/scaling/taskqueue.yaml, the queues and wait targets 
 5 s on one-queue traces unless the case says otherwise) against the tuned KEDA model, and for the
 smooth ones against the per-minute M/M/c oracle of bound.py.
 
-| family     | traffic (rates and batch sizes per slot of concurrency)                            |
-|------------|------------------------------------------------------------------------------------|
-| batches    | `size` tasks at once every `period` s (random phase), `trickle`/s Poisson between   |
-| onoff      | Poisson at `rate`/s for `on` s, then nothing for `off` s, repeated                 |
-| heavytail  | Poisson at `rate`/s, Pareto service times (shape `alpha`, mean `service`, cut at 600 s) |
-| queues     | `n` queues in priority order, Poisson each, targets 2-30 s, service 0.5-4 s          |
-| ramp       | Poisson whose rate rises linearly from `start` to `end`/s over the trace              |
+| family    | traffic (rates and batch sizes per slot of concurrency)                         |
+|-----------|---------------------------------------------------------------------------------|
+| batches   | `size` tasks at once every `period` s (random phase), `trickle`/s in between     |
+| onoff     | Poisson at `rate`/s for `on` s, then nothing for `off` s, repeated              |
+| heavytail | Poisson at `rate`/s, Pareto times (shape `alpha`, mean `service`, cut at 600 s) |
+| queues    | `n` queues in priority order, Poisson each, targets 2-30 s, service 0.5-4 s      |
+| ramp      | Poisson whose rate rises linearly from `start` to `end`/s over the trace         |
 
 Targets (issue 34), each run: no busy pod deleted, no task interrupted or unserved; back to zero
-within idleCooldownSeconds (+ holdThroughLullsSeconds when set) + one poll; smooth traffic (ramp, and steady/diurnal with `--six`):
-worker-seconds <= 1.15 x the M/M/c oracle and p95 within target; every other trace:
-worker-seconds <= 1.5 x keda-tuned and each queue's p95 within its target or <= 0.65 x
-keda-tuned's p95 of that queue.
+within idleCooldownSeconds (+ holdThroughLullsSeconds when set) + one poll; smooth traffic (ramp,
+and steady/diurnal with `--six`): worker-seconds <= 1.15 x the M/M/c oracle and p95 within
+target; every other trace: worker-seconds <= 1.5 x keda-tuned and each queue's p95 within its
+target or <= 0.65 x keda-tuned's p95 of that queue.
 
     python bench/scaling/families.py [--only batches,onoff] [--concurrency 1,4] [--six]
         [--set key=value ...] [--json results-families.json] [--jobs 2]
@@ -259,9 +259,9 @@ def checks(r: Run, tq: TaskQueue, *, smooth: bool) -> list[tuple[str, bool, str]
             f"{ours.busy_deleted} busy deleted, {ours.interrupted} interrupted, "
             f"{ours.unserved} unserved"),
            # a what-if that holds pods through lulls (--set scaling.holdThroughLullsSeconds)
-           # holds them past the cooldown by that much
+           # holds them past the cooldown by that much (getattr: a base checkout without it)
            ("zero", bench.back_to_zero(ours, scaling.idleCooldownSeconds
-                                       + scaling.holdThroughLullsSeconds,
+                                       + getattr(scaling, "holdThroughLullsSeconds", 0.0),
                                        scaling.pollIntervalSeconds),
             f"{ours.zero_after if ours.zero_after is None else round(ours.zero_after, 1)} s")]
     if smooth and r.oracle:
@@ -293,8 +293,8 @@ def as_dict(r: Run) -> dict[str, Any]:
 
 
 def _result(r: Result) -> dict[str, Any]:
-    return {"worker_seconds": round(r.worker_seconds, 1), "mean_replicas": round(r.mean_replicas, 3),
-            "max_replicas": r.max_replicas,
+    return {"worker_seconds": round(r.worker_seconds, 1),
+            "mean_replicas": round(r.mean_replicas, 3), "max_replicas": r.max_replicas,
             "p95": {q: round(w[1], 3) for q, w in r.waits.items()},
             "busy_deleted": r.busy_deleted, "interrupted": r.interrupted,
             "unserved": r.unserved, "scale_changes": r.scale_changes,
