@@ -98,6 +98,12 @@ class PolicyState:
     scale_ups: tuple[tuple[float, int], ...] = ()
     """(time, pods added) of the recent scale-ups: the pods not running yet are up
     podStartupSeconds after theirs (`waitpolicy.standing_slots`)."""
+    activated_at: float | None = None
+    """When the fleet was last scaled up from zero, until its first worker registers."""
+    startup: float | None = None
+    """Measured pod start-up: seconds from a scale-up from zero to the poll that saw its first
+    worker registered (smoothed); the policy sizes with it where it is shorter than
+    podStartupSeconds (`startup_seconds`)."""
 
 
 class Rule(enum.StrEnum):
@@ -248,6 +254,7 @@ def decide(
         recommendations=history,
         steady_recommendations=steady,
         replicas=replicas,
+        activated_at=now if current == 0 and replicas > 0 else state.activated_at,
         scale_ups=_scale_ups(spec, state.scale_ups, now, added=replicas - current),
     )
     reason = f"{why}; {how}" if how else why
@@ -318,7 +325,38 @@ def _measure(state: PolicyState, obs: QueueObservation, now: float) -> PolicySta
         completed_at=obs.at,
         throughput_per_replica=rate,
         rates=rates_.update(state.rates, obs),
+        **_startup(state, obs),
     )
+
+
+def _startup(state: PolicyState, obs: QueueObservation) -> dict[str, float | None]:
+    """The start-up measured when the first worker of a scale-up from zero registers (an upper
+    bound: it came up at most a poll earlier); a fleet back at zero before that measures
+    nothing."""
+    if state.activated_at is None:
+        return {}
+    if state.replicas <= 0:
+        return {"activated_at": None}
+    if obs.live_workers <= 0:
+        return {}
+    sample = max(0.0, obs.at - state.activated_at)
+    old = state.startup
+    smoothed = sample if old is None else STARTUP_SMOOTHING * sample + (1 - STARTUP_SMOOTHING) * old
+    return {"activated_at": None, "startup": smoothed}
+
+
+STARTUP_SMOOTHING = 0.5
+"""Weight of the newest start-up sample in `PolicyState.startup`."""
+
+
+def startup_seconds(spec: ScalingSpec, state: PolicyState) -> ScalingSpec:
+    """`spec` with podStartupSeconds lowered to the measured start-up (`PolicyState.startup`)
+    when that is shorter: a pod that comes up sooner than the manifest says is worth asking for
+    a burst with less work (`waitpolicy.burst_horizon`), and its batches cost less to
+    re-activate (`waitpolicy.lull_budget`)."""
+    if state.startup is None or state.startup >= spec.podStartupSeconds:
+        return spec
+    return spec.model_copy(update={"podStartupSeconds": state.startup})
 
 
 def due_horizon(spec: ScalingSpec) -> float:
@@ -349,6 +387,7 @@ def _recommend(
     spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float, fleet: _Fleet
 ) -> _Recommendation:
     waited = frozenset(spec.targetWaitSeconds or {})
+    spec = startup_seconds(spec, state)
     standing = waitpolicy.standing_slots(spec, obs, replicas=state.replicas,
                                          scale_ups=state.scale_ups,
                                          concurrency=fleet.concurrency, now=now)
