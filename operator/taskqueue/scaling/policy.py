@@ -254,7 +254,8 @@ def decide(
         recommendations=history,
         steady_recommendations=steady,
         replicas=replicas,
-        activated_at=now if current == 0 and replicas > 0 else state.activated_at,
+        activated_at=(now if current == 0 < replicas and observation.live_workers == 0
+                      else state.activated_at),
         scale_ups=_scale_ups(spec, state.scale_ups, now, added=replicas - current),
     )
     reason = f"{why}; {how}" if how else why
