@@ -86,7 +86,9 @@ class ScalingSpec(SpecModel):
         ge=0,
         le=limits.MAX_POLL_SECONDS,
         description="Expected worker pod start-up time: scheduled tasks due within the next "
-        "poll plus this count as demand, so workers are up when they fall due.",
+        "poll plus this count as demand, so workers are up when they fall due. Bursts and "
+        "lulls are sized with the start-up measured (a scale-up from zero to its first "
+        "worker) where that is shorter.",
     )
 
     @model_validator(mode="after")
