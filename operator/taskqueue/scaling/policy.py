@@ -319,31 +319,30 @@ def _measure(state: PolicyState, obs: QueueObservation, now: float) -> PolicySta
         rate = sample if rate is None else (
             THROUGHPUT_SMOOTHING * sample + (1 - THROUGHPUT_SMOOTHING) * rate
         )
-    return replace(
+    return _startup(replace(
         state,
         last_active=last_active,
         completed_total=obs.completed_total,
         completed_at=obs.at,
         throughput_per_replica=rate,
         rates=rates_.update(state.rates, obs),
-        **_startup(state, obs),
-    )
+    ), obs)
 
 
-def _startup(state: PolicyState, obs: QueueObservation) -> dict[str, float | None]:
-    """The start-up measured when the first worker of a scale-up from zero registers (an upper
-    bound: it came up at most a poll earlier); a fleet back at zero before that measures
-    nothing."""
+def _startup(state: PolicyState, obs: QueueObservation) -> PolicyState:
+    """`state` with the start-up measured when the first worker of a scale-up from zero
+    registers (an upper bound: it came up at most a poll earlier); a fleet back at zero before
+    that measures nothing."""
     if state.activated_at is None:
-        return {}
+        return state
     if state.replicas <= 0:
-        return {"activated_at": None}
+        return replace(state, activated_at=None)
     if obs.live_workers <= 0:
-        return {}
+        return state
     sample = max(0.0, obs.at - state.activated_at)
     old = state.startup
     smoothed = sample if old is None else STARTUP_SMOOTHING * sample + (1 - STARTUP_SMOOTHING) * old
-    return {"activated_at": None, "startup": smoothed}
+    return replace(state, activated_at=None, startup=smoothed)
 
 
 STARTUP_SMOOTHING = 0.5
