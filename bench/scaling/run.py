@@ -56,6 +56,12 @@ def taskqueue(concurrency: int, name: str, overrides: list[str],
         means = NOMINAL_SERVICE.get(name, (SERVICE,))
         spec["scaling"]["expectedServiceSeconds"] = {
             q["key"]: s for q, s in zip(spec["queues"], means, strict=False)}
+    return taskqueue_from(data, overrides)
+
+
+def taskqueue_from(data: dict[str, Any], overrides: list[str]) -> TaskQueue:
+    """The TaskQueue of manifest `data` with `--set` overrides (key.path=yaml) applied."""
+    spec = data["spec"]
     for item in overrides:
         path, _, value = item.partition("=")
         node = spec

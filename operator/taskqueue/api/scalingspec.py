@@ -66,6 +66,16 @@ class ScalingSpec(SpecModel):
         "time, so a new TaskQueue's first burst is sized for its wait target (without it, the "
         "length target sizes the fleet until then).",
     )
+    holdThroughLullsSeconds: float = Field(
+        default=0.0, ge=0, le=limits.MAX_DURATION_SECONDS,
+        description="For arrivals in batches (targetWaitSeconds): idle seconds per pod worth "
+        "paying to keep the next batch's pods through the lulls between batches. They are held "
+        "while the measured time between batches is under one poll + podStartupSeconds (what "
+        "re-activating them costs) + this; otherwise the fleet follows the arrival rate and "
+        "each batch is started when it lands (a poll and a pod start-up later). Held pods "
+        "stay for up to idleCooldownSeconds + this of idle time. 0: hold only when that is "
+        "cheaper than re-activating, never past idleCooldownSeconds.",
+    )
     fallbackReplicas: int | None = Field(
         default=None, ge=0, le=limits.MAX_REPLICAS,
         description="Replicas while Redis cannot be read (default: hold).",
@@ -76,7 +86,9 @@ class ScalingSpec(SpecModel):
         ge=0,
         le=limits.MAX_POLL_SECONDS,
         description="Expected worker pod start-up time: scheduled tasks due within the next "
-        "poll plus this count as demand, so workers are up when they fall due.",
+        "poll plus this count as demand, so workers are up when they fall due. Bursts and "
+        "lulls are sized with the start-up measured (a scale-up from zero to its first "
+        "worker) where that is shorter.",
     )
 
     @model_validator(mode="after")

@@ -35,7 +35,12 @@ The rules, in the order they are applied:
 6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
    passed since work was last seen; until then one replica stays, or, for arrivals that come in
    batches, the replicas the next batch needs (`waitmodel.WaitSizing.batches`) while the
-   measured arrivals make a lull that long normal (`arrivals.Arrivals.lull_expected`).
+   measured arrivals make a lull that long normal (`arrivals.Arrivals.lull_expected`), for up
+   to ``idleCooldownSeconds`` + ``holdThroughLullsSeconds``. Those replicas are held only for
+   batches that come closer together than holding them costs in idle pod-seconds against what
+   re-activating them costs (`waitpolicy.lull_budget`: a poll + ``podStartupSeconds``, +
+   ``holdThroughLullsSeconds``); batches further apart are released (``lull-released``): the
+   fleet follows their rate and each batch is started as a burst when it lands.
 7. Flow limits (`taskqueue.scaling.flowcap`): no more than the queues' rate limits, in-flight
    limits and pauses can use (a paused queue none, maxInFlight / concurrency, rate x service
    time (+ headroom) / concurrency), when every queue with work is bounded by one.
@@ -93,6 +98,12 @@ class PolicyState:
     scale_ups: tuple[tuple[float, int], ...] = ()
     """(time, pods added) of the recent scale-ups: the pods not running yet are up
     podStartupSeconds after theirs (`waitpolicy.standing_slots`)."""
+    activated_at: float | None = None
+    """When the fleet was last scaled up from zero, until its first worker registers."""
+    startup: float | None = None
+    """Measured pod start-up: seconds from a scale-up from zero to the poll that saw its first
+    worker registered (smoothed); the policy sizes with it where it is shorter than
+    podStartupSeconds (`startup_seconds`)."""
 
 
 class Rule(enum.StrEnum):
@@ -119,8 +130,15 @@ class Rule(enum.StrEnum):
     IDLE_COOLDOWN = "idle-cooldown"
     """Nothing to do, and idleCooldownSeconds have not passed: one replica stays."""
     NEXT_BATCH = "next-batch"
-    """Nothing to do, within the cooldown, in a lull the measured batches make normal: the
-    replicas the next batch needs stay."""
+    """Nothing to do, within the cooldown (+ holdThroughLullsSeconds), in a lull the measured
+    batches make normal, and
+    batches close enough together that holding their replicas costs less idle time than
+    re-activating them (plus holdThroughLullsSeconds): the replicas the next batch needs stay."""
+    LULL_RELEASED = "lull-released"
+    """Nothing to do, within the cooldown, between batches too far apart for holding their
+    replicas to pay (the idle pod-seconds until the next batch exceed re-activation's, a poll
+    + podStartupSeconds, + holdThroughLullsSeconds): one replica stays, the next batch's
+    start when it lands."""
     IDLE = "idle"
     """Nothing to do for idleCooldownSeconds (or never anything): zero."""
     PAUSED = "paused"
@@ -236,6 +254,8 @@ def decide(
         recommendations=history,
         steady_recommendations=steady,
         replicas=replicas,
+        activated_at=(now if current == 0 < replicas and observation.live_workers == 0
+                      else state.activated_at),
         scale_ups=_scale_ups(spec, state.scale_ups, now, added=replicas - current),
     )
     reason = f"{why}; {how}" if how else why
@@ -299,14 +319,44 @@ def _measure(state: PolicyState, obs: QueueObservation, now: float) -> PolicySta
         rate = sample if rate is None else (
             THROUGHPUT_SMOOTHING * sample + (1 - THROUGHPUT_SMOOTHING) * rate
         )
-    return replace(
+    return _startup(replace(
         state,
         last_active=last_active,
         completed_total=obs.completed_total,
         completed_at=obs.at,
         throughput_per_replica=rate,
         rates=rates_.update(state.rates, obs),
-    )
+    ), obs)
+
+
+def _startup(state: PolicyState, obs: QueueObservation) -> PolicyState:
+    """`state` with the start-up measured when the first worker of a scale-up from zero
+    registers (an upper bound: it came up at most a poll earlier); a fleet back at zero before
+    that measures nothing."""
+    if state.activated_at is None:
+        return state
+    if state.replicas <= 0:
+        return replace(state, activated_at=None)
+    if obs.live_workers <= 0:
+        return state
+    sample = max(0.0, obs.at - state.activated_at)
+    old = state.startup
+    smoothed = sample if old is None else STARTUP_SMOOTHING * sample + (1 - STARTUP_SMOOTHING) * old
+    return replace(state, activated_at=None, startup=smoothed)
+
+
+STARTUP_SMOOTHING = 0.5
+"""Weight of the newest start-up sample in `PolicyState.startup`."""
+
+
+def startup_seconds(spec: ScalingSpec, state: PolicyState) -> ScalingSpec:
+    """`spec` with podStartupSeconds lowered to the measured start-up (`PolicyState.startup`)
+    when that is shorter: a pod that comes up sooner than the manifest says is worth asking for
+    a burst with less work (`waitpolicy.burst_horizon`), and its batches cost less to
+    re-activate (`waitpolicy.lull_budget`)."""
+    if state.startup is None or state.startup >= spec.podStartupSeconds:
+        return spec
+    return spec.model_copy(update={"podStartupSeconds": state.startup})
 
 
 def due_horizon(spec: ScalingSpec) -> float:
@@ -337,6 +387,7 @@ def _recommend(
     spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float, fleet: _Fleet
 ) -> _Recommendation:
     waited = frozenset(spec.targetWaitSeconds or {})
+    spec = startup_seconds(spec, state)
     standing = waitpolicy.standing_slots(spec, obs, replicas=state.replicas,
                                          scale_ups=state.scale_ups,
                                          concurrency=fleet.concurrency, now=now)
@@ -345,6 +396,7 @@ def _recommend(
     by_length = _by_length(spec, obs, state, exclude=waited if sizing is not None else frozenset())
     rec, why = _held_load(*by_length, state.rates, fleet, exclude=waited)
     steady, burst, batches = rec, False, 0
+    released = sizing.released if sizing is not None else ()
     if sizing is not None:
         batches = math.ceil(sizing.batches / fleet.concurrency)
         steady = max(rec, math.ceil(sizing.steady / fleet.concurrency))
@@ -355,19 +407,9 @@ def _recommend(
     rule: Rule | None = None
     if obs.queued + obs.in_flight + obs.due_soon == 0:
         idle_for = now - (state.last_active if state.last_active is not None else now)
-        if state.replicas > 0 and idle_for < spec.idleCooldownSeconds:
-            why = f"idle {idle_for:.0f}s < idleCooldownSeconds {spec.idleCooldownSeconds:g}"
-            rec = steady = 1
-            rule = Rule.IDLE_COOLDOWN
-            if batches > 1 and state.rates.arrivals.lull_expected(idle_for):
-                rec = steady = batches
-                rule = Rule.NEXT_BATCH
-                why += f": {batches} for the next batch (arrivals come in batches)"
-        else:
-            rec = steady = 0
-            rule = Rule.IDLE
-            if state.replicas > 0:
-                why = f"idle {idle_for:.0f}s >= idleCooldownSeconds {spec.idleCooldownSeconds:g}"
+        rec, rule, why = _idle(spec, state, idle_for, batches=batches, released=released,
+                               why=why)
+        steady = rec
     capped = _flow_cap(spec, obs, state, fleet)
     if capped is not None and capped.replicas < rec:
         rec, steady, rule = capped.replicas, min(steady, capped.replicas), Rule(capped.rule)
@@ -378,6 +420,39 @@ def _recommend(
         rule = Rule.MAX_REPLICAS if clamped < rec else Rule.MIN_REPLICAS
         why += f"; {bound} {clamped}"
     return _Recommendation(clamped, why, _clamp(min(steady, rec), spec), burst, rule)
+
+
+def _idle(spec: ScalingSpec, state: PolicyState, idle_for: float, *, batches: int,
+          released: tuple[tuple[str, float], ...], why: str) -> tuple[int, Rule, str]:
+    """Nothing queued, in flight or due soon for `idle_for` seconds: the replicas for the next
+    batch while the lull is normal for the measured batches and within idleCooldownSeconds +
+    holdThroughLullsSeconds (`batches` is 0 when they are too far apart to hold: `released`),
+    else one until idleCooldownSeconds, then zero."""
+    cooldown = spec.idleCooldownSeconds
+    if state.replicas <= 0:
+        return 0, Rule.IDLE, why
+    within = f"idle {idle_for:.0f}s < idleCooldownSeconds {cooldown:g}"
+    if idle_for >= cooldown:
+        within = (f"idle {idle_for:.0f}s < idleCooldownSeconds {cooldown:g} + "
+                  f"holdThroughLullsSeconds {spec.holdThroughLullsSeconds:g}")
+    if (batches > 1 and idle_for < cooldown + spec.holdThroughLullsSeconds
+            and state.rates.arrivals.lull_expected(idle_for)):
+        return (batches, Rule.NEXT_BATCH,
+                f"{within}: {batches} for the next batch (arrivals come in batches)")
+    if idle_for >= cooldown:
+        return 0, Rule.IDLE, f"idle {idle_for:.0f}s >= idleCooldownSeconds {cooldown:g}"
+    if released:
+        return 1, Rule.LULL_RELEASED, f"{within}: {_released(spec, released)}"
+    return 1, Rule.IDLE_COOLDOWN, within
+
+
+def _released(spec: ScalingSpec, released: tuple[tuple[str, float], ...]) -> str:
+    """Why the next batch's replicas are not held through a lull."""
+    gaps = ", ".join(f"{q} ~{gap:.0f}s" for q, gap in released)
+    budget = f"{waitpolicy.reactivation_seconds(spec):g}s to re-activate"
+    if spec.holdThroughLullsSeconds:
+        budget += f" + holdThroughLullsSeconds {spec.holdThroughLullsSeconds:g}"
+    return f"batches apart ({gaps}) idle a held pod longer than {budget}: not held"
 
 
 def _flow_cap(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 QUANTILE = 0.95
 TAIL_LOG = math.log(1 / (1 - QUANTILE))
@@ -103,6 +103,15 @@ class QueueLoad:
     """More than 1 - QUANTILE of this queue's recent tasks waited longer than its target
     (measured by the workers: `waits.Waits.late_share`): its bursts are then started within
     the target whenever that is still possible, without the `horizon` floor."""
+
+    def batch_gap(self) -> float | None:
+        """Expected seconds from one of this queue's batches to the next: D / lambda (batches of
+        the size D a task arrives in, as events of a Poisson process, so the same whenever it is
+        asked); None for arrivals that do not come in batches (D <= 1) or none at all."""
+        ca2 = self.arrival_cv2 or 1.0
+        if ca2 <= 1 or self.arrival_rate <= 0:
+            return None
+        return ca2 / self.arrival_rate
 
 
 def erlang_c(slots: int, load: float) -> float:
@@ -213,6 +222,10 @@ class WaitSizing:
     """A queue holds more than the steady slots start in time, judged without the standing
     fleet's head start (as if none of its slots were up yet): the slots already draining a
     burst can make `slots` fall to `steady` while its backlog is still queued."""
+    released: tuple[tuple[str, float], ...] = ()
+    """(queue, seconds between its batches) of the queues whose batches come too far apart for
+    their slots to be held through the lulls (`size_for_wait`'s `hold_lulls`): sized for their
+    rate as Poisson arrivals, each batch started by the burst term when it lands."""
 
     @property
     def burst(self) -> bool:
@@ -229,16 +242,28 @@ def slots_for_wait(queues: Sequence[QueueLoad], *, service: float,
 
 def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                   horizon: float = 0.0, startup: float = 0.0,
-                  standing: Standing = NO_STANDING) -> WaitSizing:
+                  standing: Standing = NO_STANDING,
+                  hold_lulls: float | None = None) -> WaitSizing:
     """`slots_for_wait` with its steady part.
 
     `service` is the fleet-wide mean service time (used for queues without their own). A
     burst's slots (`_burst_slots`) start it within what is left of the target once the pods
     added for it are up (they take `startup` seconds), each running at least `horizon` seconds
     of it (`waitpolicy.burst_horizon`: pod start-up, at least a poll); the `standing` slots
-    count first, from the time each is free."""
+    count first, from the time each is free.
+
+    `hold_lulls`: the idle seconds a slot held for the next batch may cost (what re-activating
+    it costs, and what the user adds); a queue whose batches come further apart than that
+    (`QueueLoad.batch_gap`) is sized as Poisson arrivals at its rate, its batches left to the
+    burst term (`WaitSizing.released`). None: every queue's batches are held."""
     def s_of(q: QueueLoad) -> float:
         return q.service if q.service is not None else service
+    released = tuple((q.key, gap) for q in queues
+                     if (gap := q.batch_gap()) is not None and hold_lulls is not None
+                     and gap > hold_lulls)
+    if released:
+        gone = {k for k, _ in released}
+        queues = [replace(q, arrival_cv2=None) if q.key in gone else q for q in queues]
     load_total = sum(q.arrival_rate * s_of(q) for q in queues)
     rate_total = sum(q.arrival_rate for q in queues)
     # rates decayed to denormals (half a day idle) give a load that underflows to 0: no mix then
@@ -286,7 +311,7 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                        f": {need} slots")
         before = through
     return WaitSizing(slots=best, steady=steadiest, why=why, batches=batches,
-                      backlogged=backlogged)
+                      backlogged=backlogged, released=released)
 
 
 def _behind_slots(lower: Sequence[QueueLoad], *, load: float, target: float,

@@ -34,7 +34,22 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
         for q in queue_order
     ]
     return waitmodel.size_for_wait(loads, service=service, horizon=burst_horizon(spec),
-                                   startup=spec.podStartupSeconds, standing=standing)
+                                   startup=spec.podStartupSeconds, standing=standing,
+                                   hold_lulls=lull_budget(spec))
+
+
+def reactivation_seconds(spec: ScalingSpec) -> float:
+    """What re-activating a pod released in a lull costs when the next batch lands: the poll
+    that sees the batch and the pod's start-up, in seconds the batch waits (and the start-up
+    in pod-seconds billed before the pod runs anything)."""
+    return spec.pollIntervalSeconds + spec.podStartupSeconds
+
+
+def lull_budget(spec: ScalingSpec) -> float:
+    """The idle seconds a pod held through a lull for the next batch may cost: re-activation's
+    (`reactivation_seconds`), plus what the user pays for latency (holdThroughLullsSeconds).
+    Batches further apart than that are not held for (`waitmodel.size_for_wait`)."""
+    return reactivation_seconds(spec) + spec.holdThroughLullsSeconds
 
 
 def standing_slots(spec: ScalingSpec, obs: QueueObservation, *, replicas: int,
