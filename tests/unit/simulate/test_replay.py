@@ -152,10 +152,12 @@ HOUR = [point(i, dt=60_000) for i in range(60)]
 
 @pytest.mark.parametrize(("points", "before", "since", "message"), [
     pytest.param([], None, None, r"no history yet for ns/tq: the operator writes a point every "
-                 r"spec.history.intervalSeconds .* spec.history.retentionSeconds is not 0", id="no-history"),
+                 r"spec.history.intervalSeconds .* spec.history.retentionSeconds is not 0",
+                 id="no-history"),
     pytest.param([], None, 600.0, r"no history yet for ns/tq", id="no-history-since"),
     pytest.param([], point(-100), 600.0, r"no history point of ns/tq in the last 10m \(the "
-                 r"newest is 1h16m old: is the operator polling it\?\); give a longer --since", id="none-in-the-window"),
+                 r"newest is 1h16m old: is the operator polling it\?\); give a longer --since",
+                 id="none-in-the-window"),
     pytest.param(HOUR, None, 2 * 86400.0, r"--since 2d reaches back before the history kept "
                  r"for ns/tq, which starts 1h ago .* give --since 1h or less, or leave it out",
                  id="since-beyond-the-history"),
