@@ -6,7 +6,9 @@ draw that matches them: a point covering (t - dt, t] with `arrived` n for a queu
 at uniform random times in that interval (a Poisson process given its count), and each task a
 service time drawn from a gamma distribution with the mean and variance the workers reported in
 that interval (`service_ms` / `attempts`, and `service_sq_ms2` for the second moment): a gamma
-matches any mean and variance, a constant time (variance 0) included. An interval without
+matches any mean and variance, a constant time (variance 0) included. The times of an interval
+are then scaled to sum to its count times the measured mean (`work`), so the work per interval
+is the measured one. An interval without
 reported attempts takes the nearest interval that has them (a later one first: the tasks that
 arrive in a quiet interval end in a later one). Without squares (a worker that does not report
 them) the variance is the mean squared, as for exponential times. The tasks queued when the
@@ -138,7 +140,7 @@ def rebuild(window: Window, *, queues: Sequence[str], seed: int = 1) -> Rebuilt:
                 continue
             m = _nearest(moments[q], i, q)
             times = sorted(lo + rng.random() * (hi - lo) for _ in range(n))
-            arrivals += [Arrival(at, q, draw(rng, m)) for at in times]
+            arrivals += [Arrival(at, q, s) for at, s in zip(times, work(rng, m, n), strict=True)]
             tasks[q] += n
     first = window.before.queues if window.before is not None else {}
     for q in queues:
@@ -152,6 +154,19 @@ def rebuild(window: Window, *, queues: Sequence[str], seed: int = 1) -> Rebuilt:
                    service=_means(points, queues), unknown_intervals=unknown,
                    no_squares=tuple(q for q in queues
                                     if any(not m.squares for _, m in moments[q])))
+
+
+def work(rng: random.Random, m: Moments, n: int) -> list[float]:
+    """`n` service times drawn with `draw`, scaled so they sum to `n` x `m.mean`: an interval's
+    work is what the workers measured, not a second draw around it (independent draws would add
+    the spread of a sum of n times to the one the measured sums already have, and a replay of
+    steady traffic would come out burstier than the traffic was)."""
+    times = [draw(rng, m) for _ in range(n)]
+    total = sum(times)
+    if total <= 0:
+        return times
+    scale = n * m.mean / total
+    return [t * scale for t in times]
 
 
 def draw(rng: random.Random, m: Moments) -> float:
@@ -173,7 +188,9 @@ def moments(q: QueuePoint) -> Moments | None:
     if q.service_sq_ms2 is None:
         return Moments(mean, mean * mean, squares=False)
     second = q.service_sq_ms2 / q.attempts / 1e6
-    return Moments(mean, max(0.0, second - mean * mean))
+    n = q.attempts
+    # the spread about the sample's own mean is (n - 1) / n of the times' variance (Bessel)
+    return Moments(mean, max(0.0, second - mean * mean) * (n / (n - 1) if n > 1 else 1.0))
 
 
 def recorded(window: Window, *, queues: Sequence[str]) -> Recorded:

@@ -180,3 +180,13 @@ def test_a_window_within_the_history_is_replayed(
         points: list[HistoryPoint], before: HistoryPoint | None, since: float | None) -> None:
     got = replay.select(points, before=before, now_ms=NOW, since_seconds=since, name="ns/tq")
     assert got.points == tuple(points) and got.before is before
+
+
+def test_an_intervals_work_is_the_measured_one() -> None:
+    # 7 tasks arrived, the workers measured a mean of 1.5 s: the 7 times sum to 10.5 s, spread
+    got = replay.rebuild(window(point(0, a=qp(7, 4, 1.5, 2.0)), point(1, a=qp(3, 3, 0.5, 0.1))),
+                         queues=["a"])
+    first = [x.service for x in got.arrivals if x.at <= 10]
+    second = [x.service for x in got.arrivals if x.at > 10]
+    assert (sum(first), sum(second)) == (pytest.approx(10.5), pytest.approx(1.5))
+    assert len(set(first)) == 7
