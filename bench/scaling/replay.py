@@ -14,6 +14,11 @@ under a task's duration). Both runs start with the service totals known (`Settin
 
     python bench/scaling/replay.py [--duration 3600] [--interval 10] [--concurrency 1,4]
                                    [--only TRACES] [--seeds 1]
+    python bench/scaling/replay.py --cli-day [--tick 0.1]
+
+`--cli-day` times the command itself instead: a day of diurnal traffic (concurrency 4) written
+as history points into a private redis-server (through the history's own encoding), then
+`taskqueue simulate --from-history` run on it as a subprocess.
 
 Not part of the tests.
 """
@@ -21,7 +26,10 @@ Not part of the tests.
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -32,7 +40,10 @@ from taskqueue.simulate.scalers import KEDA_TUNED, KedaScaler, OperatorScaler
 from taskqueue.wire.history import HistoryPoint, QueuePoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import RATES, SERVICE, taskqueue  # noqa: E402
+from run import RATES, SERVICE, taskqueue
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
+from poll_load import start_redis
 
 T0 = 1_767_225_600_000
 KNOWN = 300
@@ -89,6 +100,45 @@ def compare(name: str, concurrency: int, duration: float, interval: float,
     return out
 
 
+def cli_day(tick: float) -> None:
+    """Time `taskqueue simulate --from-history` on a day of history (8640 points)."""
+    import redis
+
+    tq = taskqueue(4, "diurnal", [])
+    keys = [q.key for q in tq.spec.queues]
+    day = generated("diurnal", 4, 86400.0, 1, keys)
+    made = points(day, queues=keys, interval=10.0, duration=86400.0)
+    now = int(time.time() * 1000)
+    shift = now - made[-1].t
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, url = start_redis(tmp)
+        try:
+            r = redis.Redis.from_url(url)
+            with r.pipeline(transaction=False) as pipe:
+                for p in made:
+                    moved = HistoryPoint(**{**p.__dict__, "t": p.t + shift, "replicas": 1})
+                    pipe.xadd("tasks:history", moved.fields(), id=f"{moved.t}-0")
+                pipe.execute()
+            doc = {"apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue",
+                   "metadata": {"name": "bench"},
+                   "spec": {"redis": {"url": url}, "queues": [{"key": k} for k in keys],
+                            "worker": {"concurrency": 4},
+                            "scaling": tq.spec.scaling.model_dump(exclude_defaults=True)}}
+            path = Path(tmp) / "tq.json"
+            path.write_text(json.dumps(doc))
+            started = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "-m", "taskqueue.cli.main", "simulate", "--from-history",
+                 "bench", "--current", str(path), "-f", str(path), "--tick", str(tick)],
+                capture_output=True, text=True, check=False)
+            took = time.perf_counter() - started
+            print(done.stdout + done.stderr)
+            print(f"{len(day)} tasks, {len(made)} points, --tick {tick:g}: {took:.1f} s")
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -97,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", default="1,4")
     p.add_argument("--only", default="")
     p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--cli-day", action="store_true")
+    p.add_argument("--tick", type=float, default=0.1)
     args = p.parse_args(argv)
+    if args.cli_day:
+        cli_day(args.tick)
+        return 0
     names = [n for n in trace.GENERATORS if not args.only or n in args.only.split(",")]
     print(f"interval {args.interval:g} s, {args.duration:g} s per trace, seeds 1-{args.seeds}")
     print("| trace | c | seed | scaler | worker-s (trace) | worker-s (replay) | ratio | "

@@ -252,7 +252,7 @@ def _span(seconds: float, *, floor: bool = False) -> str:
     if floor:
         unit, size = next((u, n) for u, n in units if seconds >= n or n == 1)
         return f"{math.floor(seconds / size)}{unit}"
-    left, parts = round(seconds), []
+    left, parts = round(seconds), list[str]()
     for unit, size in units:
         if left >= size and len(parts) < 2:
             parts.append(f"{left // size}{unit}")
