@@ -9,7 +9,8 @@ manifest given with `--current FILE`; `--redis-url` overrides the URL (a port-fo
 history is read in pages of XRANGE from the window's start (`--since`, by the Redis clock), the
 point before it by one XREVRANGE; the trace is rebuilt from the points (`simulate.replay`) and
 run through `simulate.run` once per scaler: the current manifest first (the baseline of the
-cost ratios), then the proposed one, then the KEDA models.
+cost ratios), then the proposed one, then the KEDA models (always these four: `--compare` and
+the generator's options do not apply).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -129,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
                         history=KNOWN_ATTEMPTS if args.history is None else args.history)
     results = _simulate(current, proposed, rebuilt, settings)
     kept = replay.recorded(window, queues=queues)
+    if args.timeline:
+        Path(args.timeline).write_text(report.timeline_csv(results), "utf-8")
     if args.json:
         sys.stdout.write(json.dumps(as_dict(where.name, rebuilt, kept, results, got.malformed),
                                     indent=2) + "\n")

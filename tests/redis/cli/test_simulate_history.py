@@ -126,7 +126,9 @@ def test_the_replay_rebuilds_the_traffic_and_compares_the_manifests(
     assert got["change"]["worker_seconds"] == [current["worker_seconds"], new["worker_seconds"]]
     assert set(got["change"]["p95_wait_seconds"]) == {"vip", "normal"}
 
-    table = simulate("--from-history", "thumbs", "--current", history, "-f", proposed)
+    timeline = tmp_path / "timeline.csv"
+    table = simulate("--from-history", "thumbs", "--current", history, "-f", proposed,
+                     "--timeline", str(timeline))
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert lines[0].startswith("history of media/thumbs: ") and "18 tasks (vip 12, normal 6)" in \
@@ -134,6 +136,9 @@ def test_the_replay_rebuilds_the_traffic_and_compares_the_manifests(
     assert lines[1].startswith("recorded: ") and "max 1 replicas" in lines[1]
     assert lines[-1].startswith("proposed vs current: worker-seconds ")
     assert "p95 wait vip " in lines[-1]
+    rows = timeline.read_text().splitlines()
+    assert rows[0] == "scaler,time,replicas,backlog"
+    assert {r.split(",")[0] for r in rows[1:]} == {"current", "proposed", "keda", "keda-tuned"}
 
 
 def test_since_cuts_the_window_within_the_history_kept(history: str, cli: Run,
