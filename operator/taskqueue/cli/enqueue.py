@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import re
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -50,23 +49,12 @@ if TYPE_CHECKING:
 
 PIPELINE_BATCH = 1000
 
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$")
 _MAX_DAYS = producer.MAX_AHEAD_SECONDS // 86400
 
 IN = Bounds(producer.DELAY.low, producer.DELAY.high,
             f"a duration from 0s to {_MAX_DAYS}d (30s, 5m, 2h, 1d or seconds)")
 UNIQUE_FOR = Bounds(producer.UNIQUE_FOR.low, producer.UNIQUE_FOR.high,
                     f"a duration from 0.001s to {_MAX_DAYS}d (30s, 5m, 2h, 1d or seconds)")
-
-
-def duration(text: str) -> float:
-    """Seconds of '30s', '5m', '2h', '1d' or a plain number of seconds. Pure."""
-    m = _DURATION.match(text)
-    if not m:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration; use e.g. 30s, 5m, 2h, 1d or seconds")
-    return float(m.group(1)) * _UNITS[m.group(2)]
 
 
 def replica_count(text: str) -> int:
@@ -107,13 +95,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help
                    help="push the payload as it is, without the envelope (no id, no age)")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--in", dest="delay", metavar="DURATION", default=None,
-                      type=numbers.number(IN, parse=duration, what="a duration"),
+                      type=numbers.number(IN, parse=numbers.duration, what="a duration"),
                       help="schedule: due after DURATION (30s, 5m, 2h, 1d, or seconds)")
     when.add_argument("--at", metavar="TIME", type=point_in_time, default=None,
                       help="schedule: due at TIME (ISO 8601, UTC unless it has an offset; "
                            "or unix seconds)")
     p.add_argument("--unique-for", metavar="DURATION", default=None,
-                   type=numbers.number(UNIQUE_FOR, parse=duration, what="a duration"),
+                   type=numbers.number(UNIQUE_FOR, parse=numbers.duration, what="a duration"),
                    help="a second enqueue of the same id within DURATION is a no-op")
     p.add_argument("--id", dest="task_id", default=None,
                    help="task id (a business id; one payload only); default a new id, "

@@ -87,14 +87,14 @@ def parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return root
 
 
-def _redis_error(exc: redis.RedisError, resolved: Target) -> CliError:
+def redis_error(exc: redis.RedisError, resolved: Target) -> CliError:
     import redis
 
     from taskqueue.api import redact
     from taskqueue.cli.enqueue import PartialPush
 
     if isinstance(exc, PartialPush):  # the cause as below, then what was pushed
-        cause = _redis_error(exc.cause, resolved)
+        cause = redis_error(exc.cause, resolved)
         return CliError(exc.message(cause.message), cause.code)
     where, why = redact.url(resolved.redis_url), redact.scrub(str(exc))
     if isinstance(exc, redis.AuthenticationError):
@@ -145,7 +145,7 @@ def execute(args: argparse.Namespace) -> int:
     try:
         return run(resolved, args)
     except redis.RedisError as exc:
-        raise _redis_error(exc, resolved) from None
+        raise redis_error(exc, resolved) from None
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:

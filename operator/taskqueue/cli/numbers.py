@@ -9,10 +9,14 @@ option's name), or by the command (`require`).
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 
 from taskqueue.api.limits import Bounds
 from taskqueue.cli.errors import EXIT_USAGE, CliError
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$")
 
 
 def number(bounds: Bounds, *, parse: Callable[[str], float] = float,
@@ -43,3 +47,12 @@ def require(option: str, value: float, bounds: Bounds) -> None:
     """CliError (exit 2) naming `option` and the range unless `bounds` accepts `value`."""
     if not bounds.accepts(value):
         raise CliError(f"{option} {value!r} is out of range; give {bounds.says}", EXIT_USAGE)
+
+
+def duration(text: str) -> float:
+    """Seconds of '30s', '5m', '2h', '1d' or a plain number of seconds. Pure."""
+    m = _DURATION.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration; use e.g. 30s, 5m, 2h, 1d or seconds")
+    return float(m.group(1)) * _UNITS[m.group(2)]

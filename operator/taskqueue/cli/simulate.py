@@ -3,6 +3,9 @@
 No Redis and no cluster: the manifest's scaling runs through the real `policy.decide` and the
 operator's scale-in (`taskqueue.simulate`). Prints worker-seconds, mean/max replicas, p50/p95/p99
 wait per queue, interrupted tasks, busy pods deleted, scale changes and the time back to zero.
+
+`--from-history NAME` replays the TaskQueue's own traffic instead, as the operator kept it in
+its Redis, against -f (the proposed manifest) beside the current one (`taskqueue.cli.replay`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help
     src.add_argument("--trace", metavar="CSV", help="rows of enqueued_at,queue,service_seconds")
     src.add_argument("--generator", default="steady", choices=sorted(trace.GENERATORS),
                      help="built-in traffic (default: steady)")
+    src.add_argument("--from-history", metavar="NAME", default=None,
+                     help="the TaskQueue NAME's own traffic, from the history the operator "
+                     "keeps in its Redis; -f is then the proposed manifest")
     p.add_argument("--rate", type=float, default=1.0, help="generator: tasks/s (default 1)")
     p.add_argument("--service", type=float, default=1.0,
                    help="generator: mean service seconds (default 1)")
@@ -55,15 +61,49 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help
     p.add_argument("--dispatch", choices=["pack", "spread"], default="pack",
                    help="pack: busy pods fetch first (this worker); spread: random free slot")
     p.add_argument("--tick", type=float, default=0.1, help="time step (default 0.1 s)")
-    p.add_argument("--history", type=int, default=0, metavar="N",
+    p.add_argument("--history", type=int, default=None, metavar="N",
                    help="the TaskQueue ran N tasks per queue before (its workers' service "
-                        "totals are known from the start); default 0: a new TaskQueue")
+                        "totals are known from the start); default 0: a new TaskQueue "
+                        "(--from-history: 300)")
     p.add_argument("--compare", default="keda,keda-tuned",
                    help="comma list of keda, keda-tuned, no-quiesce; '' for none")
     p.add_argument("--plot", action="store_true", help="print replicas and backlog over time")
     p.add_argument("--timeline", metavar="CSV", help="write time,replicas,backlog per scaler")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    _history_arguments(p)
     p.set_defaults(run_standalone=run)
+
+
+FROM_HISTORY = ("since", "current", "namespace", "kubeconfig", "context", "redis_url")
+"""The options that belong to --from-history."""
+
+
+def _history_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("--from-history NAME (the TaskQueue's own traffic, from its Redis)")
+    g.add_argument("--since", metavar="DURATION", default=None,
+                   help="replay the last DURATION (30m, 6h, 1d or seconds; default: all the "
+                   "history kept)")
+    g.add_argument("--current", metavar="FILE", default=None,
+                   help="the current manifest, instead of reading NAME from the cluster")
+    g.add_argument("-n", "--namespace", default=None, help="namespace of NAME")
+    g.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG)")
+    g.add_argument("--context", default=None, help="kubeconfig context")
+    g.add_argument("--redis-url", default=None, help="Redis URL; overrides the TaskQueue's")
+
+
+def _check(args: argparse.Namespace) -> None:
+    """CliError naming an option out of its range, or of --from-history given without it."""
+    require("--tick", args.tick, TICK)
+    require("--startup", args.startup, STARTUP)
+    if args.history is not None:
+        require("--history", args.history, HISTORY)
+    if args.grace is not None:
+        require("--grace", args.grace, GRACE)
+    given = [name for name in FROM_HISTORY if getattr(args, name) is not None]
+    if given and not args.from_history:
+        flag = "--" + given[0].replace("_", "-")
+        raise CliError(f"{flag} belongs to --from-history NAME; add it or drop {flag}",
+                       EXIT_USAGE)
 
 
 def scalers(tq: TaskQueue, compare: str) -> list[Scaler]:
@@ -123,6 +163,11 @@ def _load(args: argparse.Namespace, tq: TaskQueue) -> list[trace.Arrival]:
 
 
 def run(args: argparse.Namespace) -> int:
+    _check(args)
+    if args.from_history:
+        from taskqueue.cli import replay
+
+        return replay.run(args)
     from taskqueue.api import manifest
     from taskqueue.simulate import report
     from taskqueue.simulate.run import Settings, simulate
@@ -136,13 +181,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), EXIT_TARGET) from None
     except OSError as exc:
         raise CliError(f"cannot read: {exc}", EXIT_TARGET) from None
-    require("--tick", args.tick, TICK)
-    require("--startup", args.startup, STARTUP)
-    require("--history", args.history, HISTORY)
-    if args.grace is not None:
-        require("--grace", args.grace, GRACE)
     settings = Settings(tick=args.tick, startup=args.startup, grace=args.grace,
-                        dispatch=args.dispatch, seed=args.seed, history=args.history)
+                        dispatch=args.dispatch, seed=args.seed, history=args.history or 0)
     results: list[Result] = []
     for scaler in scalers(tq, args.compare):
         try:

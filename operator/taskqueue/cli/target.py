@@ -128,14 +128,24 @@ def resolve(args: argparse.Namespace) -> Target:
         )
     if args.redis_url:
         _check_url(args.redis_url, "--redis-url")
+    if args.file or args.name:
+        return resolve_object(args)[1]
+    if args.redis_url:
+        _check_url(args.redis_url, "--redis-url")
+    return _from_flags(args)
+
+
+def resolve_object(args: argparse.Namespace) -> tuple[models.TaskQueue, Target]:
+    """The TaskQueue `args.file` or `args.name` names (the manifest, or the object in the
+    cluster through the kubeconfig) and its target, `args.redis_url` overriding its URL."""
+    if args.redis_url:
+        _check_url(args.redis_url, "--redis-url")
     given = "--redis-url" if args.redis_url else "spec.redis"
     if args.file:
         tq = _load(args.file)
-        return from_object(tq, url=args.redis_url or _spec_url(tq, args.file), given=given)
-    if args.name:
-        tq, url = _from_cluster(args)
-        return from_object(tq, url=args.redis_url or url, given=given)
-    return _from_flags(args)
+        return tq, from_object(tq, url=args.redis_url or _spec_url(tq, args.file), given=given)
+    tq, url = _from_cluster(args)
+    return tq, from_object(tq, url=args.redis_url or url, given=given)
 
 
 def _load(path: str) -> models.TaskQueue:

@@ -47,10 +47,12 @@ DIRECT: dict[Component, tuple[str, ...]] = {
                  "xadd", "type", "hgetall", "hset", "hdel"),
     # enqueue (lpush, zadd), dlq and drain (watched transactions; redis-py sends UNWATCH when
     # one fails), inflight (scan, zrange, type); stats' flow column (hgetall); pause (hsetnx)
-    # and resume (hdel, hexists)
+    # and resume (hdel, hexists); simulate --from-history (TIME: the window by Redis's clock,
+    # XRANGE/XREVRANGE: the history)
     "cli": ("evalsha", "script|load", "lpush", "zadd", "llen", "lrange", "ltrim", "lrem",
             "rpush", "zcard", "zrange", "zremrangebyrank", "unlink", "type", "scan", "watch",
-            "multi", "exec", "unwatch", "hgetall", "hsetnx", "hdel", "hexists"),
+            "multi", "exec", "unwatch", "hgetall", "hsetnx", "hdel", "hexists", "time",
+            "xrange", "xrevrange"),
     # the web console (taskqueue console): the CLI's dlq code for its actions; reads of queues,
     # dead letters and held tasks (lrange, llen, zrange); XRANGE/XREVRANGE: the history and the
     # decision log; TYPE/HGETALL: the flow hashes (flowops.read_pipe) and the workers' progress

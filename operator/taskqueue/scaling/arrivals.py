@@ -1,10 +1,11 @@
 """The arrival estimator: tasks per second into each queue, and how bursty they come. Pure.
 
 Between two polls, the tasks that entered queue q are the change of its length plus the tasks
-workers took from it (`QueueObservation.taken`, the per-queue counters fetch.lua keeps); without
-those counters (AtMostOnce blocking pops) the arrivals of all queues are the change of queued +
-in flight plus the attempts ended, counted against the first queue (the conservative side for
-the priority model): `entered`. The rate is a sum that decays with MEMORY_SECONDS, so it
+workers took from it (`QueueObservation.taken`, the per-queue counters fetch.lua keeps; a queue
+nothing was taken from yet has no counter: 0); without any of those counters (AtMostOnce
+blocking pops) the arrivals of all queues are the change of queued + in flight plus the attempts
+ended, counted against the first queue (the conservative side for the priority model):
+`entered`. The rate is a sum that decays with MEMORY_SECONDS, so it
 follows a change in about that time and a quiet period does not divide by zero; a second sum
 forgets in SHORT_MEMORY_SECONDS, and the rate used is the lower of the two.
 
@@ -122,9 +123,10 @@ def entered(obs: QueueObservation, *, backlog: Mapping[str, int], taken: Mapping
     `backlog`, its taken counters `taken` and its tasks in flight `in_flight`, `ended`
     attempts having ended since (completed or failed)."""
     queues = list(obs.backlog)
-    if queues and all(q in obs.taken and q in taken for q in queues):
+    if queues and any(q in obs.taken for q in queues):
+        # a queue's counter is written by the first take from it: until then it has taken 0
         return {q: max(0.0, float(obs.backlog[q] - backlog.get(q, 0)
-                                  + obs.taken[q] - taken[q])) for q in queues}
+                                  + obs.taken.get(q, 0) - taken.get(q, 0))) for q in queues}
     total = obs.queued - sum(backlog.values()) + obs.in_flight - in_flight + ended
     out = dict.fromkeys(queues, 0.0)
     if queues:

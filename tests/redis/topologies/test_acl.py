@@ -207,13 +207,28 @@ def _cli_session(cli: Run, url: str, tmp_path: Path, admin: redis.Redis) -> list
         ("resume", "-f", f, "{emails}:vip"),
         ("drain", "-f", f, "--yes", "--batch", "1", "{emails}:vip"),
         ("drain", "-f", f, "--yes", "--batch", "1", "{emails}:normal"),
+        ("simulate", "--from-history", "emails", "--current", f, "-f", f, "--since", "1m",
+         "--tick", "1", "--json"),
     ]
+    _history(admin)
     for step in steps:
         # the password is not in the manifest (the CRD refuses it): --redis-url, as from a Secret
         result = cli(*step, "--redis-url", url)
         if result.code != 0:
             return [" ".join(step), result.err]
     return []
+
+
+def _history(admin: redis.Redis) -> None:
+    """A point two hours old (before the window of --since 1m) and two of the last minute."""
+    now = int(time.time() * 1000)
+    admin.delete(SCHEMA.history)
+    vip = history.QueuePoint(backlog=0, arrived=2, attempts=2, service_ms=400,
+                             service_sq_ms2=80_000)
+    for age in (7_200_000, 20_000, 10_000):
+        point = history.HistoryPoint(t=now - age, dt=10_000, desired=1, replicas=1, ready=1,
+                                     inflight=0, workers=1, queues={"{emails}:vip": vip})
+        admin.xadd(SCHEMA.history, point.fields(), id=f"{now - age}-0")
 
 
 def test_the_cli_works_with_exactly_its_rule(redis_server: RedisServer, make_user: MakeUser,

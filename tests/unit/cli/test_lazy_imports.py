@@ -31,7 +31,7 @@ def loaded(*argv: str) -> set[str]:
     """The modules a `taskqueue` run with `argv` has imported when it ends."""
     proc = subprocess.run([sys.executable, "-c", PROGRAM, *argv], capture_output=True,
                           text=True, timeout=60, check=False)
-    return set(json.loads(proc.stderr[proc.stderr.index("["):]))
+    return set(json.loads(proc.stderr[proc.stderr.rfind("\n") + 1:]))  # after any error line
 
 
 @pytest.mark.parametrize(("argv", "unloaded"), [
@@ -46,6 +46,8 @@ def loaded(*argv: str) -> set[str]:
                  id="dlq-help"),
     pytest.param(["inflight", "--redis-url", "redis://127.0.0.1:1/0", "--queue", "q"],
                  PYDANTIC + SIMULATOR + KUBERNETES, id="a-command-given-flags"),
+    pytest.param(["simulate", "--from-history", "q", "--current", "/nonexistent.yaml", "-f",
+                  "/nonexistent.yaml"], KUBERNETES, id="from-history-given-a-manifest"),
 ])
 def test_a_command_loads_only_what_it_uses(argv: list[str], unloaded: tuple[str, ...]) -> None:
     found = loaded(*argv)

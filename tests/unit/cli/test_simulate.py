@@ -83,11 +83,30 @@ def test_a_queue_without_tasks_has_no_waits_and_long_names_align(
     pytest.param(["--history", "-1"], 2, "--history -1 is out of range; give a whole number "
                  ">= 0", id="bad-history"),
     pytest.param(["--grace=-inf"], 2, "--grace -inf is out of range", id="bad-grace"),
+    pytest.param(["--since", "1h"], 2, "--since belongs to --from-history NAME; add it or drop "
+                 "--since", id="since-without-from-history"),
+    pytest.param(["--redis-url", "redis://r"], 2, "--redis-url belongs to --from-history NAME",
+                 id="redis-url-without-from-history"),
+    pytest.param(["--from-history", "demo", "--since", "yesterday"], 2, "--since: 'yesterday' "
+                 "is not a duration; use e.g. 30s, 5m, 2h, 1d or seconds", id="unreadable-since"),
+    pytest.param(["--from-history", "demo", "--since", "0"], 2, "--since '0' is out of range; "
+                 "give a duration above 0 and at most 7d", id="zero-since"),
+    pytest.param(["--from-history", "demo", "--current", "/nonexistent.yaml"], 3,
+                 "cannot read manifest", id="missing-current"),
 ])
 def test_errors_name_the_option(tq: Path, capsys: pytest.CaptureFixture[str], args: list[str],
                                 code: int, message: str) -> None:
     assert main(["simulate", "-f", str(tq), *args]) == code
     assert message in capsys.readouterr().err
+
+
+def test_from_history_is_another_source_than_a_trace(
+        tq: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["simulate", "-f", str(tq), "--from-history", "demo", "--trace", "t.csv"])
+    assert exit_.value.code == 2
+    assert "argument --trace: not allowed with argument --from-history" in \
+        capsys.readouterr().err
 
 
 def test_history_makes_a_known_service_time(tmp_path: Path,

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from taskqueue.scaling import arrivals
 from taskqueue.scaling.observation import QueueObservation, WorkerObservation
 from taskqueue.scaling.rates import Rates, update
 from taskqueue.wire.keys import WAIT_EDGES_SECONDS
@@ -317,3 +318,19 @@ def test_failed_attempts_end_on_the_slots_as_completed_ones_do() -> None:
     rates = feed(*observations)
     assert rates.service.unfinished_factor == pytest.approx(1.0)
     assert rates.service.mean == pytest.approx(20.0, rel=0.01)
+
+
+@pytest.mark.parametrize(("before", "after", "expected"), [
+    # taken counters (None: absent) before and after; high grew by 2, low by 3 in its length
+    pytest.param({"high": 4}, {"high": 9}, {"high": 7.0, "low": 3.0},
+                 id="low-has-no-counter-yet"),
+    pytest.param({}, {"high": 5, "low": 1}, {"high": 7.0, "low": 4.0},
+                 id="both-counters-written-in-the-interval"),
+    pytest.param({}, {}, {"high": 5.0, "low": 0.0}, id="no-counters-all-to-the-first"),
+])
+def test_a_queue_nothing_was_taken_from_has_taken_nothing(
+        before: dict[str, int], after: dict[str, int], expected: dict[str, float]) -> None:
+    base = obs(0, {"high": 1, "low": 0}, taken=before)
+    now = obs(10, {"high": 3, "low": 3}, taken=after)
+    assert arrivals.entered(now, backlog=base.backlog, taken=base.taken, in_flight=0,
+                            ended=0) == expected
