@@ -25,7 +25,8 @@ SCRIPTS: dict[Component, tuple[str, ...]] = {
     "worker": ("fetch", "fail", "release", "heartbeat", "recover", "claim", "complete", "lease",
                "cancelled"),
     "operator": ("observe", "recover", "fire"),
-    "cli": ("observe", "status", "cancel"),
+    # enqueue: `taskqueue enqueue` with --in/--at/--unique-for/--id/--track
+    "cli": ("observe", "status", "cancel", "enqueue"),
     "console": ("observe",),
 }
 """The Lua scripts each component runs."""
