@@ -2,7 +2,7 @@
 
     python bench/flow/flow.py accuracy [--seconds 60] [--rate 200] [--burst 20]
     python bench/flow/flow.py inflight [--kills 20]
-    python bench/flow/flow.py nocost [--calls 20000] [--rounds 5]
+    python bench/flow/flow.py nocost [--calls 20000] [--rounds 5] [--shipped C] [--base C]
 
 accuracy: 3 worker processes x concurrency 8 against one queue limited to --rate tasks/s (burst
 --burst), a backlog that never runs dry, short tasks (the handler records its start time): the
@@ -13,8 +13,10 @@ sampler reads the count and the truth (the entries in every processing list) ato
 seen, whether the count ever differed from the truth, and how long after each kill the dead
 worker's tasks were back (the count then matches the live workers' holdings).
 nocost: server-side microseconds per fetch.lua call (INFO commandstats), one task per call with
-the previous one acked, for fetch.lua as shipped with no limit set, and for fetch.lua of the
-base commit (--base, git), interleaved over rounds, median and minimum.
+the previous one acked, no flow control set, each script called with its own layout: this tree
+with the worker's flag 0 (it saw no flow hash) and 1 (before its first read), --shipped (the
+flow-control commit: an EXISTS of both hashes in every fetch) and --base (before flow control),
+interleaved over rounds, median and minimum.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -159,28 +163,61 @@ def base_fetch(commit: str) -> str:
                    for line in show("fetch.lua").splitlines(keepends=True))
 
 
-def per_call(r: redis.Redis, source: str, fetch_keys: list[str], calls: int) -> float:
+Call = Callable[[list[str]], list[Any]]
+"""KEYS and ARGV of one fetch taking one task with `held` acked, for one layout."""
+
+
+def now_call(*, look: bool) -> Call:
+    """This tree's layout: the worker's flag says whether to look at the flow hashes."""
+    fetch_keys = scripts.fetch_keys(SCHEMA, "w")
+    return lambda held: [len(fetch_keys), *fetch_keys, *scripts.fetch_args(
+        SCHEMA, now_ms=None, count=1, hold=True, acks=held, flow=look)]
+
+
+def flag_less_call(held: list[str]) -> list[Any]:
+    """The layout before the flag (flow control shipped: an EXISTS of both hashes per fetch)."""
+    fetch_keys = scripts.fetch_keys(SCHEMA, "w")
+    return [len(fetch_keys), *fetch_keys, *scripts.fetch_args(
+        SCHEMA, now_ms=None, count=1, hold=True)[:6], *held]
+
+
+def pre_flow_call(held: list[str]) -> list[Any]:
+    """The layout of the commit before flow control (and before the lifecycle keys): KEYS
+    processing, delayed, starvation, stats, dead letter, quiesced, queues; ARGV max, now,
+    count, hold, number of acks, acks, per queue type/limit/take."""
+    fetch_keys = [SCHEMA.processing("w"), SCHEMA.delayed, SCHEMA.starvation, SCHEMA.stats,
+                  SCHEMA.dead_letter, SCHEMA.quiesced, *SCHEMA.queue_keys]
+    return [len(fetch_keys), *fetch_keys, 10000, "", 1, "1", len(held), *held,
+            "list", "", "1"]
+
+
+def per_call(r: redis.Redis, source: str, call: Call, calls: int) -> float:
+    """Server-side µs per EVALSHA over `calls` fetches of one task each (the previous acked);
+    every call must take its task (a wrong layout taking nothing would look cheap)."""
     sha = r.script_load(source)
-    r.delete("q")
+    r.delete("q", SCHEMA.processing("w"))
     producer.enqueue_many_sync(r, "q", [str(i) for i in range(calls)])
     r.config_resetstat()
     held: list[str] = []
     for _ in range(calls):
-        held = r.evalsha(sha, len(fetch_keys), *fetch_keys, 10000, "", 1, "1", len(held),
-                         *held, "list", "", "1")
+        held = r.evalsha(sha, *call(held))
+        assert len(held) == 1, held
     return float(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
 
 
 def nocost(server: RedisServer, args: argparse.Namespace) -> None:
     r = redis.Redis.from_url(server.url, decode_responses=True)
-    now_keys = scripts.fetch_keys(SCHEMA, "w")
-    old_keys = [k for k in now_keys if k not in (SCHEMA.flow, SCHEMA.flow_state)]
-    variants = {"as shipped, no limit": (scripts.lua("fetch"), now_keys),
-                f"base {args.base}": (base_fetch(args.base), old_keys)}
+    variants: dict[str, tuple[str, Call]] = {
+        "this tree, worker saw no flow hash (flag 0)": (scripts.lua("fetch"),
+                                                       now_call(look=False)),
+        "this tree, flag 1 (before the first read)": (scripts.lua("fetch"), now_call(look=True)),
+        f"{args.shipped} (EXISTS in every fetch)": (base_fetch(args.shipped), flag_less_call),
+        f"{args.base} (before flow control)": (base_fetch(args.base), pre_flow_call),
+    }
     found: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.rounds):
-        for name, (source, fetch_keys) in variants.items():
-            found[name].append(per_call(r, source, fetch_keys, args.calls))
+        for name, (source, call) in variants.items():
+            found[name].append(per_call(r, source, call, args.calls))
     for name, values in found.items():
         print(f"nocost: {name}: median {statistics.median(values):.2f} usec/call, min "
               f"{min(values):.2f} ({args.rounds} rounds x {args.calls} calls)")
@@ -199,6 +236,7 @@ def main() -> int:
     n.add_argument("--calls", type=int, default=20000)
     n.add_argument("--rounds", type=int, default=5)
     n.add_argument("--base", default="245cba7")
+    n.add_argument("--shipped", default="20872fe")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(data_dir=Path(tmp))

@@ -5,13 +5,17 @@ recover), so that it never leaks. The scripts are called as the worker calls the
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 import redis
 
+from taskqueue.redisio import flowops
 from taskqueue.wire import flow, keys, scripts
+from taskqueue.worker.flowseen import FlowSeen
+from taskqueue.worker.flowwatch import FlowWatch
 from taskqueue.worker.resp import ReplyError
 from taskqueue.worker.store import Store
 
@@ -198,3 +202,48 @@ def test_a_flow_key_of_another_type_fails_the_fetch_before_any_write(
     with pytest.raises(ReplyError, match=f"WRONGTYPE key {bad} holds a string, not a hash"):
         store.fetch(acks=[], count=2)
     assert r.llen("a") == 2 and not r.exists(store.processing)
+
+
+# -- what the worker has seen (worker.flowseen, worker.flowwatch) --------------------------------
+def test_the_flow_thread_says_whether_fetch_looks_and_what_is_paused(
+        redis_url: str, r: redis.Redis) -> None:
+    """No flow hash: the worker's fetches skip the flow reads (`on` False); a CLI pause makes
+    them look again and names the paused queue; the resume deletes the last field, and with it
+    the hash, so the fetches are free again. The first read happens before any (on: True)."""
+    seen = FlowSeen()
+    assert seen.on
+    watch = FlowWatch(url=redis_url, schema=SCHEMA, worker_id="w", seen=seen,
+                      stopping=threading.Event())
+    try:
+        watch.step()
+        assert (seen.on, seen.paused) == (False, frozenset())
+        assert flowops.pause(r, SCHEMA, "b", at=time.time(), who="test")
+        watch.step()
+        assert (seen.on, seen.paused) == (True, frozenset({"b"}))
+        assert seen.unpaused(SCHEMA.queue_keys) == ("a",)
+        assert flowops.resume(r, SCHEMA, "b") == (True, False)
+        watch.step()
+        assert (seen.on, seen.paused) == (False, frozenset())
+        r.hset(SCHEMA.flow_state, flow.HELD + "a", 0)  # state alone: the scripts still count
+        watch.step()
+        assert seen.on
+    finally:
+        watch.store.close()
+
+
+def test_a_fetch_told_there_is_no_flow_control_reads_none(redis_url: str, r: redis.Redis) -> None:
+    """The flag is the whole cost saving: with `on` False fetch.lua reads no flow hash (a pause
+    written since the flow thread's last read is not seen until its next one), with `on` True
+    it reads them atomically, as before."""
+    seen = FlowSeen()
+    s = Store(url=redis_url, schema=SCHEMA, worker_id="w", flow=seen)
+    try:
+        r.hset(SCHEMA.flow, flow.PAUSED_CLI + "a", "0 test")
+        push(r, "a", 4)
+        assert s.fetch(acks=[], count=1) == []  # `on` starts True: the pause holds
+        seen.on = False
+        assert queues_of(s.fetch(acks=[], count=1)) == ["a"]
+        seen.on = True
+        assert s.fetch(acks=[], count=1) == []
+    finally:
+        s.close()

@@ -24,7 +24,10 @@ local hold = ARGV[5] == '1'         -- "1": LPUSH the entries into `processing` 
                                      -- "0": hand them out unheld (AtMostOnce)
 local task_prefix = ARGV[6]         -- the task index's key prefix ("": tracking off); with it,
                                      -- taken tasks are tracked as running, acked ones as done
-local FIRST_ACK = 7                 -- ARGV[7..]: processing entries to ack
+local look = ARGV[7] == '1'         -- "1": flow control may exist, look at the flow hashes;
+                                     -- "0": the caller saw neither hash (worker.flowseen), so
+                                     -- no limit, pause or in-flight count is read or written
+local FIRST_ACK = 8                 -- ARGV[8..]: processing entries to ack
 -- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken, then,
 -- when a rate limit held a queue back, an integer: the ms until that queue may give its next
 -- task. Paused queues give nothing, and rate and in-flight limits cap what each queue gives
@@ -73,7 +76,7 @@ end
 
 -- the checks: every key this call writes (the first LREM of an ack checks the processing list
 -- itself), then every due entry
-local flow_on = flow_present(flow, flow_state)
+local flow_on = look and flow_present(flow, flow_state)
 local wrong = wrong_type(stats, 'hash') or (flow_on and flow_misfit(flow, flow_state))
 if taking then
   if hold and nacks == 0 then wrong = wrong or wrong_type(processing, 'list') end
