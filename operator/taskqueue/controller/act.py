@@ -183,6 +183,8 @@ def record_metrics(ref: ObjectRef, observation: QueueObservation | None,
         return
     for queue, n in observation.backlog.items():
         metrics.BACKLOG.labels(*labels, queue).set(n)
+    for queue, n in observation.limited.items():
+        metrics.QUEUE_LIMITED.labels(*labels, queue).set(n)
     metrics.IN_FLIGHT.labels(*labels).set(observation.in_flight)
     metrics.DELAYED.labels(*labels).set(observation.delayed)
     metrics.DEAD_LETTER.labels(*labels).set(observation.dead_letter)

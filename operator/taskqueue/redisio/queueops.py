@@ -263,7 +263,8 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
         taken=taken if len(taken) == n else {},
         service={q: (ms[q] / 1000, served[q]) for q in served if q in ms},
         service_sq={q: (squares[q] / 1e6, counted[q]) for q in counted if q in squares},
-        waited=_waited(schema, per_queue[5 * n:]),
+        waited=_waited(schema, per_queue[5 * n:len(per_queue) - n]),
+        limited=_counters(schema, per_queue[len(per_queue) - n:]),
         quiesced=frozenset(schema.worker_of(k) for k in map(_text, quiesced)
                            if k.startswith(schema.processing_prefix)),
         backlog=backlog,

@@ -247,3 +247,37 @@ def test_a_fetch_told_there_is_no_flow_control_reads_none(redis_url: str, r: red
         assert s.fetch(acks=[], count=1) == []
     finally:
         s.close()
+
+
+# -- tasks delayed by a limit (stats limited:<queue>, the operator's taskqueue_queue_limited) ----
+def test_the_tasks_a_limit_or_pause_holds_back_are_counted(r: redis.Redis, store: Store) -> None:
+    """A fetch counts, per queue, the tasks it could have taken that a limit or pause held back
+    (bounded by the queue's length); without flow control nothing is counted."""
+    field = keys.LIMITED_FIELD_PREFIX + "a"
+    push(r, "a", 2)
+    store.fetch(acks=[], count=5)
+    assert not r.hexists(SCHEMA.stats, field)
+    push(r, "a", 10)
+    r.hset(SCHEMA.flow, flow.RATE + "a", flow.rate_text(1, 60.0, 2))
+    assert queues_of(store.fetch(acks=[], count=5)) == ["a", "a"]
+    assert r.hget(SCHEMA.stats, field) == "3"  # 5 wanted, 2 allowed
+    r.hset(SCHEMA.flow, flow.PAUSED_CLI + "a", "0 test")
+    push(r, "b", 1)
+    assert queues_of(store.fetch(acks=[], count=20)) == ["b"]
+    assert r.hget(SCHEMA.stats, field) == "11"  # + the 8 left in the queue, all held back
+    assert not r.hexists(SCHEMA.stats, keys.LIMITED_FIELD_PREFIX + "b")
+
+
+async def test_the_operator_reads_the_held_back_count_in_its_observe_call(
+        redis_url: str, r: redis.Redis) -> None:
+    import redis.asyncio as aioredis
+
+    from taskqueue.redisio import queueops
+
+    r.hset(SCHEMA.stats, keys.LIMITED_FIELD_PREFIX + "a", 7)
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        observation = await queueops.observe(client, SCHEMA)
+    finally:
+        await client.aclose()
+    assert observation.limited == {"a": 7}
