@@ -218,9 +218,12 @@ def nocost(server: RedisServer, args: argparse.Namespace) -> None:
     for _ in range(args.rounds):
         for name, (source, call) in variants.items():
             found[name].append(per_call(r, source, call, args.calls))
+    first = next(iter(found.values()))
     for name, values in found.items():
+        ratios = [v / f for v, f in zip(values, first, strict=True)]
         print(f"nocost: {name}: median {statistics.median(values):.2f} usec/call, min "
-              f"{min(values):.2f} ({args.rounds} rounds x {args.calls} calls)")
+              f"{min(values):.2f}, per-round ratio to the first line median "
+              f"{statistics.median(ratios):.3f} ({args.rounds} rounds x {args.calls} calls)")
 
 
 def main() -> int:
