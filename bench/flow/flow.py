@@ -9,9 +9,10 @@ accuracy: 3 worker processes x concurrency 8 against one queue limited to --rate
 achieved rate over --seconds after a 5 s warm-up, and the most starts in any 1 s window.
 inflight: maxInFlight 10 with 3 x 8 slots, tasks of 20 ms, heartbeat 1 s (dead after 3 s); a
 sampler reads the count and the truth (the entries in every processing list) atomically every
-10 ms; a worker holding tasks is SIGKILLed and replaced --kills times. Reports the most in flight
-seen, whether the count ever differed from the truth, and how long after each kill the dead
-worker's tasks were back (the count then matches the live workers' holdings).
+10 ms; a worker holding tasks (whichever does at that moment) is SIGKILLed and replaced --kills
+times. Reports the most in flight seen, whether the count ever differed from the truth, and
+how long after each kill the dead worker's tasks were back (the count then matches the live
+workers' holdings).
 nocost: server-side microseconds per fetch.lua call (INFO commandstats), one task per call with
 the previous one acked, no flow control set, each script called with its own layout: this tree
 with the worker's flag 0 (it saw no flow hash) and 1 (before its first read), --shipped (the
@@ -105,13 +106,24 @@ def accuracy(server: RedisServer, args: argparse.Namespace) -> None:
           f"window {most} (limit + burst = {args.rate + args.burst})")
 
 
+def holder(r: redis.Redis, procs: dict[str, subprocess.Popen[bytes]]) -> str:
+    """The id of a live worker holding tasks (waits up to 60 s; else the first one)."""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        for wid in procs:
+            if r.llen(SCHEMA.processing(wid)):
+                return wid
+        time.sleep(0.01)
+    return next(iter(procs))
+
+
 def inflight(server: RedisServer, args: argparse.Namespace) -> None:
     r = redis.Redis.from_url(server.url, decode_responses=True)
     r.hset(SCHEMA.flow, flow.MAX + "q", "10")
     producer.enqueue_many_sync(r, "q", [f"{i}:0.02" for i in range(20000)])
     wargs = ("--handler", "tests.helpers.handlers:sleep_then_record", "--concurrency", "8",
              "--heartbeat", "1", "--max-attempts", "100")
-    procs = [worker(server.url, f"w{i}", *wargs) for i in range(3)]
+    procs = {f"w{i}": worker(server.url, f"w{i}", *wargs) for i in range(3)}
     samples: list[tuple[int, int]] = []
     halt = threading.Event()
     sampler_r = redis.Redis.from_url(server.url, decode_responses=True)
@@ -128,16 +140,13 @@ def inflight(server: RedisServer, args: argparse.Namespace) -> None:
     try:
         spawned = 3
         for _ in range(args.kills):
-            victim = procs.pop(0)
-            vid = f"w{spawned - 3}"
-            deadline = time.time() + 60
-            while not r.llen(SCHEMA.processing(vid)) and time.time() < deadline:
-                time.sleep(0.01)  # kill it while it holds tasks
+            vid = holder(r, procs)  # whichever live worker holds tasks now
+            victim = procs.pop(vid)
             victim.send_signal(signal.SIGKILL)
             victim.wait()
             held_at_kill.append(int(r.llen(SCHEMA.processing(vid))))
             killed_at = time.time()
-            procs.append(worker(server.url, f"w{spawned}", *wargs))
+            procs[f"w{spawned}"] = worker(server.url, f"w{spawned}", *wargs)
             spawned += 1
             while r.exists(SCHEMA.processing(vid)) and time.time() - killed_at < 30:
                 time.sleep(0.01)
@@ -145,7 +154,7 @@ def inflight(server: RedisServer, args: argparse.Namespace) -> None:
     finally:
         halt.set()
         thread.join()
-        stop(procs)
+        stop(list(procs.values()))
     differ = sum(1 for t, h in samples if t != h)
     print(f"inflight: {len(samples)} samples, most in flight {max(t for t, _ in samples)} "
           f"(limit 10), count != truth in {differ} samples; {args.kills} SIGKILLs of workers "
@@ -215,14 +224,16 @@ def nocost(server: RedisServer, args: argparse.Namespace) -> None:
         f"{args.base} (before flow control)": (base_fetch(args.base), pre_flow_call),
     }
     found: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(args.rounds):
-        for name, (source, call) in variants.items():
+    names = list(variants)
+    for i in range(args.rounds):  # each round in another order: no variant always goes first
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            source, call = variants[name]
             found[name].append(per_call(r, source, call, args.calls))
-    first = next(iter(found.values()))
+    shipped = found[names[2]]
     for name, values in found.items():
-        ratios = [v / f for v, f in zip(values, first, strict=True)]
+        ratios = [v / f for v, f in zip(values, shipped, strict=True)]
         print(f"nocost: {name}: median {statistics.median(values):.2f} usec/call, min "
-              f"{min(values):.2f}, per-round ratio to the first line median "
+              f"{min(values):.2f}; per round, ratio to {args.shipped}: median "
               f"{statistics.median(ratios):.3f} ({args.rounds} rounds x {args.calls} calls)")
 
 
