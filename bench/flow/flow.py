@@ -200,18 +200,36 @@ def pre_flow_call(held: list[str]) -> list[Any]:
             "list", "", "1"]
 
 
-def per_call(r: redis.Redis, source: str, call: Call, calls: int) -> float:
-    """Server-side µs per EVALSHA over `calls` fetches of one task each (the previous acked);
-    every call must take its task (a wrong layout taking nothing would look cheap)."""
+Figures = tuple[float, float, float]
+"""(server µs per EVALSHA, Redis process CPU µs per call, commands run inside the script per
+call)."""
+
+
+def cpu_us(r: redis.Redis) -> float:
+    info = r.info("cpu")
+    return 1e6 * (float(info["used_cpu_user"]) + float(info["used_cpu_sys"]))
+
+
+def per_call(r: redis.Redis, source: str, call: Call, calls: int) -> Figures:
+    """Over `calls` fetches of one task each (the previous acked): the server-side wall time
+    per EVALSHA (INFO commandstats; on a loaded machine it includes time the server was not
+    on a core), the CPU the Redis process used per call (INFO cpu: less sensitive to that)
+    and the commands the script ran per call (exact). Every call must take its task (a wrong
+    layout taking nothing would look cheap)."""
     sha = r.script_load(source)
     r.delete("q", SCHEMA.processing("w"))
     producer.enqueue_many_sync(r, "q", [str(i) for i in range(calls)])
     r.config_resetstat()
+    cpu = cpu_us(r)
     held: list[str] = []
     for _ in range(calls):
         held = r.evalsha(sha, *call(held))
         assert len(held) == 1, held
-    return float(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
+    cpu = cpu_us(r) - cpu
+    stats = r.info("commandstats")
+    inner = sum(int(v["calls"]) for k, v in stats.items()
+                if k not in ("cmdstat_evalsha", "cmdstat_info", "cmdstat_config"))
+    return (float(stats["cmdstat_evalsha"]["usec_per_call"]), cpu / calls, inner / calls)
 
 
 def nocost(server: RedisServer, args: argparse.Namespace) -> None:
@@ -223,18 +241,23 @@ def nocost(server: RedisServer, args: argparse.Namespace) -> None:
         f"{args.shipped} (EXISTS in every fetch)": (base_fetch(args.shipped), flag_less_call),
         f"{args.base} (before flow control)": (base_fetch(args.base), pre_flow_call),
     }
-    found: dict[str, list[float]] = {name: [] for name in variants}
+    found: dict[str, list[Figures]] = {name: [] for name in variants}
     names = list(variants)
     for i in range(args.rounds):  # each round in another order: no variant always goes first
         for name in names[i % len(names):] + names[:i % len(names)]:
             source, call = variants[name]
             found[name].append(per_call(r, source, call, args.calls))
     shipped = found[names[2]]
-    for name, values in found.items():
-        ratios = [v / f for v, f in zip(values, shipped, strict=True)]
-        print(f"nocost: {name}: median {statistics.median(values):.2f} usec/call, min "
-              f"{min(values):.2f}; per round, ratio to {args.shipped}: median "
-              f"{statistics.median(ratios):.3f} ({args.rounds} rounds x {args.calls} calls)")
+    for name, figures in found.items():
+        wall = [f[0] for f in figures]
+        cpu = [f[1] for f in figures]
+        wall_ratio = statistics.median(f[0] / s[0] for f, s in zip(figures, shipped, strict=True))
+        cpu_ratio = statistics.median(f[1] / s[1] for f, s in zip(figures, shipped, strict=True))
+        print(f"nocost: {name}: script wall median {statistics.median(wall):.2f} us/call (min "
+              f"{min(wall):.2f}, per-round ratio to {args.shipped} {wall_ratio:.3f}); Redis CPU "
+              f"median {statistics.median(cpu):.2f} us/call (min {min(cpu):.2f}, ratio "
+              f"{cpu_ratio:.3f}); commands inside the script {figures[0][2]:.2f}/call "
+              f"({args.rounds} rounds x {args.calls} calls)")
 
 
 def main() -> int:
