@@ -2,19 +2,22 @@
 
     python bench/flow/flow.py accuracy [--seconds 60] [--rate 200] [--burst 20]
     python bench/flow/flow.py inflight [--kills 20]
-    python bench/flow/flow.py nocost [--calls 20000] [--rounds 5]
+    python bench/flow/flow.py nocost [--calls 20000] [--rounds 5] [--shipped C] [--base C]
 
 accuracy: 3 worker processes x concurrency 8 against one queue limited to --rate tasks/s (burst
 --burst), a backlog that never runs dry, short tasks (the handler records its start time): the
 achieved rate over --seconds after a 5 s warm-up, and the most starts in any 1 s window.
 inflight: maxInFlight 10 with 3 x 8 slots, tasks of 20 ms, heartbeat 1 s (dead after 3 s); a
 sampler reads the count and the truth (the entries in every processing list) atomically every
-10 ms; a worker holding tasks is SIGKILLed and replaced --kills times. Reports the most in flight
-seen, whether the count ever differed from the truth, and how long after each kill the dead
-worker's tasks were back (the count then matches the live workers' holdings).
+10 ms; a worker holding tasks (whichever does at that moment) is SIGKILLed and replaced --kills
+times. Reports the most in flight seen, whether the count ever differed from the truth, and
+how long after each kill the dead worker's tasks were back (the count then matches the live
+workers' holdings).
 nocost: server-side microseconds per fetch.lua call (INFO commandstats), one task per call with
-the previous one acked, for fetch.lua as shipped with no limit set, and for fetch.lua of the
-base commit (--base, git), interleaved over rounds, median and minimum.
+the previous one acked, no flow control set, each script called with its own layout: this tree
+with the worker's flag 0 (it saw no flow hash) and 1 (before its first read), --shipped (the
+flow-control commit: an EXISTS of both hashes in every fetch) and --base (before flow control),
+interleaved over rounds, median and minimum.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -101,13 +106,24 @@ def accuracy(server: RedisServer, args: argparse.Namespace) -> None:
           f"window {most} (limit + burst = {args.rate + args.burst})")
 
 
+def holder(r: redis.Redis, procs: dict[str, subprocess.Popen[bytes]]) -> str:
+    """The id of a live worker holding tasks (waits up to 60 s; else the first one)."""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        for wid in procs:
+            if r.llen(SCHEMA.processing(wid)):
+                return wid
+        time.sleep(0.01)
+    return next(iter(procs))
+
+
 def inflight(server: RedisServer, args: argparse.Namespace) -> None:
     r = redis.Redis.from_url(server.url, decode_responses=True)
     r.hset(SCHEMA.flow, flow.MAX + "q", "10")
     producer.enqueue_many_sync(r, "q", [f"{i}:0.02" for i in range(20000)])
     wargs = ("--handler", "tests.helpers.handlers:sleep_then_record", "--concurrency", "8",
              "--heartbeat", "1", "--max-attempts", "100")
-    procs = [worker(server.url, f"w{i}", *wargs) for i in range(3)]
+    procs = {f"w{i}": worker(server.url, f"w{i}", *wargs) for i in range(3)}
     samples: list[tuple[int, int]] = []
     halt = threading.Event()
     sampler_r = redis.Redis.from_url(server.url, decode_responses=True)
@@ -124,16 +140,13 @@ def inflight(server: RedisServer, args: argparse.Namespace) -> None:
     try:
         spawned = 3
         for _ in range(args.kills):
-            victim = procs.pop(0)
-            vid = f"w{spawned - 3}"
-            deadline = time.time() + 60
-            while not r.llen(SCHEMA.processing(vid)) and time.time() < deadline:
-                time.sleep(0.01)  # kill it while it holds tasks
+            vid = holder(r, procs)  # whichever live worker holds tasks now
+            victim = procs.pop(vid)
             victim.send_signal(signal.SIGKILL)
             victim.wait()
             held_at_kill.append(int(r.llen(SCHEMA.processing(vid))))
             killed_at = time.time()
-            procs.append(worker(server.url, f"w{spawned}", *wargs))
+            procs[f"w{spawned}"] = worker(server.url, f"w{spawned}", *wargs)
             spawned += 1
             while r.exists(SCHEMA.processing(vid)) and time.time() - killed_at < 30:
                 time.sleep(0.01)
@@ -141,7 +154,7 @@ def inflight(server: RedisServer, args: argparse.Namespace) -> None:
     finally:
         halt.set()
         thread.join()
-        stop(procs)
+        stop(list(procs.values()))
     differ = sum(1 for t, h in samples if t != h)
     print(f"inflight: {len(samples)} samples, most in flight {max(t for t, _ in samples)} "
           f"(limit 10), count != truth in {differ} samples; {args.kills} SIGKILLs of workers "
@@ -159,31 +172,92 @@ def base_fetch(commit: str) -> str:
                    for line in show("fetch.lua").splitlines(keepends=True))
 
 
-def per_call(r: redis.Redis, source: str, fetch_keys: list[str], calls: int) -> float:
+Call = Callable[[list[str]], list[Any]]
+"""KEYS and ARGV of one fetch taking one task with `held` acked, for one layout."""
+
+
+def now_call(*, look: bool) -> Call:
+    """This tree's layout: the worker's flag says whether to look at the flow hashes."""
+    fetch_keys = scripts.fetch_keys(SCHEMA, "w")
+    return lambda held: [len(fetch_keys), *fetch_keys, *scripts.fetch_args(
+        SCHEMA, now_ms=None, count=1, hold=True, acks=held, flow=look)]
+
+
+def flag_less_call(held: list[str]) -> list[Any]:
+    """The layout before the flag (flow control shipped: an EXISTS of both hashes per fetch)."""
+    fetch_keys = scripts.fetch_keys(SCHEMA, "w")
+    return [len(fetch_keys), *fetch_keys, *scripts.fetch_args(
+        SCHEMA, now_ms=None, count=1, hold=True)[:6], *held]
+
+
+def pre_flow_call(held: list[str]) -> list[Any]:
+    """The layout of the commit before flow control (and before the lifecycle keys): KEYS
+    processing, delayed, starvation, stats, dead letter, quiesced, queues; ARGV max, now,
+    count, hold, number of acks, acks, per queue type/limit/take."""
+    fetch_keys = [SCHEMA.processing("w"), SCHEMA.delayed, SCHEMA.starvation, SCHEMA.stats,
+                  SCHEMA.dead_letter, SCHEMA.quiesced, *SCHEMA.queue_keys]
+    return [len(fetch_keys), *fetch_keys, 10000, "", 1, "1", len(held), *held,
+            "list", "", "1"]
+
+
+Figures = tuple[float, float, float]
+"""(server µs per EVALSHA, Redis process CPU µs per call, commands run inside the script per
+call)."""
+
+
+def cpu_us(r: redis.Redis) -> float:
+    info = r.info("cpu")
+    return 1e6 * (float(info["used_cpu_user"]) + float(info["used_cpu_sys"]))
+
+
+def per_call(r: redis.Redis, source: str, call: Call, calls: int) -> Figures:
+    """Over `calls` fetches of one task each (the previous acked): the server-side wall time
+    per EVALSHA (INFO commandstats; on a loaded machine it includes time the server was not
+    on a core), the CPU the Redis process used per call (INFO cpu: less sensitive to that)
+    and the commands the script ran per call (exact). Every call must take its task (a wrong
+    layout taking nothing would look cheap)."""
     sha = r.script_load(source)
-    r.delete("q")
+    r.delete("q", SCHEMA.processing("w"))
     producer.enqueue_many_sync(r, "q", [str(i) for i in range(calls)])
     r.config_resetstat()
+    cpu = cpu_us(r)
     held: list[str] = []
     for _ in range(calls):
-        held = r.evalsha(sha, len(fetch_keys), *fetch_keys, 10000, "", 1, "1", len(held),
-                         *held, "list", "", "1")
-    return float(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
+        held = r.evalsha(sha, *call(held))
+        assert len(held) == 1, held
+    cpu = cpu_us(r) - cpu
+    stats = r.info("commandstats")
+    inner = sum(int(v["calls"]) for k, v in stats.items()
+                if k not in ("cmdstat_evalsha", "cmdstat_info", "cmdstat_config"))
+    return (float(stats["cmdstat_evalsha"]["usec_per_call"]), cpu / calls, inner / calls)
 
 
 def nocost(server: RedisServer, args: argparse.Namespace) -> None:
     r = redis.Redis.from_url(server.url, decode_responses=True)
-    now_keys = scripts.fetch_keys(SCHEMA, "w")
-    old_keys = [k for k in now_keys if k not in (SCHEMA.flow, SCHEMA.flow_state)]
-    variants = {"as shipped, no limit": (scripts.lua("fetch"), now_keys),
-                f"base {args.base}": (base_fetch(args.base), old_keys)}
-    found: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(args.rounds):
-        for name, (source, fetch_keys) in variants.items():
-            found[name].append(per_call(r, source, fetch_keys, args.calls))
-    for name, values in found.items():
-        print(f"nocost: {name}: median {statistics.median(values):.2f} usec/call, min "
-              f"{min(values):.2f} ({args.rounds} rounds x {args.calls} calls)")
+    variants: dict[str, tuple[str, Call]] = {
+        "this tree, worker saw no flow hash (flag 0)": (scripts.lua("fetch"),
+                                                       now_call(look=False)),
+        "this tree, flag 1 (before the first read)": (scripts.lua("fetch"), now_call(look=True)),
+        f"{args.shipped} (EXISTS in every fetch)": (base_fetch(args.shipped), flag_less_call),
+        f"{args.base} (before flow control)": (base_fetch(args.base), pre_flow_call),
+    }
+    found: dict[str, list[Figures]] = {name: [] for name in variants}
+    names = list(variants)
+    for i in range(args.rounds):  # each round in another order: no variant always goes first
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            source, call = variants[name]
+            found[name].append(per_call(r, source, call, args.calls))
+    shipped = found[names[2]]
+    for name, figures in found.items():
+        wall = [f[0] for f in figures]
+        cpu = [f[1] for f in figures]
+        wall_ratio = statistics.median(f[0] / s[0] for f, s in zip(figures, shipped, strict=True))
+        cpu_ratio = statistics.median(f[1] / s[1] for f, s in zip(figures, shipped, strict=True))
+        print(f"nocost: {name}: script wall median {statistics.median(wall):.2f} us/call (min "
+              f"{min(wall):.2f}, per-round ratio to {args.shipped} {wall_ratio:.3f}); Redis CPU "
+              f"median {statistics.median(cpu):.2f} us/call (min {min(cpu):.2f}, ratio "
+              f"{cpu_ratio:.3f}); commands inside the script {figures[0][2]:.2f}/call "
+              f"({args.rounds} rounds x {args.calls} calls)")
 
 
 def main() -> int:
@@ -199,6 +273,7 @@ def main() -> int:
     n.add_argument("--calls", type=int, default=20000)
     n.add_argument("--rounds", type=int, default=5)
     n.add_argument("--base", default="245cba7")
+    n.add_argument("--shipped", default="20872fe")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(data_dir=Path(tmp))

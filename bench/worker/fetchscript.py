@@ -2,12 +2,13 @@
 the script or of its arguments), on a private redis-server.
 
 Each contender runs in a child process that imports `taskqueue` from its own checkout, loads that
-checkout's fetch.lua and builds its KEYS and ARGV with that checkout's `queueops.fetch_keys` and
-`fetch_args`, then makes `--calls` fetches as a worker's dispatcher does (the previous entries
-acked in the same call) and reports the server's microseconds per EVALSHA (`INFO commandstats`,
-usec_per_call: no client or network time, which matters on a loaded machine) of its fastest
-batch of calls. Contenders alternate over `--rounds`; the median and the minimum per scenario
-are printed.
+checkout's fetch.lua and builds its KEYS and ARGV with that checkout's `fetch_keys` and
+`fetch_args` (`wire.scripts`, or `queueops` in older checkouts; with no flow control set, as a
+worker that saw none calls it where the checkout has the flag), then makes `--calls` fetches as
+a worker's dispatcher does (the previous entries acked in the same call) and reports the
+server's microseconds per EVALSHA (`INFO commandstats`, usec_per_call: no client or network
+time, which matters on a loaded machine) of its fastest batch of calls. Contenders alternate
+over `--rounds`; the median and the minimum per scenario are printed.
 
     python bench/worker/fetchscript.py --base-root /tmp/base [--calls 20000] [--rounds 7]
 
@@ -17,6 +18,7 @@ are printed.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -54,7 +56,11 @@ def child(port: int, calls: int, scenario: str) -> float:
     client.flushall()
     source = scripts.lua("fetch")
     sha = client.script_load(source)
-    fetch_keys = queueops.fetch_keys(schema, "bench-worker")
+    # the call's builders moved from queueops to wire.scripts: each checkout has one of them
+    fetch_keys_of = getattr(queueops, "fetch_keys", None) or scripts.fetch_keys
+    fetch_args_of = getattr(queueops, "fetch_args", None) or scripts.fetch_args
+    fetch_keys = fetch_keys_of(schema, "bench-worker")
+    flag = ({"flow": False} if "flow" in inspect.signature(fetch_args_of).parameters else {})
     for q in schema.queues:
         payloads = [f'{{"id":"{n}","enqueued_at":1}}' for n in range(calls * per_call)]
         if q.type == "zset":
@@ -66,8 +72,8 @@ def child(port: int, calls: int, scenario: str) -> float:
     for _ in range(BATCHES):
         client.config_resetstat()
         for _ in range(calls // BATCHES):
-            held = client.evalsha(sha, len(fetch_keys), *fetch_keys, *queueops.fetch_args(
-                schema, now_ms=None, count=per_call, hold=True, acks=held))
+            held = client.evalsha(sha, len(fetch_keys), *fetch_keys, *fetch_args_of(
+                schema, now_ms=None, count=per_call, hold=True, acks=held, **flag))
         batches.append(float(client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"]))
     return min(batches)
 

@@ -313,14 +313,16 @@ class TaskQueueSpec(_Model):
 
     @model_validator(mode="after")
     def _flow_needs_held_tasks(self) -> TaskQueueSpec:
+        # a pause holds for AtMostOnce workers too (their blocking pops leave paused queues
+        # out); the limits need the fetch script and held tasks
         if self.delivery == "AtMostOnce":
             for i, q in enumerate(self.queues):
-                for name in ("rateLimit", "maxInFlight", "paused"):
+                for name in ("rateLimit", "maxInFlight"):
                     if getattr(q, name):
                         raise ValueError(
                             f"spec.queues[{i}].{name} needs delivery AtLeastOnce (the fetch "
-                            "script keeps flow limits and pauses; AtMostOnce workers BRPOP): "
-                            f"set delivery: AtLeastOnce or remove {name}")
+                            "script keeps flow limits over held tasks; AtMostOnce workers "
+                            f"BRPOP): set delivery: AtLeastOnce or remove {name}")
         return self
 
     @model_validator(mode="after")

@@ -200,7 +200,11 @@ class TaskQueueStatus(ApiModel):
     flow: dict[str, QueueFlowStatus] | None = Field(
         default=None, description="Per queue with a limit or a pause: its flow control.")
     observedGeneration: int | None = Field(default=None, description="Generation last acted on.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready etc.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready, RedisReachable, Scaling, KeyTypes, and the poll's own writes to Redis: "
+        "FlowControlWritten (spec.queues' limits and pauses), SchedulesFired (spec.schedules); "
+        "False with the refusal and its fix.")
     schedules: dict[str, ScheduleStatus] | None = Field(
         default=None, description="Per schedule (by name): its last and next slot, counts.")
     nextScheduleTime: str | None = Field(

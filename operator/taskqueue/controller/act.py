@@ -113,20 +113,40 @@ class Actor:
                                       message=message)
 
     async def fire(self, ref: ObjectRef, client: aioredis.Redis, schema: keys.KeySchema,
-                   plans: list[schedules.Plan]) -> list[schedules.Fired] | None:
-        """The schedules' slots of `plans` fired (one fire.lua call); None when Redis failed
-        (the observation that follows reports it; the next poll sends the slots again)."""
+                   plans: list[schedules.Plan],
+                   ) -> tuple[list[schedules.Fired] | None, str | None]:
+        """The schedules' slots of `plans` fired (one fire.lua call), and Redis's refusal
+        (password-free; None: no refusal). Nothing fired when Redis refused the call (NOPERM,
+        WRONGTYPE, OOM...) or could not be reached (no refusal: the observation that follows
+        reports it); the next poll sends the slots again."""
         if not plans:
-            return []
+            return [], None
         keys_, args = schedules.call(schema, plans)
         try:
             reply = await queueops.script("fire")(client, keys=queueops.wire(keys_),
                                                   args=queueops.wire(args))
         except (aioredis.RedisError, OSError) as e:
-            log.warning("schedules of %s/%s not fired this poll: %s: %s", ref.namespace,
-                        ref.name, type(e).__name__, redact.scrub(str(e)))
-            return None
-        return schedules.parse(reply, plans)
+            error = f"{type(e).__name__}: {redact.scrub(str(e))}"
+            log.warning("schedules of %s/%s not fired this poll: %s", ref.namespace, ref.name,
+                        error)
+            return None, error if isinstance(e, aioredis.ResponseError) else None
+        return schedules.parse(reply, plans), None
+
+    async def write_refused(self, ref: ObjectRef, kind: str, *, last: str | None,
+                            refused: str | None) -> None:
+        """A Warning Event when Redis refuses a write of condition `kind` (`status.WRITES`)
+        with a new error (`last` being the last one reported), a Normal one when it takes the
+        write again."""
+        if refused is None:
+            if last is not None:
+                await self.kube.event(ref, type="Normal", reason=kind,
+                                      message="Redis takes the write again")
+            return
+        if refused != last:
+            message = statuses.refusal_message(kind, refused)
+            log.warning("%s/%s: %s", ref.namespace, ref.name, message)
+            await self.kube.event(ref, type="Warning", reason=statuses.WRITES[kind][1],
+                                  message=message)
 
     async def schedule_notices(self, ref: ObjectRef, notices: list[schedules.Notice]) -> None:
         """A Warning Event per skipped or missed slot."""
@@ -163,6 +183,8 @@ def record_metrics(ref: ObjectRef, observation: QueueObservation | None,
         return
     for queue, n in observation.backlog.items():
         metrics.BACKLOG.labels(*labels, queue).set(n)
+    for queue, n in observation.limited.items():
+        metrics.QUEUE_LIMITED.labels(*labels, queue).set(n)
     metrics.IN_FLIGHT.labels(*labels).set(observation.in_flight)
     metrics.DELAYED.labels(*labels).set(observation.delayed)
     metrics.DEAD_LETTER.labels(*labels).set(observation.dead_letter)

@@ -21,6 +21,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
+from taskqueue.api import redact
 from taskqueue.api.models import TaskQueue
 from taskqueue.controller import admission, journal, schedules, workload
 from taskqueue.controller import status as statuses
@@ -38,6 +39,10 @@ from taskqueue.wire import flow, keys
 from taskqueue.wire.flow import QueueFlow
 
 log = logging.getLogger(__name__)
+
+FLOW_WRITTEN = "FlowControlWritten"
+SCHEDULES_FIRED = "SchedulesFired"
+"""The conditions of the poll's own writes to Redis (`status.WRITES`)."""
 
 
 @dataclass
@@ -77,11 +82,13 @@ class Poller:
         url = await self.urls.url(tq)
         record.tq, record.uid, record.url = tq, uid, url
         client, schema = self.pools.get(url), keys.KeySchema.from_spec(tq.spec)
-        await self._fire(ref, record, client, schema, tq)
+        refusals = await self.fire(ref, record, client, schema, tq)
         observed = await observe(client, url, tq, schema, appends=record.journal.pending)
         observation = observed.observation
-        flow = await self._flow(client, schema, tq)
+        flow, flow_refusal = await self.sync_flow(client, schema, tq, observed)
+        refusals.update(flow_refusal)
         await self._appended(ref, record, observed)
+        await self._refusals(ref, record, refusals)
         deployment = await self.deployments.ensure(tq, uid=uid)
         state = record.state or statuses.initial_state(
             record.status, slack=statuses.status_slack(tq.spec.scaling))
@@ -107,38 +114,60 @@ class Poller:
             record.status, observation, outcome, deployment=deployment.name,
             ready_replicas=deployment.ready_replicas, error=observed.error,
             generation=generation, last_scale=record.last_scale, now=written, flow=flow)
-        await self._write_status(ref, record, statuses.with_schedules(
-            built, schedules.status(tq.spec, record.fired, now=written)), now=written)
+        built = statuses.with_writes(statuses.with_schedules(
+            built, schedules.status(tq.spec, record.fired, now=written)), refusals, now=written)
+        await self._write_status(ref, record, built, now=written)
         record_metrics(ref, observation, outcome, deployment, time.perf_counter() - started,
                        flow)
         return outcome
 
-    async def _flow(self, client: aioredis.Redis, schema: keys.KeySchema,
-                    tq: TaskQueue) -> tuple[QueueFlow, ...]:
-        """Write the spec's flow limits and pauses into Redis; every queue's flow control as it
-        then stands (`taskqueue pause` included). Redis unusable: the spec's, as declared."""
+    async def sync_flow(self, client: aioredis.Redis, schema: keys.KeySchema, tq: TaskQueue,
+                        observed: Observed,
+                        ) -> tuple[tuple[QueueFlow, ...], dict[str, str | None]]:
+        """Write the spec's flow limits and pauses into Redis where they differ from what the
+        observe round trip read (no call while they are the same); every queue's flow control
+        as it then stands (`taskqueue pause` included), and the write's refusal for condition
+        FlowControlWritten (none when Redis was not reached). Redis unusable: the spec's, as
+        declared."""
         declared = flow.declared(tq.spec.queues)
+        if observed.flow is None:
+            if observed.flow_error is None:  # Redis not read: RedisReachable says so
+                return declared, {}
+            return declared, {FLOW_WRITTEN: observed.flow_error}
         try:
-            return await flowops.sync(client, schema, declared)
+            flows = await flowops.write_changes(client, schema, declared, *observed.flow)
+        except redis.ResponseError as exc:
+            return declared, {FLOW_WRITTEN: f"{type(exc).__name__}: {redact.scrub(str(exc))}"}
         except (redis.RedisError, OSError) as exc:
             log.warning("flow control of %s not written to Redis: %s", schema.flow, exc)
-            return declared
+            return declared, {}
+        return flows, {FLOW_WRITTEN: None}
 
-    async def _fire(self, ref: ObjectRef, record: Record, client: aioredis.Redis,
-                    schema: keys.KeySchema, tq: TaskQueue) -> None:
-        """Fire the schedules' slots up to the horizon (one round trip, none without schedules)."""
+    async def fire(self, ref: ObjectRef, record: Record, client: aioredis.Redis,
+                   schema: keys.KeySchema, tq: TaskQueue) -> dict[str, str | None]:
+        """Fire the schedules' slots up to the horizon (one round trip, none without schedules);
+        the call's refusal for condition SchedulesFired (none when Redis was not reached)."""
         names = {s.name for s in tq.spec.schedules}
         record.fired = {k: v for k, v in record.fired.items() if k in names}
         if not names:
-            return
+            return {}
         plans = schedules.plan(tq.spec, schema, seen=record.schedules_seen, now=self.clock(),
                                horizon=policy.due_horizon(tq.spec.scaling))
-        fired = await self.actor.fire(ref, client, schema, plans)
+        fired, refused = await self.actor.fire(ref, client, schema, plans)
         if fired is None:
-            return
+            return {} if refused is None else {SCHEDULES_FIRED: refused}
         record.schedules_seen = schedules.seen_after(fired)
         record.fired.update({f.name: f for f in fired})
         await self.actor.schedule_notices(ref, schedules.notices(tq.spec, fired))
+        return {SCHEDULES_FIRED: None}
+
+    async def _refusals(self, ref: ObjectRef, record: Record,
+                        refusals: dict[str, str | None]) -> None:
+        """An Event per write Redis refused with a new error, or took again (once each)."""
+        for kind, refused in refusals.items():
+            await self.actor.write_refused(ref, kind, last=record.refused.get(kind),
+                                           refused=refused)
+            record.refused[kind] = refused
 
     async def _scale_in(self, namespace: str, client: aioredis.Redis, schema: keys.KeySchema,
                         deployment: DeploymentState, decision: policy.Decision,

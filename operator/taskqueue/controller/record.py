@@ -60,6 +60,9 @@ class Record:
     """What the history and the decision log need from poll to poll."""
     history_error: str | None = None
     """The last refusal of a history write (an Event is posted when it changes)."""
+    refused: dict[str, str | None] = field(default_factory=dict)
+    """Per write condition (`status.WRITES`), the last refusal reported (None: none, or the
+    write went through since): an Event is posted when it changes."""
     schedules_seen: dict[str, int | None] = field(default_factory=dict)
     """Per schedule, the `through` Redis held after the last fire.lua call (`schedules`)."""
     fired: dict[str, schedules.Fired] = field(default_factory=dict)

@@ -1,6 +1,8 @@
 """A TaskQueue's status: built here, and only here, for every status write. Pure (no I/O).
 
 - `build_status`: the status after a poll (counts, replicas, conditions).
+- `with_writes`: conditions FlowControlWritten and SchedulesFired, the poll's own writes to Redis
+  (the spec's flow control, the schedules' slots) that Redis refused or took.
 - `problem_status`: the status when the spec cannot be acted on (condition Ready=False).
 - `due`: whether a new status is worth writing now (a change that is only the measured ages and
   rates (DRIFT_FIELDS, `lastActiveTime` among them) moving on is written at most every
@@ -182,6 +184,46 @@ def problem_status(previous: Status | None, problem: str, *, reason: str, now: f
         status.get("conditions", []), [condition("Ready", False, reason, problem)], now=now)
     status["reason"] = problem
     return checked(status)
+
+
+WRITES = {
+    "FlowControlWritten": ("Written", "FlowControlNotWritten", "flow control not written to Redis",
+                           "workers keep the limits and pauses Redis holds"),
+    "SchedulesFired": ("Fired", "SchedulesNotFired", "schedules not fired",
+                       "their slots are sent again each poll, within catchUpSeconds"),
+}
+"""Per write condition: its reason when Redis took the write, the reason (and Event reason) of
+a refusal, what a refusal means, and what then still holds."""
+
+
+def with_writes(status: Status, refusals: dict[str, str | None], *, now: float) -> Status:
+    """`status` with a write condition (`WRITES`) per entry of `refusals`: True when the write
+    went through (None), False with Redis's password-free refusal. A write not attempted or
+    whose reply never came (Redis unreachable: condition RedisReachable says so) has no entry,
+    and its condition keeps what it said."""
+    new = []
+    for kind, refused in refusals.items():
+        taken, not_taken = WRITES[kind][:2]
+        new.append(condition(kind, True, taken) if refused is None else condition(
+            kind, False, not_taken, refusal_message(kind, refused)))
+    conditions = merge_conditions(status.get("conditions", []), new, now=now)
+    return checked({**status, "conditions": conditions})
+
+
+def refusal_message(kind: str, refused: str) -> str:
+    """The condition's (and the Event's) message for a write of `kind` Redis refused."""
+    _, _, what, still = WRITES[kind]
+    return f"{what}: {refused} ({still}; {fix_of(refused)})"
+
+
+def fix_of(refused: str) -> str:
+    """How to lift a refusal of the operator's Redis writes."""
+    if "NOPERM" in refused or "NoPermission" in refused:
+        return "the operator's Redis user needs the command: `python -m taskqueue.redisio.acl " \
+               "operator` prints its rule"
+    if "WRONGTYPE" in refused or "FlowTypeError" in refused:
+        return "delete the key named: the operator writes it again"
+    return "fix Redis (memory, replica, persistence errors); the next poll tries again"
 
 
 def with_schedules(status: Status, schedules: dict[str, Any]) -> Status:

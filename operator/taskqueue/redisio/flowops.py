@@ -1,7 +1,9 @@
 """The Redis side of flow control through redis-py: the operator writes the spec's limits and
-pauses into the control hash (`sync`), `taskqueue pause|resume` writes its own pause field
-(`pause`, `resume`), and both read the two flow hashes back (`read`). What the fields mean is
-`taskqueue.wire.flow`'s (pure); the scripts enforce them (lua/lib/flow.lua).
+pauses into the control hash (`sync`; in a poll the read rides the observe round trip,
+`queueops.observe_polling`, and only a change is written, `write_changes`), `taskqueue
+pause|resume` writes its own pause field (`pause`, `resume`), and both read the two flow hashes
+back (`read`). What the fields mean is `taskqueue.wire.flow`'s (pure); the scripts enforce them
+(lua/lib/flow.lua).
 """
 
 from __future__ import annotations
@@ -34,7 +36,15 @@ async def sync(client: aioredis.Redis, schema: keys.KeySchema,
     stay), and return every queue's flow control as it then stands."""
     async with client.pipeline(transaction=False) as pipe:
         read_pipe(pipe, schema)
-        _, _, control, state = _replies(await pipe.execute(raise_on_error=False), schema)
+        control, state = hashes(await pipe.execute(raise_on_error=False), schema)
+    return await write_changes(client, schema, queues, control, state)
+
+
+async def write_changes(client: aioredis.Redis, schema: keys.KeySchema,
+                        queues: Sequence[flow.QueueFlow], control: dict[str, str],
+                        state: dict[str, str]) -> tuple[flow.QueueFlow, ...]:
+    """`sync` after its read (`control`, `state` as `hashes` gave them): nothing is sent while
+    the operator's part of the control hash already is what `queues` declare."""
     to_set, to_delete = flow.sync_plan(flow.control_fields(queues), control)
     if to_set or to_delete:
         async with client.pipeline(transaction=True) as pipe:
@@ -63,9 +73,13 @@ async def read_async(client: aioredis.Redis,
         return read_reply(await pipe.execute(raise_on_error=False), schema)
 
 
+READS = 4
+"""The commands `read_pipe` queues."""
+
+
 def read_pipe(pipe: Any, schema: keys.KeySchema) -> None:
-    """Queue the four reads of `read` on `pipe` (a caller's own pipeline: the console's
-    refresh); `read_reply` reads their replies."""
+    """Queue the read of both flow hashes on `pipe` (`READS` commands; `hashes` reads the
+    replies)."""
     pipe.type(schema.flow)
     pipe.type(schema.flow_state)
     pipe.hgetall(schema.flow)
@@ -86,10 +100,23 @@ def _replies(replies: list[Any], schema: keys.KeySchema) -> list[Any]:
     return replies
 
 
-def read_reply(replies: list[Any], schema: keys.KeySchema) -> tuple[flow.QueueFlow, ...]:
-    """Every queue's flow control from the four replies of `read_pipe` (executed with
-    raise_on_error=False); FlowTypeError or the refusal when a read failed."""
+def hashes(replies: list[Any], schema: keys.KeySchema) -> tuple[dict[str, str], dict[str, str]]:
+    """The control and state hashes from `read_pipe`'s replies; FlowTypeError for a key of
+    another type, any other refusal (NOPERM...) raised."""
     _, _, control, state = _replies(replies, schema)
+    return ({_str(k): _str(v) for k, v in control.items()},
+            {_str(k): _str(v) for k, v in state.items()})
+
+
+def _str(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def read_reply(replies: list[Any], schema: keys.KeySchema) -> tuple[flow.QueueFlow, ...]:
+    """Every queue's flow control from the replies of `read_pipe` (executed with
+    raise_on_error=False, on a caller's own pipeline: the console's refresh); FlowTypeError or
+    the refusal when a read failed."""
+    control, state = hashes(replies, schema)
     return flow.read(schema.queue_keys, control, state)
 
 

@@ -1,7 +1,8 @@
 """Redis operations on a TaskQueue through redis-py, shared by the operator and the CLI.
 
 Reads a whole observation in one round trip (`observe`; `observe_appending` sends the operator's
-history appends in the same round trip) and requeues a departed worker's tasks atomically
+history appends in the same round trip, and `observe_polling` the read of the flow hashes too:
+the operator's poll) and requeues a departed worker's tasks atomically
 (`recover_worker`). The scripts and key names come from `taskqueue.wire.keys`, the calls'
 KEYS and ARGV from `taskqueue.wire.scripts`, which the worker uses without redis-py.
 """
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from redis.exceptions import NoPermissionError, NoScriptError
 
+from taskqueue.redisio import flowops
 from taskqueue.scaling.observation import QueueObservation, WorkerObservation, WrongType
 from taskqueue.wire import history, keys, scripts
 
@@ -131,13 +133,28 @@ async def observe_appending(
     """`observe`, with `appends` (XADD ... MAXLEN ~) sent before it in the same round trip (one
     pipeline, no transaction). The observation is read whatever the appends do; each one Redis
     refused (NOPERM, WRONGTYPE, ...) is returned in its place, None where it was written."""
+    observation, refused, _ = await observe_polling(client, schema, due_within=due_within,
+                                                    appends=appends, flow=False)
+    return observation, refused
+
+
+async def observe_polling(
+    client: aioredis.Redis, schema: keys.KeySchema, *, due_within: float = 0.0,
+    appends: Sequence[history.Append] = (), flow: bool = True,
+) -> tuple[QueueObservation, tuple[redis.RedisError | None, ...], list[Any] | None]:
+    """`observe_appending`, with the read of both flow hashes (`flowops.read_pipe`) in the same
+    round trip when `flow`: the operator's poll reads all it needs from Redis in one round trip
+    (two when the set of workers changed). The third item is those reads' replies for
+    `flowops.hashes` (None without `flow`)."""
     at = time.time()
     horizon = int((at + due_within) * 1000)
     call = script("observe")
     keys_, args = observe_call(schema, _seen_workers.get(schema.workers, ()), horizon_ms=horizon)
     refused: tuple[redis.RedisError | None, ...] = ()
-    if appends:
-        raw, refused = await _append_and_call(client, appends, call, wire(keys_), wire(args))
+    flow_replies: list[Any] | None = None
+    if appends or flow:
+        raw, refused, flow_replies = await _append_and_call(
+            client, appends, call, wire(keys_), wire(args), flow_of=schema if flow else None)
     else:
         raw = await call(client, keys=wire(keys_), args=wire(args))
     missing = _missing_workers(raw)
@@ -145,29 +162,36 @@ async def observe_appending(
         keys_, args = observe_call(schema, missing, horizon_ms=horizon)
         raw = await call(client, keys=wire(keys_), args=wire(args))
     _remember(schema, raw)
-    return parse_observation(raw, schema, at=at), refused
+    return parse_observation(raw, schema, at=at), refused, flow_replies
 
 
-async def _append_and_call(client: aioredis.Redis, appends: Sequence[history.Append],
-                           call: Script, keys_: Sequence[Any], args: Sequence[Any],
-                           ) -> tuple[Any, tuple[redis.RedisError | None, ...]]:
-    """The XADDs of `appends`, then `call`'s EVALSHA, in one pipeline: the script's reply and
-    each XADD's refusal (None: written). A script not loaded (NOSCRIPT) is loaded and run again."""
+async def _append_and_call(
+    client: aioredis.Redis, appends: Sequence[history.Append], call: Script,
+    keys_: Sequence[Any], args: Sequence[Any], *, flow_of: keys.KeySchema | None = None,
+) -> tuple[Any, tuple[redis.RedisError | None, ...], list[Any] | None]:
+    """The XADDs of `appends`, the flow reads of `flow_of` (when given), then `call`'s EVALSHA,
+    in one pipeline: the script's reply, each XADD's refusal (None: written) and the flow reads'
+    replies. A script not loaded (NOSCRIPT) is loaded and run again."""
     async with client.pipeline(transaction=False) as pipe:
         for a in appends:
             pipe.xadd(a.key, {k: v for k, v in a.fields.items()}, maxlen=a.maxlen,
                       approximate=True)
+        if flow_of is not None:
+            flowops.read_pipe(pipe, flow_of)
         # execute_command: redis-py's cluster pipeline refuses its evalsha method, not the command
         # (routed by its first key: every key of a TaskQueue is in one slot)
         pipe.execute_command("EVALSHA", call.sha, len(keys_), *keys_, *args)
-        *added, raw = await pipe.execute(raise_on_error=False)
+        *replies, raw = await pipe.execute(raise_on_error=False)
+    added = replies[:len(appends)]
+    flow_replies = replies[len(appends):] if flow_of is not None else None
     if isinstance(raw, NoScriptError):
         raw = await call(client, keys=keys_, args=args)
     elif isinstance(raw, redis.ResponseError):
         raise call.explain(raw) from raw
     elif isinstance(raw, BaseException):
         raise raw
-    return raw, tuple(r if isinstance(r, redis.RedisError) else None for r in added)
+    return (raw, tuple(r if isinstance(r, redis.RedisError) else None for r in added),
+            flow_replies)
 
 
 def _counters(schema: keys.KeySchema, raw: Any) -> dict[str, int]:
@@ -239,7 +263,8 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
         taken=taken if len(taken) == n else {},
         service={q: (ms[q] / 1000, served[q]) for q in served if q in ms},
         service_sq={q: (squares[q] / 1e6, counted[q]) for q in counted if q in squares},
-        waited=_waited(schema, per_queue[5 * n:]),
+        waited=_waited(schema, per_queue[5 * n:len(per_queue) - n]),
+        limited=_counters(schema, per_queue[len(per_queue) - n:]),
         quiesced=frozenset(schema.worker_of(k) for k in map(_text, quiesced)
                            if k.startswith(schema.processing_prefix)),
         backlog=backlog,

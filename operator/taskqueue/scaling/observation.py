@@ -55,6 +55,9 @@ class QueueObservation:
     hash `keys.DEAD_TRIMMED_FIELD`)."""
     taken: dict[str, int] = field(default_factory=dict)
     """Tasks ever taken from each queue by fetch.lua (empty when the counters are unknown)."""
+    limited: dict[str, int] = field(default_factory=dict)
+    """Per queue, the running total of tasks its limits or pause held back from fetches
+    (stats `limited:`; queues never held back are left out)."""
     service: dict[str, tuple[float, int]] = field(default_factory=dict)
     """Per queue: seconds workers spent running its tasks and the attempts they ran (stats
     `service_ms:`/`served:`, added by workers with each heartbeat; absent when never written)."""

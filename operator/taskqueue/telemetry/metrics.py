@@ -145,6 +145,11 @@ QUEUE_IN_FLIGHT_LIMIT = Gauge("taskqueue_queue_in_flight_limit", "The queue's ma
 QUEUE_RATE_LIMIT = Gauge("taskqueue_queue_rate_limit",
                          "The queue's rateLimit in task starts per second.", [*_TQ, "queue"],
                          registry=_O)
+QUEUE_LIMITED = Gauge(
+    "taskqueue_queue_limited",
+    "Tasks the queue's rate limit, in-flight limit or pause held back from fetches that could "
+    "have taken them (the running total of the stats hash: a task waiting through several "
+    "fetches counts in each; use increase()).", [*_TQ, "queue"], registry=_O)
 OLDEST_TASK_AGE = Gauge("taskqueue_oldest_task_age_seconds", "Age of the oldest queued task.",
                         _TQ, registry=_O)
 POLL_DURATION = Histogram("taskqueue_poll_duration_seconds", "One poll: Redis read to decision.",

@@ -90,6 +90,10 @@ HEARTBEAT_DEADLINE_PERIODS = 3
 periods (spec.worker.heartbeatSeconds): it is dead once they pass without a beat."""
 TAKEN_FIELD_PREFIX = "taken:"
 """Stats-hash field prefix of the per-queue taken counters (the one name fetch.lua composes)."""
+LIMITED_FIELD_PREFIX = "limited:"
+"""Stats-hash field prefix of the tasks a queue's rate limit, in-flight limit or pause held back
+from a fetch that could have taken them (fetch.lua; a task waiting through several fetches
+counts in each)."""
 SERVICE_MS_FIELD_PREFIX = "service_ms:"
 """Stats-hash field prefix of the milliseconds workers spent running each queue's tasks (every
 attempt, success or failure); with SERVED_FIELD_PREFIX, the measured service time per queue.
@@ -145,7 +149,7 @@ OBSERVE_REPLY = ("lengths", "oldest", "counts", "workers", "queue_counters", "qu
 """observe.lua's reply, in order: per-queue lengths and oldest envelope times, {delayed, dead,
 completed, failed, dead trimmed}, flat (worker id, deadline ms, in flight)*, the per-queue counters
 (`KeySchema.queue_counter_fields`: taken, service ms, served, squared service ms, attempts
-squared, then the wait histogram of each queue; "" when never written), the
+squared, then the wait histogram of each queue, then limited; "" when never written), the
 quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates,
 cancelled}, then flat
 (key, type held, type expected)* of the keys that hold another type (read as empty). One
@@ -269,13 +273,14 @@ class KeySchema:
     def queue_counter_fields(self) -> tuple[str, ...]:
         """The per-queue stats-hash fields observe.lua reads: taken, service ms, served, squared
         service ms, attempts squared (N each, in queue order), then each queue's wait fields
-        (`wait_fields`, len(WAIT_EDGES_SECONDS) + 1 per queue)."""
+        (`wait_fields`, len(WAIT_EDGES_SECONDS) + 1 per queue), then limited (N)."""
         return (*self.taken_fields,
                 *(service_fields(q.key)[0] for q in self.queues),
                 *(service_fields(q.key)[1] for q in self.queues),
                 *(service_sq_fields(q.key)[0] for q in self.queues),
                 *(service_sq_fields(q.key)[1] for q in self.queues),
-                *(f for q in self.queues for f in wait_fields(q.key)))
+                *(f for q in self.queues for f in wait_fields(q.key)),
+                *(f"{LIMITED_FIELD_PREFIX}{q.key}" for q in self.queues))
 
     def worker_of(self, processing_key: str) -> str:
         """The worker id of a processing-list key."""

@@ -43,8 +43,9 @@ FETCHERS: dict[Slots, tuple[str, ...]] = {
     "blocking": ("each slot",),
 }
 """Who may fetch, per kind of slots (one at a time: the holder of the dispatcher's Fetcher)."""
-PERIODIC_THREADS = ("heartbeat", "lifecycle", "promoter", "watchdog")
-"""The periodic threads every worker runs (`periodic.Periodic`; lifecycle: cancels and progress)."""
+PERIODIC_THREADS = ("heartbeat", "lifecycle", "promoter", "flow", "watchdog")
+"""The periodic threads every worker runs (`periodic.Periodic`; lifecycle: cancels and progress;
+flow: whether flow control exists, and the pauses: `flowwatch`)."""
 
 
 class Settings(Protocol):

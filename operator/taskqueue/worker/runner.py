@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from taskqueue.worker import backoff, handlers, resp, wrongtype
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.dispatch import Dispatcher
+from taskqueue.worker.flowwatch import FlowWatch
 from taskqueue.worker.handlers import AsyncHandler, Handler
 from taskqueue.worker.heartbeat import Heartbeat
 from taskqueue.worker.idempotency import LeaseKeeper, Leases
@@ -68,6 +69,10 @@ class Worker:
                                    heartbeat_seconds=config.heartbeat_seconds,
                                    watch_cancels=plan.fetch in ("brpop", "bzpopmin"))
         """Hears cancels for the running tasks and writes their progress reports."""
+        self.flow_watch = FlowWatch(url=config.redis_url, schema=config.schema,
+                                    worker_id=config.worker_id, seen=self.state.flow,
+                                    stopping=self.state.stopping)
+        """Keeps `state.flow` fresh: whether fetch.lua looks at flow control, the pauses."""
         leases = Leases() if plan.leases else None
         self.lease_keeper = (LeaseKeeper(config=config, leases=leases)
                              if leases is not None else None)
@@ -108,6 +113,9 @@ class Worker:
         # priority at once; a failure is the promoter thread's to meet again and log
         with contextlib.suppress(*REDIS_ERRORS):
             self.promoter.step()
+        # the first fetches know whether flow control exists (else they look, as they may)
+        with contextlib.suppress(*REDIS_ERRORS):
+            self.flow_watch.step()
         if self.plan.loop:
             handlers.shared_loop()
         if self.wakeup is not None:
@@ -115,6 +123,7 @@ class Worker:
         self.heartbeat.loop.start()
         self.promoter.loop.start()
         self.lifecycle.loop.start()
+        self.flow_watch.loop.start()
         if self.lease_keeper is not None:
             self.lease_keeper.loop.start()
         inline = [slot for slot in self.slots if slot.inline]
@@ -238,7 +247,7 @@ class Worker:
         """The long-lived threads (`plan.threads`); each must live until the worker stops
         (the watchdog's counts once `run_until_signal` started it)."""
         loops = [self.heartbeat.loop, self.promoter.loop, self.lifecycle.loop,
-                 self.watchdog.loop]
+                 self.flow_watch.loop, self.watchdog.loop]
         if self.lease_keeper is not None:
             loops.append(self.lease_keeper.loop)
         threads = [loop.thread for loop in loops]

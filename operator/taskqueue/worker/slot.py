@@ -12,7 +12,9 @@ A worker runs `concurrency` slots; the plan (`plan.Plan.slots`) says how they ge
   costs more than a no-op task); the process never holds more than the ready slots asked for.
 - "inline": the one slot has no thread: the dispatcher thread runs its entries (`deliver`), so
   a task costs no hand-over between threads.
-- "blocking": the slot waits in a blocking pop over the keys in priority order itself.
+- "blocking": the slot waits in a blocking pop over the keys in priority order itself, the
+  paused ones left out (`flowseen`: a pop cannot read the flow hashes; a pause holds from the
+  next pop, within `flowwatch.CHECK_SECONDS` + `BLOCK_SECONDS`).
 Failures (fail.lua), give-backs on drain and idempotency scripts go over the slot's own `Store`,
 connected on first use; what the slot owes Redis for its entries is its `ledger.Ledger`.
 """
@@ -55,7 +57,7 @@ class Slot:
         self.held = plan.held
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id, wait_replicas=config.wait_replicas,
-                           tracking=config.tracking)
+                           tracking=config.tracking, flow=state.flow)
         self.executor = Executor(config=config, handler=handler, store=self.store,
                                  stopping=state.stopping, name=f"slot-{index}",
                                  check_cancels=plan.fetch in ("brpop", "bzpopmin"))
@@ -130,7 +132,8 @@ class Slot:
 
     def _pop_blocking(self) -> list[str]:
         entry = self.store.pop_blocking(zset=self.plan.fetch == "bzpopmin",
-                                        timeout=min(BLOCK_SECONDS, self.config.sweep_seconds))
+                                        timeout=min(BLOCK_SECONDS, self.config.sweep_seconds),
+                                        paused=self.state.flow.paused)
         return [entry] if entry is not None else []
 
     def _work(self, entries: list[str]) -> None:

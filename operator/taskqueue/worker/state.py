@@ -1,4 +1,5 @@
-"""State shared by the threads of one worker process: stop flag and the entries held.
+"""State shared by the threads of one worker process: stop flag, the entries held, and what
+the worker has seen of its queues (keys of the wrong type, flow control).
 
 `held` is the multiset of processing entries some slot of this process owns (prefetched,
 running, or finished and not yet acked). After a connection error a fetch may have moved
@@ -17,6 +18,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable
 
+from taskqueue.worker.flowseen import FlowSeen
 from taskqueue.worker.wrongtype import QueueSkips
 
 
@@ -28,6 +30,8 @@ class WorkerState:
         self.fetch_lock = threading.Lock()
         self.skips = QueueSkips()
         """Queue keys holding the wrong type, left out by every slot."""
+        self.flow = FlowSeen()
+        """Whether flow control exists and what it pauses (kept by the `flow` thread)."""
         self._held: dict[str, int] = {}
         self._lock = threading.Lock()
 

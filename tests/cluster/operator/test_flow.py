@@ -17,7 +17,7 @@ from taskqueue.api import manifest
 from taskqueue.redisio import flowops
 from taskqueue.wire import flow, history, keys
 from taskqueue_devcluster import ControlPlane
-from tests.helpers.kube import OperatorThread, apply, get, replicas, taskqueue
+from tests.helpers.kube import OperatorThread, apply, events, get, replicas, taskqueue
 from tests.helpers.wait import wait_for
 
 Start = Callable[..., OperatorThread]
@@ -98,3 +98,42 @@ def test_limits_hold_the_fleet_at_what_they_can_use(
     assert replicas(control_plane, namespace, "lim-worker") == 3
     assert not r.hexists(schema.flow, flow.MAX + "lim:jobs")
     assert r.hget(schema.flow, flow.RATE + "lim:jobs") == "2 1 2"
+
+
+def test_a_refused_flow_write_and_schedule_fire_are_a_condition_and_an_event(
+    control_plane: ControlPlane, namespace: str, run_operator: Start, redis_url: str,
+) -> None:
+    """Redis refuses the poll's own writes (here: the flow hash and the schedules hash hold
+    strings, WRONGTYPE): the status says so in conditions FlowControlWritten and SchedulesFired
+    with the refusal and its fix, and a Warning Event each; once the keys are deleted both are
+    written again and the conditions turn True."""
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    body = taskqueue("ref", redis_url, queues=[{"key": "ref:jobs", "maxInFlight": 2}])
+    body["spec"]["schedules"] = [{"name": "tick", "cron": "* * * * * *", "queue": "ref:jobs"}]
+    schema = keys.KeySchema.from_spec(manifest.parse(body).spec)
+    r.set(schema.flow, "not a hash")
+    r.set(schema.schedules, "not a hash")
+    run_operator(namespace)
+    apply(control_plane, namespace, body)
+
+    def conditions() -> dict[str, dict[str, Any]]:
+        return {c["type"]: c for c in status(control_plane, namespace, "ref").get(
+            "conditions", [])}
+
+    wait_for("both refusals in the status", lambda: all(
+        conditions().get(k, {}).get("status") == "False"
+        for k in ("FlowControlWritten", "SchedulesFired")))
+    flow_cond, fire_cond = conditions()["FlowControlWritten"], conditions()["SchedulesFired"]
+    assert flow_cond["reason"] == "FlowControlNotWritten" and schema.flow in flow_cond["message"]
+    assert fire_cond["reason"] == "SchedulesNotFired" and "WRONGTYPE" in fire_cond["message"]
+    wait_for("the Events", lambda: events(control_plane, namespace, "FlowControlNotWritten")
+             and events(control_plane, namespace, "SchedulesNotFired"))
+    assert r.type(schema.flow) == "string" and r.zcard(schema.delayed) == 0
+
+    r.delete(schema.flow, schema.schedules)
+    wait_for("written again", lambda: all(
+        conditions().get(k, {}).get("status") == "True"
+        for k in ("FlowControlWritten", "SchedulesFired")))
+    assert r.hget(schema.flow, flow.MAX + "ref:jobs") == "2"
+    assert r.zcard(schema.delayed) > 0
+    assert len(events(control_plane, namespace, "FlowControlNotWritten")) == 1  # once per error

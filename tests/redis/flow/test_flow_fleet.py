@@ -137,8 +137,13 @@ def test_a_rate_limit_holds_for_the_fleet_together(
     assert starts[-1] >= (total - burst) / rate - 0.05
 
 
+PAUSE_HOLDS_WITHIN = 1.0
+"""The issue's bound: workers stop taking from a paused queue within one second (a TaskQueue
+without flow hashes: the `flow` thread's next read, worker.flowwatch)."""
+
+
 @pytest.mark.timeout(120)
-def test_a_pause_stops_every_worker_at_once_and_loses_nothing(
+def test_a_pause_stops_every_worker_within_a_second_and_loses_nothing(
         tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
     total = 400
     client.enqueue_many_sync(redis_sync, "q", [f"{i}:0.02" for i in range(total)])
@@ -146,7 +151,9 @@ def test_a_pause_stops_every_worker_at_once_and_loses_nothing(
     r = redis.Redis.from_url(redis_url, decode_responses=True)
     with fleet(redis_url, tmp_path, 2, *args):
         wait_for("some tasks done", lambda: redis_sync.llen(test_handlers.DONE) >= 40, timeout=60)
+        assert not redis_sync.exists(SCHEMA.flow, SCHEMA.flow_state)  # fetches skip the reads
         assert flowops.pause(r, SCHEMA, "q", at=time.time(), who="test")
+        time.sleep(PAUSE_HOLDS_WITHIN)
         taken = redis_sync.hget(SCHEMA.stats, "taken:q")
         wait_for("tasks in hand finished", lambda: snapshot(redis_sync)[0] == 0, timeout=30)
         time.sleep(1.0)
@@ -156,3 +163,32 @@ def test_a_pause_stops_every_worker_at_once_and_loses_nothing(
         assert flowops.resume(r, SCHEMA, "q") == (True, False)
         wait_for("every task done", lambda: len(done(redis_sync)) >= total, timeout=90)
     assert sorted(done(redis_sync)) == sorted(f"{i}:0.02" for i in range(total))
+
+
+@pytest.mark.timeout(120)
+def test_at_most_once_workers_leave_a_paused_queue_alone_and_lose_nothing(
+        tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
+    """AtMostOnce over lists: each slot BRPOPs (no script), so the pause is applied by leaving
+    the paused queue out of the pop. Within a second of `taskqueue pause` the queue's length
+    stops moving while the other queue is still served; resume serves the rest, each task once."""
+    total = 300
+    client.enqueue_many_sync(redis_sync, "q", [f"{i}:0.02" for i in range(total)])
+    args = ("--queue", "r", "--handler", f"{HANDLERS}:sleep_then_record", "--concurrency", "4",
+            "--delivery", "AtMostOnce")
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    with fleet(redis_url, tmp_path, 2, *args) as procs:
+        wait_for("some tasks done", lambda: redis_sync.llen(test_handlers.DONE) >= 30, timeout=60)
+        assert flowops.pause(r, SCHEMA, "q", at=time.time(), who="test")
+        time.sleep(PAUSE_HOLDS_WITHIN)
+        left = redis_sync.llen("q")
+        assert left > 0
+        client.enqueue_many_sync(redis_sync, "r", [f"r{i}:0.01" for i in range(20)])
+        wait_for("the other queue served",
+                 lambda: sum(x.startswith("r") for x in done(redis_sync)) == 20, timeout=30)
+        time.sleep(0.5)
+        assert redis_sync.llen("q") == left
+        assert all(p.poll() is None for p in procs)
+        assert flowops.resume(r, SCHEMA, "q") == (True, False)
+        wait_for("every task done", lambda: len(done(redis_sync)) >= total + 20, timeout=90)
+    assert sorted(done(redis_sync)) == sorted(
+        [f"{i}:0.02" for i in range(total)] + [f"r{i}:0.01" for i in range(20)])

@@ -5,13 +5,17 @@ recover), so that it never leaks. The scripts are called as the worker calls the
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 import redis
 
+from taskqueue.redisio import flowops
 from taskqueue.wire import flow, keys, scripts
+from taskqueue.worker.flowseen import FlowSeen
+from taskqueue.worker.flowwatch import FlowWatch
 from taskqueue.worker.resp import ReplyError
 from taskqueue.worker.store import Store
 
@@ -198,3 +202,82 @@ def test_a_flow_key_of_another_type_fails_the_fetch_before_any_write(
     with pytest.raises(ReplyError, match=f"WRONGTYPE key {bad} holds a string, not a hash"):
         store.fetch(acks=[], count=2)
     assert r.llen("a") == 2 and not r.exists(store.processing)
+
+
+# -- what the worker has seen (worker.flowseen, worker.flowwatch) --------------------------------
+def test_the_flow_thread_says_whether_fetch_looks_and_what_is_paused(
+        redis_url: str, r: redis.Redis) -> None:
+    """No flow hash: the worker's fetches skip the flow reads (`on` False); a CLI pause makes
+    them look again and names the paused queue; the resume deletes the last field, and with it
+    the hash, so the fetches are free again. The first read happens before any (on: True)."""
+    seen = FlowSeen()
+    assert seen.on
+    watch = FlowWatch(url=redis_url, schema=SCHEMA, worker_id="w", seen=seen,
+                      stopping=threading.Event())
+    try:
+        watch.step()
+        assert (seen.on, seen.paused) == (False, frozenset())
+        assert flowops.pause(r, SCHEMA, "b", at=time.time(), who="test")
+        watch.step()
+        assert (seen.on, seen.paused) == (True, frozenset({"b"}))
+        assert seen.unpaused(SCHEMA.queue_keys) == ("a",)
+        assert flowops.resume(r, SCHEMA, "b") == (True, False)
+        watch.step()
+        assert (seen.on, seen.paused) == (False, frozenset())
+        r.hset(SCHEMA.flow_state, flow.HELD + "a", 0)  # state alone: the scripts still count
+        watch.step()
+        assert seen.on
+    finally:
+        watch.store.close()
+
+
+def test_a_fetch_told_there_is_no_flow_control_reads_none(redis_url: str, r: redis.Redis) -> None:
+    """The flag is the whole cost saving: with `on` False fetch.lua reads no flow hash (a pause
+    written since the flow thread's last read is not seen until its next one), with `on` True
+    it reads them atomically, as before."""
+    seen = FlowSeen()
+    s = Store(url=redis_url, schema=SCHEMA, worker_id="w", flow=seen)
+    try:
+        r.hset(SCHEMA.flow, flow.PAUSED_CLI + "a", "0 test")
+        push(r, "a", 4)
+        assert s.fetch(acks=[], count=1) == []  # `on` starts True: the pause holds
+        seen.on = False
+        assert queues_of(s.fetch(acks=[], count=1)) == ["a"]
+        seen.on = True
+        assert s.fetch(acks=[], count=1) == []
+    finally:
+        s.close()
+
+
+# -- tasks delayed by a limit (stats limited:<queue>, the operator's taskqueue_queue_limited) ----
+def test_the_tasks_a_limit_or_pause_holds_back_are_counted(r: redis.Redis, store: Store) -> None:
+    """A fetch counts, per queue, the tasks it could have taken that a limit or pause held back
+    (bounded by the queue's length); without flow control nothing is counted."""
+    field = keys.LIMITED_FIELD_PREFIX + "a"
+    push(r, "a", 2)
+    store.fetch(acks=[], count=5)
+    assert not r.hexists(SCHEMA.stats, field)
+    push(r, "a", 10)
+    r.hset(SCHEMA.flow, flow.RATE + "a", flow.rate_text(1, 60.0, 2))
+    assert queues_of(store.fetch(acks=[], count=5)) == ["a", "a"]
+    assert r.hget(SCHEMA.stats, field) == "3"  # 5 wanted, 2 allowed
+    r.hset(SCHEMA.flow, flow.PAUSED_CLI + "a", "0 test")
+    push(r, "b", 1)
+    assert queues_of(store.fetch(acks=[], count=20)) == ["b"]
+    assert r.hget(SCHEMA.stats, field) == "11"  # + the 8 left in the queue, all held back
+    assert not r.hexists(SCHEMA.stats, keys.LIMITED_FIELD_PREFIX + "b")
+
+
+async def test_the_operator_reads_the_held_back_count_in_its_observe_call(
+        redis_url: str, r: redis.Redis) -> None:
+    import redis.asyncio as aioredis
+
+    from taskqueue.redisio import queueops
+
+    r.hset(SCHEMA.stats, keys.LIMITED_FIELD_PREFIX + "a", 7)
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        observation = await queueops.observe(client, SCHEMA)
+    finally:
+        await client.aclose()
+    assert observation.limited == {"a": 7}

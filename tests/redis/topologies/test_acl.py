@@ -20,7 +20,7 @@ from taskqueue import client
 from taskqueue.api import manifest, models
 from taskqueue.controller.poller import Poller
 from taskqueue.redisio import acl
-from taskqueue.wire import history, keys
+from taskqueue.wire import flow, history, keys
 from taskqueue.worker import resp
 from tests.fixtures.redis_server import RedisServer
 from tests.helpers.cli import Run
@@ -110,7 +110,6 @@ async def _fire_and_sync(client_: Any, tq: models.TaskQueue, plain: models.TaskQ
     processing lists too."""
     from taskqueue.controller import schedules
     from taskqueue.redisio import flowops, queueops
-    from taskqueue.wire import flow
 
     await flowops.sync(client_, SCHEMA, flow.declared(tq.spec.queues))
     await flowops.sync(client_, SCHEMA, flow.declared(plain.spec.queues))
@@ -287,12 +286,14 @@ def test_the_worker_works_with_exactly_its_rule(redis_server: RedisServer, make_
                what="the worker did not run every task")
 
 
-@pytest.mark.parametrize("missing", ["evalsha", "zrangebyscore", "zadd", "rpop"])
+@pytest.mark.parametrize("missing", ["evalsha", "zrangebyscore", "zadd", "rpop", "exists",
+                                     "hgetall"])
 def test_the_worker_without_one_permission_names_it(
         redis_server: RedisServer, make_user: MakeUser, start_worker: StartWorker,
         caplog: pytest.LogCaptureFixture, missing: str) -> None:
     admin = _admin(redis_server)
     client.enqueue_sync(admin, "{emails}:vip", "t")
+    admin.hset(SCHEMA.flow, flow.MAX + "{emails}:normal", "100")  # the flow thread reads it
     url = make_user("worker", without=missing)
     caplog.set_level(logging.WARNING)
     try:

@@ -263,3 +263,25 @@ def test_due(old: dict[str, Any] | None, new: dict[str, Any], written: float | N
 )
 def test_initial_state(status: dict[str, Any] | None, last_active: float | None) -> None:
     assert st.initial_state(status, slack=20).last_active == last_active
+
+
+# -- the poll's own writes to Redis ---------------------------------------------------------------
+def test_a_refused_write_is_a_false_condition_naming_the_refusal_and_its_fix() -> None:
+    refused = "NoPermissionError: this user has no permissions to run the 'hset' command"
+    status = st.with_writes({}, {"FlowControlWritten": None, "SchedulesFired": refused},
+                            now=T0)
+    assert _conditions(status) == {"FlowControlWritten": ("True", "Written"),
+                                   "SchedulesFired": ("False", "SchedulesNotFired")}
+    message = {c["type"]: c["message"] for c in status["conditions"]}["SchedulesFired"]
+    assert message.startswith(f"schedules not fired: {refused} (")
+    assert "python -m taskqueue.redisio.acl operator" in message
+
+
+def test_a_write_not_attempted_keeps_what_its_condition_said() -> None:
+    """Redis unreachable: no entry, so the last word on the write stays (RedisReachable says
+    why); the write taken again turns it True with a new transition time."""
+    refused = st.with_writes({}, {"FlowControlWritten": "ResponseError: OOM"}, now=T0)
+    kept = st.with_writes(refused, {}, now=T0 + 10)
+    assert kept["conditions"] == refused["conditions"]
+    (back,) = st.with_writes(kept, {"FlowControlWritten": None}, now=T0 + 20)["conditions"]
+    assert (back["status"], back["lastTransitionTime"]) == ("True", st.iso(T0 + 20))

@@ -73,12 +73,18 @@ def test_burst_defaults_to_the_limits_own_count() -> None:
     assert (q.rateLimit.per_second, q.rateLimit.bucket) == (50.0, 50)
 
 
-@pytest.mark.parametrize("field, value", [
-    ("rateLimit", {"tasks": 5}), ("maxInFlight", 3), ("paused", True)])
-def test_flow_control_needs_held_tasks(field: str, value: Any) -> None:
+@pytest.mark.parametrize("field, value", [("rateLimit", {"tasks": 5}), ("maxInFlight", 3)])
+def test_flow_limits_need_held_tasks(field: str, value: Any) -> None:
     with pytest.raises(ValidationError, match=rf"spec.queues\[0\].{field} needs delivery "
                                               "AtLeastOnce"):
         models.TaskQueueSpec.model_validate({**spec(**{field: value}), "delivery": "AtMostOnce"})
+
+
+def test_a_pause_holds_for_at_most_once_workers_too() -> None:
+    """Their blocking pops leave paused queues out (worker.flowseen)."""
+    q = models.TaskQueueSpec.model_validate(
+        {**spec(paused=True), "delivery": "AtMostOnce"}).queues[0]
+    assert q.paused
 
 
 @pytest.mark.parametrize("bad", [

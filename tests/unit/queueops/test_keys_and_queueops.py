@@ -81,7 +81,8 @@ def test_observe_declares_every_key_it_reads() -> None:
     fields = ["taken:q", "taken:z", "service_ms:q", "service_ms:z", "served:q", "served:z",
               "service_sq_ms2:q", "service_sq_ms2:z", "served_sq:q", "served_sq:z",
               "waited:q", *(f"waited_over:{e:g}:q" for e in keys.WAIT_EDGES_SECONDS),
-              "waited:z", *(f"waited_over:{e:g}:z" for e in keys.WAIT_EDGES_SECONDS)]
+              "waited:z", *(f"waited_over:{e:g}:z" for e in keys.WAIT_EDGES_SECONDS),
+              "limited:q", "limited:z"]
     assert "waited_over:7.5:q" in keys.wait_fields("q")  # edges as written, not 7.50
     assert args == [2, len(fields), "list", "zset", *fields, "", "w1", "w2"]
     _, with_horizon = queueops.observe_call(schema, ["w1"], horizon_ms=1234)

@@ -20,6 +20,7 @@ def test_the_observe_call_layout() -> None:
                      schema.quiesced, "high", "low"]
     fields = ["taken:high", "taken:low", "service_ms:high", "service_ms:low", "served:high",
               "served:low", "service_sq_ms2:high", "service_sq_ms2:low", "served_sq:high",
-              "served_sq:low", *keys.wait_fields("high"), *keys.wait_fields("low")]
+              "served_sq:low", *keys.wait_fields("high"), *keys.wait_fields("low"),
+              "limited:high", "limited:low"]
     assert args == [2, len(fields), "list", "list", *fields, 1234]
     assert len(keys.OBSERVE_REPLY) == 8

@@ -14,7 +14,7 @@ LIST = keys.QueueRef("a")
 LIST_2 = keys.QueueRef("b")
 ZSET = keys.QueueRef("z", "zset")
 LIMITED = keys.QueueRef("a", starvation_limit=3)
-PERIODIC = ("heartbeat", "lifecycle", "promoter", "watchdog")
+PERIODIC = ("heartbeat", "lifecycle", "promoter", "flow", "watchdog")
 DISPATCH = ("wakeup", "dispatch")
 
 

@@ -2,7 +2,8 @@
 -- and starvation limits, moving each into the caller's processing list, all in one atomic call.
 -- A caller whose processing list is in the quiesced set (the operator is removing it) acks and
 -- promotes but takes nothing. Each take adds to the stats field "taken:<queue key>"
--- (keys.TAKEN_FIELD_PREFIX).
+-- (keys.TAKEN_FIELD_PREFIX); the tasks a limit or pause held back from this call, to
+-- "limited:<queue key>" (keys.LIMITED_FIELD_PREFIX; only while flow control exists).
 local processing = KEYS[1]   -- the caller's processing list
 local delayed = KEYS[2]      -- delayed zset (retries and scheduled tasks)
 local starvation = KEYS[3]   -- starvation counters hash
@@ -27,7 +28,10 @@ local hold = ARGV[5] == '1'         -- "1": LPUSH the entries into `processing` 
 local task_prefix = ARGV[6]         -- the task index's key prefix ("": tracking off); with it,
                                      -- taken tasks are tracked as running, acked ones as done,
                                      -- promoted ones as queued
-local FIRST_ACK = 7                 -- ARGV[7..]: processing entries to ack
+local look = ARGV[7] == '1'         -- "1": flow control may exist, look at the flow hashes;
+                                     -- "0": the caller saw neither hash (worker.flowseen), so
+                                     -- no limit, pause or in-flight count is read or written
+local FIRST_ACK = 8                 -- ARGV[8..]: processing entries to ack
 -- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken, then,
 -- when a rate limit held a queue back, an integer: the ms until that queue may give its next
 -- task. Paused queues give nothing, and rate and in-flight limits cap what each queue gives
@@ -77,7 +81,7 @@ end
 
 -- the checks: every key this call writes (the first LREM of an ack checks the processing list
 -- itself), then every due entry
-local flow_on = flow_present(flow, flow_state)
+local flow_on = look and flow_present(flow, flow_state)
 local wrong = wrong_type(stats, 'hash') or (flow_on and flow_misfit(flow, flow_state))
 if taking then
   if hold and nacks == 0 then wrong = wrong or wrong_type(processing, 'list') end
@@ -132,6 +136,18 @@ if not taking then return {} end
 local nq = #keys
 local out = {}
 local limits_now = flow_on and flow_open(flow, flow_state, keys, hold) or nil
+-- the length of queue q (read only where a limit may have held tasks back)
+local function length(q)
+  if types[q] == 'zset' then return redis.call('ZCARD', keys[q]) end
+  return redis.call('LLEN', keys[q])
+end
+
+-- count the tasks of queue q its limits held back: `wanted` could have been taken, `cap` were
+-- allowed ("limited:<queue>")
+local function held_back(q, wanted, cap)
+  if cap < wanted then add_count(stats, 'limited:' .. keys[q], wanted - cap) end
+end
+
 -- pop up to n tasks from queue q into out; returns how many
 local function take(q, n)
   if n <= 0 then return 0 end
@@ -157,15 +173,17 @@ if not any_limit then
   -- strict priority: drain the queues in order, one pop per queue at most
   local remaining = count
   for q = 1, nq do
-    remaining = remaining - take(q, flow_cap(limits_now, q, remaining))
+    local n = flow_cap(limits_now, q, remaining)
+    if n < remaining then held_back(q, math.min(remaining, length(q)), n) end
+    remaining = remaining - take(q, n)
     if remaining <= 0 then break end
   end
 else
   local lens = {}
   for q = 1, nq do
-    if types[q] == 'zset' then lens[q] = redis.call('ZCARD', keys[q])
-    else lens[q] = redis.call('LLEN', keys[q]) end
-    lens[q] = flow_cap(limits_now, q, lens[q])
+    local len = length(q)
+    lens[q] = flow_cap(limits_now, q, len)
+    held_back(q, math.min(len, count), lens[q])
   end
   local counts = {}
   local raw = redis.call('HMGET', starvation, unpack(keys))

@@ -10,7 +10,8 @@
 -- periods); a task may start when tat - now <= (burst - 1) * period, and each task taken moves
 -- tat on by one period. So at most `burst` tasks start at once and at most tasks + burst - 1 in
 -- any perSeconds window. When neither hash exists (no queue has a limit or a pause) a script
--- does one EXISTS and nothing else.
+-- does one EXISTS and nothing else; fetch.lua not even that when its caller saw neither hash
+-- (its ARGV flag, taskqueue.worker.flowseen).
 
 -- flow_present(control, state): whether either hash exists (one EXISTS for both).
 local function flow_present(control, state)
