@@ -12,7 +12,8 @@ import pytest
 import redis
 
 from taskqueue import client as producer
-from taskqueue.cli.enqueue import duration, point_in_time
+from taskqueue.cli.enqueue import point_in_time
+from taskqueue.cli.numbers import duration
 from taskqueue.wire import keys
 from taskqueue.worker.promoter import sleep_for
 from tests.helpers.cli import Run

@@ -10,6 +10,7 @@ import time
 import pytest
 import redis
 
+from taskqueue.worker import plan
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker, wait_done
 
@@ -23,8 +24,9 @@ def test_fifty_coroutines_run_at_once_without_a_thread_each(redis_sync: redis.Re
                          worker={"concurrency": 50})
     wait_for("the worker registered", lambda: redis_sync.zscore("q:workers", "w1"), timeout=10)
     assert worker.slots == [] and len(worker.async_slots) == 50
-    # dispatcher, wake-up listener, heartbeat, promoter, the event loop (+ at most 1 spare)
-    assert threading.active_count() - before <= 6
+    # the dispatcher, the wake-up listener, the periodic threads and the event loop (+ at most
+    # 1 spare): not one thread per coroutine
+    assert threading.active_count() - before <= 2 + len(plan.PERIODIC_THREADS) + 1 + 1
     redis_sync.lpush("q", *[f"t{i}:0.5" for i in range(50)])
     started = time.monotonic()
     wait_done(redis_sync, 50, timeout=10)
