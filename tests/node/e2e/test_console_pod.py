@@ -72,7 +72,13 @@ def release(node_cluster: NodeCluster) -> Iterator[NodeCluster]:
     try:
         yield nc
     finally:
+        # the TaskQueue while its operator still runs (it lifts the finalizer), then the
+        # release, then the CRD the chart keeps on uninstall: the next module installs its own
+        nc.cp.kubectl("delete", "taskqueue", TQ, "-n", NS, "--wait", "--timeout=60s",
+                      check=False)
         nc.cp.helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
+        nc.cp.kubectl("delete", "crd", "taskqueues.taskqueue.dev", "--wait", "--timeout=60s",
+                      check=False)
         nc.cp.kubectl("delete", "namespace", NS, "--wait=false", check=False)
 
 
