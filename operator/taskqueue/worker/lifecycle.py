@@ -58,6 +58,7 @@ class Lifecycle:
         self._store = Store(url=url, schema=schema, worker_id=worker_id)
         self._sub: resp.Connection | None = None
         self._next_write = 0.0
+        self._next_keep = 0.0
         self.loop = Periodic(name="lifecycle", what="cancel subscription / progress write",
                              step=self._step, stop=threading.Event(), close=self._close)
 
@@ -112,11 +113,16 @@ class Lifecycle:
                 log.info("task %s cancelled: stopping it", tid, extra={"task_id": tid})
 
     def _write_progress(self) -> None:
+        """Write the changed reports and delete the ended tasks' (at most once per
+        PROGRESS_EVERY_SECONDS); while a running task has a report, keep the hash from
+        expiring, so a report made once at the start stays visible until the task ends (the
+        TTL only clears the reports of a worker that died)."""
         now = time.monotonic()
         if now < self._next_write:
             return
         reports, ended = self._running.progress_changes()
-        if not reports and not ended:
+        keep = not reports and now >= self._next_keep and self._running.any_progress()
+        if not reports and not ended and not keep:
             return
         self._next_write = now + PROGRESS_EVERY_SECONDS
         if ended:
@@ -124,7 +130,9 @@ class Lifecycle:
         if reports:
             self._store.call("HSET", self._progress_key,
                              *[x for pair in reports.items() for x in pair])
+        if reports or keep:
             self._store.call("PEXPIRE", self._progress_key, self._progress_ttl_ms)
+            self._next_keep = now + self._progress_ttl_ms / 3000
 
     def _drop(self) -> None:
         sub, self._sub = self._sub, None

@@ -144,6 +144,11 @@ class Running:
                        if (c := self._tasks.get(tid)) is not None and c.progress is not None}
         return reports, ended
 
+    def any_progress(self) -> bool:
+        """Whether a running task has reported progress."""
+        with self._lock:
+            return any(c.progress is not None for c in self._tasks.values())
+
     def ids(self) -> list[str]:
         with self._lock:
             return list(self._tasks)

@@ -10,6 +10,7 @@ import asyncio
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,27 @@ def test_status_and_inflight_follow_a_task_with_its_progress(
             SCHEMA.progress(seen.worker)))
     again = client.cancel_sync(redis_sync, task, key_prefix=Q)
     assert not again.recorded and again.state == "cancelled"
+
+
+@pytest.mark.slow
+def test_a_progress_report_made_once_stays_while_the_task_runs(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    """The handler reports 25 % once, then works on: the report outlives the progress hash's
+    TTL (three heartbeats, at least 10 s) because the worker keeps it while the task runs."""
+    task = client.enqueue_sync(redis_sync, Q, "long", track=True)
+    with running(redis_url, "--queue", Q, "--tracking", *HANDLER_KINDS["sync"],
+                 log_path=tmp_path / "worker.log"):
+        seen = wait_for("the progress report", lambda: (
+            s := status(redis_sync, task)).progress is not None and s)
+        key = SCHEMA.progress(seen.worker)
+        ttl = redis_sync.pttl(key)
+        assert ttl > 0, ttl
+        time.sleep(ttl / 1000 + 1)  # past the TTL the report was written with
+        still = status(redis_sync, task)
+        assert still.state == "running" and still.progress is not None
+        assert (still.progress.fraction, still.progress.message) == (0.25, "a quarter")
+        client.cancel_sync(redis_sync, task, key_prefix=Q)
+        wait_for("the progress report to go", lambda: not redis_sync.hlen(key))
 
 
 def test_without_tracking_a_running_task_is_still_cancelled(
