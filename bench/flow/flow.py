@@ -2,7 +2,8 @@
 
     python bench/flow/flow.py accuracy [--seconds 60] [--rate 200] [--burst 20]
     python bench/flow/flow.py inflight [--kills 20]
-    python bench/flow/flow.py nocost [--calls 20000] [--rounds 5] [--shipped C] [--base C]
+    python bench/flow/flow.py nocost [--calls 20000] [--rounds 5] [--flagged C] [--shipped C]
+                                     [--base C]
 
 accuracy: 3 worker processes x concurrency 8 against one queue limited to --rate tasks/s (burst
 --burst), a backlog that never runs dry, short tasks (the handler records its start time): the
@@ -15,9 +16,11 @@ how long after each kill the dead worker's tasks were back (the count then match
 workers' holdings).
 nocost: server-side microseconds per fetch.lua call (INFO commandstats), one task per call with
 the previous one acked, no flow control set, each script called with its own layout: this tree
-with the worker's flag 0 (it saw no flow hash) and 1 (before its first read), --shipped (the
-flow-control commit: an EXISTS of both hashes in every fetch) and --base (before flow control),
-interleaved over rounds, median and minimum.
+(one EXISTS of both flow hashes and the cancels zset in every fetch), --flagged (the worker's
+flag told fetch.lua whether to look at the flow hashes, here flag 0: it saw none; then the
+cancels check was a TYPE and a ZCARD), --shipped (the flow-control commit: an EXISTS of both
+hashes in every fetch) and --base (before flow control), interleaved over rounds, median and
+minimum.
 """
 
 from __future__ import annotations
@@ -176,11 +179,18 @@ Call = Callable[[list[str]], list[Any]]
 """KEYS and ARGV of one fetch taking one task with `held` acked, for one layout."""
 
 
-def now_call(*, look: bool) -> Call:
-    """This tree's layout: the worker's flag says whether to look at the flow hashes."""
+def now_call(held: list[str]) -> list[Any]:
+    """This tree's layout."""
     fetch_keys = scripts.fetch_keys(SCHEMA, "w")
-    return lambda held: [len(fetch_keys), *fetch_keys, *scripts.fetch_args(
-        SCHEMA, now_ms=None, count=1, hold=True, acks=held, flow=look)]
+    return [len(fetch_keys), *fetch_keys, *scripts.fetch_args(
+        SCHEMA, now_ms=None, count=1, hold=True, acks=held)]
+
+
+def flagged_call(held: list[str]) -> list[Any]:
+    """The layout with the worker's flag (ARGV[7]), flag 0: the worker saw no flow hash."""
+    fetch_keys = scripts.fetch_keys(SCHEMA, "w")
+    return [len(fetch_keys), *fetch_keys, *scripts.fetch_args(
+        SCHEMA, now_ms=None, count=1, hold=True), "0", *held]
 
 
 def flag_less_call(held: list[str]) -> list[Any]:
@@ -235,9 +245,8 @@ def per_call(r: redis.Redis, source: str, call: Call, calls: int) -> Figures:
 def nocost(server: RedisServer, args: argparse.Namespace) -> None:
     r = redis.Redis.from_url(server.url, decode_responses=True)
     variants: dict[str, tuple[str, Call]] = {
-        "this tree, worker saw no flow hash (flag 0)": (scripts.lua("fetch"),
-                                                       now_call(look=False)),
-        "this tree, flag 1 (before the first read)": (scripts.lua("fetch"), now_call(look=True)),
+        "this tree (one EXISTS of the optional keys)": (scripts.lua("fetch"), now_call),
+        f"{args.flagged} (the worker's flag, 0)": (base_fetch(args.flagged), flagged_call),
         f"{args.shipped} (EXISTS in every fetch)": (base_fetch(args.shipped), flag_less_call),
         f"{args.base} (before flow control)": (base_fetch(args.base), pre_flow_call),
     }
@@ -273,6 +282,7 @@ def main() -> int:
     n.add_argument("--calls", type=int, default=20000)
     n.add_argument("--rounds", type=int, default=5)
     n.add_argument("--base", default="245cba7")
+    n.add_argument("--flagged", default="7c53815")
     n.add_argument("--shipped", default="20872fe")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
