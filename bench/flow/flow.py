@@ -4,6 +4,7 @@
     python bench/flow/flow.py inflight [--kills 20]
     python bench/flow/flow.py nocost [--calls 20000] [--rounds 5] [--flagged C] [--shipped C]
                                      [--base C]
+    python bench/flow/flow.py scaling [--seeds 3] [--seconds 600] [--expected]
 
 accuracy: 3 worker processes x concurrency 8 against one queue limited to --rate tasks/s (burst
 --burst), a backlog that never runs dry, short tasks (the handler records its start time): the
@@ -21,6 +22,12 @@ flag told fetch.lua whether to look at the flow hashes, here flag 0: it saw none
 cancels check was a TYPE and a ZCARD), --shipped (the flow-control commit: an EXISTS of both
 hashes in every fetch) and --base (before flow control), interleaved over rounds, median and
 minimum.
+scaling: `taskqueue simulate`'s world (simulate.run, the real policy; no Redis) on steady
+arrivals 3x a queue's rate limit, for a few limits, service times and concurrencies: the
+operator's mean replicas (over the run, and after the first 120 s) against the limit's need
+(rate x service time / concurrency pods), and the KEDA models' (default and tuned) mean and
+most replicas, per seed; --expected: with scaling.expectedServiceSeconds set to the true
+service time (else the policy caps the fleet only once it has measured the service time).
 """
 
 from __future__ import annotations
@@ -269,6 +276,44 @@ def nocost(server: RedisServer, args: argparse.Namespace) -> None:
               f"({args.rounds} rounds x {args.calls} calls)")
 
 
+SCALING_CASES = ((10, 2.0, 4), (50, 0.4, 4), (100, 0.5, 8), (20, 1.0, 1))
+"""(rate limit tasks/s, service seconds, concurrency) of the `scaling` runs."""
+
+
+def scaling(args: argparse.Namespace) -> None:
+    from taskqueue.api.models import TaskQueue
+    from taskqueue.simulate import trace
+    from taskqueue.simulate.run import simulate
+    from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
+
+    for rate, service, concurrency in SCALING_CASES:
+        tq = TaskQueue.model_validate({"spec": {
+            "redis": {"url": "redis://r:6379/0"},
+            "queues": [{"key": "tasks", "rateLimit": {"tasks": rate}}],
+            "worker": {"concurrency": concurrency},
+            "scaling": {"maxReplicas": 60, "idleCooldownSeconds": 30,
+                        "scaleDownStabilizationSeconds": 10,
+                        **({"expectedServiceSeconds": {"tasks": service}}
+                           if args.expected else {})}}})
+        need = rate * service / concurrency
+        for seed in range(1, args.seeds + 1):
+            arrivals = trace.generate("steady", trace.Load(
+                rate=3.0 * rate, service=service, duration=float(args.seconds), seed=seed))
+            ours = simulate(tq, arrivals, OperatorScaler(tq))
+            steady = ours.replicas_between(120, args.seconds)
+            kedas = [simulate(tq, arrivals, KedaScaler(tq, k)) for k in (KEDA_DEFAULTS,
+                                                                         KEDA_TUNED)]
+            keda_text = "; ".join(
+                f"{k.scaler} mean {k.mean_replicas:.1f} (after 120 s "
+                f"{k.replicas_between(120, args.seconds):.1f}), most {k.max_replicas}"
+                for k in kedas)
+            print(f"scaling: limit {rate}/s, service {service:g} s, c={concurrency}, need "
+                  f"{need:.2f} pods, arrivals {3 * rate}/s, seed {seed}: operator mean "
+                  f"{ours.mean_replicas:.2f} ({ours.mean_replicas / need:.2f}x need), after "
+                  f"120 s {steady:.2f} ({steady / need:.2f}x), most {ours.max_replicas}; "
+                  f"{keda_text} (maxReplicas 60)", flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -284,7 +329,16 @@ def main() -> int:
     n.add_argument("--base", default="245cba7")
     n.add_argument("--flagged", default="7c53815")
     n.add_argument("--shipped", default="20872fe")
+    g = sub.add_parser("scaling")
+    g.add_argument("--seeds", type=int, default=3)
+    g.add_argument("--seconds", type=int, default=600)
+    g.add_argument("--expected", action="store_true",
+                   help="set scaling.expectedServiceSeconds to the true service time (the "
+                        "policy knows it before the first task ends)")
     args = p.parse_args()
+    if args.what == "scaling":
+        scaling(args)
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(data_dir=Path(tmp))
         server.start()
