@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
+from taskqueue.telemetry import tally
 from taskqueue.wire import keys, scripts
 from taskqueue.worker import resp
 from taskqueue.worker.resp import bulk, pack
@@ -193,6 +194,7 @@ class Store:
         self.flow_wait_ms = 0
         if result and isinstance(result[-1], int):
             self.flow_wait_ms = result.pop()
+            tally.RATE_LIMIT.waited(self.flow_wait_ms)
         return result
 
     def fail(self, *, entry: str, held: bool, dead: bool, value: str, due_ms: int) -> bool:
