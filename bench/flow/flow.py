@@ -2,7 +2,9 @@
 
     python bench/flow/flow.py accuracy [--seconds 60] [--rate 200] [--burst 20]
     python bench/flow/flow.py inflight [--kills 20]
-    python bench/flow/flow.py nocost [--calls 20000] [--rounds 5] [--shipped C] [--base C]
+    python bench/flow/flow.py nocost [--calls 20000] [--rounds 5] [--flagged C] [--shipped C]
+                                     [--base C]
+    python bench/flow/flow.py scaling [--seeds 3] [--seconds 600] [--expected]
 
 accuracy: 3 worker processes x concurrency 8 against one queue limited to --rate tasks/s (burst
 --burst), a backlog that never runs dry, short tasks (the handler records its start time): the
@@ -15,9 +17,17 @@ how long after each kill the dead worker's tasks were back (the count then match
 workers' holdings).
 nocost: server-side microseconds per fetch.lua call (INFO commandstats), one task per call with
 the previous one acked, no flow control set, each script called with its own layout: this tree
-with the worker's flag 0 (it saw no flow hash) and 1 (before its first read), --shipped (the
-flow-control commit: an EXISTS of both hashes in every fetch) and --base (before flow control),
-interleaved over rounds, median and minimum.
+(one EXISTS of both flow hashes and the cancels zset in every fetch), --flagged (the worker's
+flag told fetch.lua whether to look at the flow hashes, here flag 0: it saw none; then the
+cancels check was a TYPE and a ZCARD), --shipped (the flow-control commit: an EXISTS of both
+hashes in every fetch) and --base (before flow control), interleaved over rounds, median and
+minimum.
+scaling: `taskqueue simulate`'s world (simulate.run, the real policy; no Redis) on steady
+arrivals 3x a queue's rate limit, for a few limits, service times and concurrencies: the
+operator's mean replicas (over the run, and after the first 120 s) against the limit's need
+(rate x service time / concurrency pods), and the KEDA models' (default and tuned) mean and
+most replicas, per seed; --expected: with scaling.expectedServiceSeconds set to the true
+service time (else the policy caps the fleet only once it has measured the service time).
 """
 
 from __future__ import annotations
@@ -176,11 +186,18 @@ Call = Callable[[list[str]], list[Any]]
 """KEYS and ARGV of one fetch taking one task with `held` acked, for one layout."""
 
 
-def now_call(*, look: bool) -> Call:
-    """This tree's layout: the worker's flag says whether to look at the flow hashes."""
+def now_call(held: list[str]) -> list[Any]:
+    """This tree's layout."""
     fetch_keys = scripts.fetch_keys(SCHEMA, "w")
-    return lambda held: [len(fetch_keys), *fetch_keys, *scripts.fetch_args(
-        SCHEMA, now_ms=None, count=1, hold=True, acks=held, flow=look)]
+    return [len(fetch_keys), *fetch_keys, *scripts.fetch_args(
+        SCHEMA, now_ms=None, count=1, hold=True, acks=held)]
+
+
+def flagged_call(held: list[str]) -> list[Any]:
+    """The layout with the worker's flag (ARGV[7]), flag 0: the worker saw no flow hash."""
+    fetch_keys = scripts.fetch_keys(SCHEMA, "w")
+    return [len(fetch_keys), *fetch_keys, *scripts.fetch_args(
+        SCHEMA, now_ms=None, count=1, hold=True), "0", *held]
 
 
 def flag_less_call(held: list[str]) -> list[Any]:
@@ -235,9 +252,8 @@ def per_call(r: redis.Redis, source: str, call: Call, calls: int) -> Figures:
 def nocost(server: RedisServer, args: argparse.Namespace) -> None:
     r = redis.Redis.from_url(server.url, decode_responses=True)
     variants: dict[str, tuple[str, Call]] = {
-        "this tree, worker saw no flow hash (flag 0)": (scripts.lua("fetch"),
-                                                       now_call(look=False)),
-        "this tree, flag 1 (before the first read)": (scripts.lua("fetch"), now_call(look=True)),
+        "this tree (one EXISTS of the optional keys)": (scripts.lua("fetch"), now_call),
+        f"{args.flagged} (the worker's flag, 0)": (base_fetch(args.flagged), flagged_call),
         f"{args.shipped} (EXISTS in every fetch)": (base_fetch(args.shipped), flag_less_call),
         f"{args.base} (before flow control)": (base_fetch(args.base), pre_flow_call),
     }
@@ -260,6 +276,44 @@ def nocost(server: RedisServer, args: argparse.Namespace) -> None:
               f"({args.rounds} rounds x {args.calls} calls)")
 
 
+SCALING_CASES = ((10, 2.0, 4), (50, 0.4, 4), (100, 0.5, 8), (20, 1.0, 1))
+"""(rate limit tasks/s, service seconds, concurrency) of the `scaling` runs."""
+
+
+def scaling(args: argparse.Namespace) -> None:
+    from taskqueue.api.models import TaskQueue
+    from taskqueue.simulate import trace
+    from taskqueue.simulate.run import simulate
+    from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
+
+    for rate, service, concurrency in SCALING_CASES:
+        tq = TaskQueue.model_validate({"spec": {
+            "redis": {"url": "redis://r:6379/0"},
+            "queues": [{"key": "tasks", "rateLimit": {"tasks": rate}}],
+            "worker": {"concurrency": concurrency},
+            "scaling": {"maxReplicas": 60, "idleCooldownSeconds": 30,
+                        "scaleDownStabilizationSeconds": 10,
+                        **({"expectedServiceSeconds": {"tasks": service}}
+                           if args.expected else {})}}})
+        need = rate * service / concurrency
+        for seed in range(1, args.seeds + 1):
+            arrivals = trace.generate("steady", trace.Load(
+                rate=3.0 * rate, service=service, duration=float(args.seconds), seed=seed))
+            ours = simulate(tq, arrivals, OperatorScaler(tq))
+            steady = ours.replicas_between(120, args.seconds)
+            kedas = [simulate(tq, arrivals, KedaScaler(tq, k)) for k in (KEDA_DEFAULTS,
+                                                                         KEDA_TUNED)]
+            keda_text = "; ".join(
+                f"{k.scaler} mean {k.mean_replicas:.1f} (after 120 s "
+                f"{k.replicas_between(120, args.seconds):.1f}), most {k.max_replicas}"
+                for k in kedas)
+            print(f"scaling: limit {rate}/s, service {service:g} s, c={concurrency}, need "
+                  f"{need:.2f} pods, arrivals {3 * rate}/s, seed {seed}: operator mean "
+                  f"{ours.mean_replicas:.2f} ({ours.mean_replicas / need:.2f}x need), after "
+                  f"120 s {steady:.2f} ({steady / need:.2f}x), most {ours.max_replicas}; "
+                  f"{keda_text} (maxReplicas 60)", flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -273,8 +327,18 @@ def main() -> int:
     n.add_argument("--calls", type=int, default=20000)
     n.add_argument("--rounds", type=int, default=5)
     n.add_argument("--base", default="245cba7")
+    n.add_argument("--flagged", default="7c53815")
     n.add_argument("--shipped", default="20872fe")
+    g = sub.add_parser("scaling")
+    g.add_argument("--seeds", type=int, default=3)
+    g.add_argument("--seconds", type=int, default=600)
+    g.add_argument("--expected", action="store_true",
+                   help="set scaling.expectedServiceSeconds to the true service time (the "
+                        "policy knows it before the first task ends)")
     args = p.parse_args()
+    if args.what == "scaling":
+        scaling(args)
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(data_dir=Path(tmp))
         server.start()

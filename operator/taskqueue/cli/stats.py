@@ -83,6 +83,7 @@ def snapshot(name: str, schema: keys.KeySchema, obs: QueueObservation,
         {"key": q.key, "type": q.type, "backlog": obs.backlog.get(q.key, 0),
          "oldest_task_age_seconds": _age(obs.at, obs.oldest_enqueued_at.get(q.key)),
          "wait_p95_seconds": _p95(obs.waited.get(q.key, ())),
+         "limited_total": obs.limited.get(q.key, 0),
          "flow": _flow(by_key.get(q.key))}
         for q in schema.queues
     ]
@@ -120,16 +121,19 @@ def _flow(q: QueueFlow | None) -> dict[str, Any] | None:
             "max_in_flight": q.max_in_flight, "in_flight": q.held}
 
 
-def _flow_text(flow: dict[str, Any] | None) -> str:
-    """'paused', '7/10 in flight', '50/s'; '-' for a queue without limits."""
-    if flow is None:
-        return "-"
-    parts = ["paused"] if flow["paused"] else []
-    if flow["max_in_flight"] is not None:
-        parts.append(f"{flow['in_flight'] or 0}/{flow['max_in_flight']} in flight")
-    if flow["rate_per_second"] is not None:
-        parts.append(f"{flow['rate_per_second']:g}/s")
-    return ", ".join(parts)
+def _flow_text(flow: dict[str, Any] | None, limited: int) -> str:
+    """'paused', '7/10 in flight', '50/s', then '1200 held back' (the tasks a limit or pause
+    held back from fetches, ever: stats `limited:<queue>`); '-' for a queue with none of them."""
+    parts = []
+    if flow is not None:
+        parts = ["paused"] if flow["paused"] else []
+        if flow["max_in_flight"] is not None:
+            parts.append(f"{flow['in_flight'] or 0}/{flow['max_in_flight']} in flight")
+        if flow["rate_per_second"] is not None:
+            parts.append(f"{flow['rate_per_second']:g}/s")
+    if limited:
+        parts.append(f"{limited} held back")
+    return ", ".join(parts) or "-"
 
 
 def _delayed(snap: dict[str, Any]) -> str:
@@ -160,7 +164,7 @@ def _wait(seconds: float | None) -> str:
 def render(snap: dict[str, Any]) -> str:
     """The text view: one row per queue, then the TaskQueue's totals."""
     rows = [[q["key"], q["type"], str(q["backlog"]), ui.duration(q["oldest_task_age_seconds"]),
-             _wait(q["wait_p95_seconds"]), _flow_text(q["flow"])]
+             _wait(q["wait_p95_seconds"]), _flow_text(q["flow"], q["limited_total"])]
             for q in snap["queues"]]
     w = snap["workers"]
     rate = snap["throughput_per_second"]

@@ -102,6 +102,13 @@ class WorkerTasks:
         yield from (duration, pickup)
         yield GaugeMetricFamily("taskqueue_worker_in_flight", "Tasks this worker holds.",
                                 value=running)
+        waits, wait_seconds = tally.RATE_LIMIT.read()
+        yield CounterMetricFamily("taskqueue_worker_rate_limit_waits",
+                                  "Fetches a queue's rateLimit held back (the worker then waited "
+                                  "for the limit's next start).", value=waits)
+        yield CounterMetricFamily("taskqueue_worker_rate_limit_wait_seconds",
+                                  "The waits fetch.lua named for those fetches, summed.",
+                                  value=wait_seconds)
 
 
 def cumulative(parts: list[Buckets]) -> tuple[list[tuple[str, float]], float]:

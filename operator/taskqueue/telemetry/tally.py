@@ -99,3 +99,27 @@ class Tallies:
 
 WORKER = Tallies()
 """The worker process's tallies (summed by `taskqueue.telemetry.metrics` when scraped)."""
+
+
+class RateLimitTally:
+    """The fetches of this process a rate limit held back, and the waits fetch.lua named for
+    them (the ms until the limited queue may give its next task). Written by whichever thread
+    fetched, under a lock; only a held-back fetch writes, so an unlimited worker pays nothing."""
+
+    def __init__(self) -> None:
+        self.waits = 0
+        self.wait_seconds = 0.0
+        self._lock = threading.Lock()
+
+    def waited(self, ms: int) -> None:
+        with self._lock:
+            self.waits += 1
+            self.wait_seconds += ms / 1000
+
+    def read(self) -> tuple[int, float]:
+        with self._lock:
+            return self.waits, self.wait_seconds
+
+
+RATE_LIMIT = RateLimitTally()
+"""The worker process's rate-limit waits (`worker.store.Store` adds to it)."""

@@ -1,26 +1,22 @@
-"""What one worker process has seen of its TaskQueue's flow control (`<prefix>:flow`): whether
-fetch.lua needs to look at the flow hashes at all, and which queues are paused.
+"""What one worker process has seen of its TaskQueue's pauses (`<prefix>:flow`): the queues a
+blocking pop must leave out.
 
 fetch.lua enforces rate limits, in-flight limits and pauses atomically from the two flow
-hashes (lua/lib/flow.lua). A TaskQueue that uses none has neither hash, and looking for them
-in every fetch was a measurable share of the script's time (docs/benchmarks.md, "no cost when
-unused"). So the worker tells the script whether to look (`Store` sends `on` with each fetch),
-and the `flowwatch` thread keeps `on` and `paused` fresh with one read every
-`flowwatch.CHECK_SECONDS`. `on` starts True: until the first read the script looks, as it
-always may. Writes are single attribute stores, read without a lock (one reader per fetch).
+hashes (lua/lib/flow.lua), in every fetch. A blocking pop (AtMostOnce: BRPOP/BZPOPMIN) runs no
+script, so the worker leaves the paused queues out of its keys itself; the `flowwatch` thread
+keeps `paused` fresh with one read every `flowwatch.CHECK_SECONDS`. Writes are single attribute
+stores, read without a lock (one reader per pop).
 """
 
 from __future__ import annotations
 
 
 class FlowSeen:
-    """The flow hashes as last read by the worker's `flowwatch` thread."""
+    """The pauses as last read by the worker's `flowwatch` thread."""
 
-    __slots__ = ("on", "paused")
+    __slots__ = ("paused",)
 
     def __init__(self) -> None:
-        self.on = True
-        """Either flow hash exists (or has not been read yet): fetch.lua checks the limits."""
         self.paused: frozenset[str] = frozenset()
         """Queue keys paused by the spec or by `taskqueue pause` (the blocking pops, which
         cannot run the script, leave them out)."""

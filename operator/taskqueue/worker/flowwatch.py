@@ -1,17 +1,13 @@
-"""The `flow` thread: keeps the worker's `flowseen.FlowSeen` fresh, so that a fetch looks at the
-flow hashes only when some flow control exists, and the blocking pops leave paused queues out.
+"""The `flow` thread: keeps the worker's `flowseen.FlowSeen` fresh, so that the blocking pops
+leave paused queues out.
 
-Each step is one `EXISTS <prefix>:flow <prefix>:flowstate` (and, when either exists, one
-`HGETALL <prefix>:flow` for the pauses), every `CHECK_SECONDS`: a few commands a second per
-worker instead of one more read in every fetch. How soon a change takes effect:
-- while either hash exists, fetch.lua reads them atomically in every fetch, as before, so a
-  pause written then holds from the next fetch of every worker;
-- a pause or limit written into a TaskQueue that had none holds after at most `CHECK_SECONDS`
-  plus the fetch in flight (the target is one second);
-- a blocking pop (AtMostOnce, BRPOP/BZPOPMIN) leaves a paused queue out from its next pop, at
-  most `CHECK_SECONDS` plus `slot.BLOCK_SECONDS` after the pause.
-A flow hash of another type leaves `on` True: fetch.lua then names it (WRONGTYPE), as it always
-did. The thread is a `periodic.Periodic` (Redis errors retried with backoff, `on` unchanged).
+Each step is one `HGETALL <prefix>:flow` every `CHECK_SECONDS`. The fetch script needs none of
+it: fetch.lua reads the flow hashes itself, atomically, in every fetch (one `EXISTS` when there
+are none), so a limit or pause holds from the next fetch of every worker. A blocking pop
+(AtMostOnce, BRPOP/BZPOPMIN) leaves a paused queue out from its next pop, at most
+`CHECK_SECONDS` plus `slot.BLOCK_SECONDS` after the pause. A flow hash of another type leaves
+nothing paused here (fetch.lua names it: WRONGTYPE; BRPOP cannot read it either). The thread is
+a `periodic.Periodic` (Redis errors retried with backoff, `paused` unchanged).
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from taskqueue.worker.resp import ReplyError
 from taskqueue.worker.store import Store
 
 CHECK_SECONDS = 0.5
-"""How often the worker reads whether flow control exists, and the pauses."""
+"""How often the worker reads the pauses."""
 RETRY_CAP_SECONDS = 1.0
 """Longest wait between two reads while Redis fails."""
 
@@ -52,17 +48,12 @@ class FlowWatch:
                              stop=stopping, cap=RETRY_CAP_SECONDS, close=self.store.close)
 
     def step(self) -> float:
-        """Read whether flow control exists and what it pauses; the seconds to the next read."""
-        schema, seen = self.schema, self.seen
-        if not int(self.store.call("EXISTS", schema.flow, schema.flow_state)):
-            seen.paused = frozenset()
-            seen.on = False
-            return CHECK_SECONDS
+        """Read what the flow hash pauses; the seconds to the next read."""
         try:
-            seen.paused = paused_keys(schema, self.store.call("HGETALL", schema.flow))
+            self.seen.paused = paused_keys(self.schema,
+                                           self.store.call("HGETALL", self.schema.flow))
         except ReplyError as exc:
             if not wrongtype.is_wrong_type(exc):
                 raise
-            seen.paused = frozenset()  # fetch.lua names the key; BRPOP cannot read it either
-        seen.on = True
+            self.seen.paused = frozenset()
         return CHECK_SECONDS

@@ -45,7 +45,7 @@ FETCHERS: dict[Slots, tuple[str, ...]] = {
 """Who may fetch, per kind of slots (one at a time: the holder of the dispatcher's Fetcher)."""
 PERIODIC_THREADS = ("heartbeat", "lifecycle", "promoter", "flow", "watchdog")
 """The periodic threads every worker runs (`periodic.Periodic`; lifecycle: cancels and progress;
-flow: whether flow control exists, and the pauses: `flowwatch`)."""
+flow: the pauses the blocking pops leave out: `flowwatch`)."""
 
 
 class Settings(Protocol):

@@ -72,7 +72,7 @@ class Worker:
         self.flow_watch = FlowWatch(url=config.redis_url, schema=config.schema,
                                     worker_id=config.worker_id, seen=self.state.flow,
                                     stopping=self.state.stopping)
-        """Keeps `state.flow` fresh: whether fetch.lua looks at flow control, the pauses."""
+        """Keeps `state.flow` fresh: the pauses the blocking pops leave out."""
         leases = Leases() if plan.leases else None
         self.lease_keeper = (LeaseKeeper(config=config, leases=leases)
                              if leases is not None else None)
@@ -113,7 +113,7 @@ class Worker:
         # priority at once; a failure is the promoter thread's to meet again and log
         with contextlib.suppress(*REDIS_ERRORS):
             self.promoter.step()
-        # the first fetches know whether flow control exists (else they look, as they may)
+        # the first blocking pops know the pauses
         with contextlib.suppress(*REDIS_ERRORS):
             self.flow_watch.step()
         if self.plan.loop:

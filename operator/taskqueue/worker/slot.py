@@ -57,7 +57,7 @@ class Slot:
         self.held = plan.held
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id, wait_replicas=config.wait_replicas,
-                           tracking=config.tracking, flow=state.flow)
+                           tracking=config.tracking)
         self.executor = Executor(config=config, handler=handler, store=self.store,
                                  stopping=state.stopping, name=f"slot-{index}",
                                  check_cancels=plan.fetch in ("brpop", "bzpopmin"))

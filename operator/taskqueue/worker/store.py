@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
+from taskqueue.telemetry import tally
 from taskqueue.wire import keys, scripts
 from taskqueue.worker import resp
-from taskqueue.worker.flowseen import FlowSeen
 from taskqueue.worker.resp import bulk, pack
 
 log = logging.getLogger(__name__)
@@ -84,12 +84,8 @@ class Store:
     """Redis operations of one worker thread over a connection of its own."""
 
     def __init__(self, *, url: str, schema: keys.KeySchema, worker_id: str,
-                 wait_replicas: int = 0, tracking: bool = False,
-                 flow: FlowSeen | None = None) -> None:
+                 wait_replicas: int = 0, tracking: bool = False) -> None:
         self.schema = schema
-        self.flow = flow
-        """What the worker saw of flow control (`flowseen`): fetch.lua skips the flow hashes
-        while `flow.on` is False. None: it always looks (the stores that fetch rarely)."""
         self.tracking = scripts.tracking_arg(schema, tracking=tracking)
         """The task index's key prefix ("" when spec.worker.tracking is off)."""
         self._tracking = bulk(self.tracking)
@@ -99,7 +95,6 @@ class Store:
         self._url = url
         self._conn: resp.Connection | None = None
         self._hold_flag = {True: bulk("1"), False: bulk("0")}
-        self._look_flag = self._hold_flag
         self.queue_keys: tuple[str, ...] = ()
         self.flow_wait_ms = 0
         """From the last fetch: ms until a rate-limited queue may give its next task (0: none
@@ -113,12 +108,12 @@ class Store:
         self.queue_keys = tuple(k for k in schema.queue_keys if k not in skip)
         fetch_keys = scripts.fetch_keys(schema, self.worker_id)
         # EVALSHA <sha> <numkeys> <keys...> <max> <queue options> | <now> <count> <hold>
-        # <tracking> <flow> acks...
+        # <tracking> acks...
         head: list[str | int] = ["EVALSHA", scripts.script("fetch").sha, len(fetch_keys),
                                  *fetch_keys, schema.dead_letter_max_length,
                                  scripts.fetch_options(schema, skip=skip)]
         self._fetch_head = b"".join(bulk(a) for a in head)
-        self._fetch_fixed = len(head) + 5
+        self._fetch_fixed = len(head) + 4
 
     def key_types(self) -> dict[str, str]:
         """The type Redis holds at each key fetch.lua touches ("none" when absent)."""
@@ -192,13 +187,14 @@ class Store:
         packed = b"".join((
             b"*%d\r\n" % (self._fetch_fixed + len(acks)), self._fetch_head,
             bulk(now), bulk(count if self.queue_keys else 0), self._hold_flag[hold],
-            self._tracking, self._look_flag[self.flow is None or self.flow.on],
+            self._tracking,
             *[bulk(a) for a in acks],
         ))
         result: list[str] = self._evalsha("fetch", packed)
         self.flow_wait_ms = 0
         if result and isinstance(result[-1], int):
             self.flow_wait_ms = result.pop()
+            tally.RATE_LIMIT.waited(self.flow_wait_ms)
         return result
 
     def fail(self, *, entry: str, held: bool, dead: bool, value: str, due_ms: int) -> bool:

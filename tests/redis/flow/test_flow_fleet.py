@@ -138,8 +138,9 @@ def test_a_rate_limit_holds_for_the_fleet_together(
 
 
 PAUSE_HOLDS_WITHIN = 1.0
-"""The issue's bound: workers stop taking from a paused queue within one second (a TaskQueue
-without flow hashes: the `flow` thread's next read, worker.flowwatch)."""
+"""The issue's bound: workers stop taking from a paused queue within one second (fetch.lua:
+from the next fetch; the blocking pops of AtMostOnce: the `flow` thread's next read,
+worker.flowwatch)."""
 
 
 @pytest.mark.timeout(120)
@@ -151,7 +152,7 @@ def test_a_pause_stops_every_worker_within_a_second_and_loses_nothing(
     r = redis.Redis.from_url(redis_url, decode_responses=True)
     with fleet(redis_url, tmp_path, 2, *args):
         wait_for("some tasks done", lambda: redis_sync.llen(test_handlers.DONE) >= 40, timeout=60)
-        assert not redis_sync.exists(SCHEMA.flow, SCHEMA.flow_state)  # fetches skip the reads
+        assert not redis_sync.exists(SCHEMA.flow, SCHEMA.flow_state)  # no flow control yet
         assert flowops.pause(r, SCHEMA, "q", at=time.time(), who="test")
         time.sleep(PAUSE_HOLDS_WITHIN)
         taken = redis_sync.hget(SCHEMA.stats, "taken:q")
@@ -192,3 +193,67 @@ def test_at_most_once_workers_leave_a_paused_queue_alone_and_lose_nothing(
         wait_for("every task done", lambda: len(done(redis_sync)) >= total + 20, timeout=90)
     assert sorted(done(redis_sync)) == sorted(
         [f"{i}:0.02" for i in range(total)] + [f"r{i}:0.01" for i in range(20)])
+
+
+def write_and_read_taken(r: redis.Redis, **queue: object) -> tuple[int, float, float]:
+    """Write spec.queues[0]'s flow control into a TaskQueue that had none and read `taken:q` in
+    the same MULTI/EXEC (no fetch runs between the two); with the time before the write was sent
+    and after the reply came: (taken at the write, sent, answered)."""
+    assert not r.exists(SCHEMA.flow, SCHEMA.flow_state)
+    pipe = r.pipeline(transaction=True)
+    pipe.hset(SCHEMA.flow, mapping=flow.control_fields([flow.QueueFlow("q", **queue)]))  # type: ignore[arg-type]
+    pipe.hget(SCHEMA.stats, "taken:q")
+    sent = time.monotonic()
+    _, taken = pipe.execute()
+    return int(taken or 0), sent, time.monotonic()
+
+
+FAST = ("--handler", f"{HANDLERS}:record", "--concurrency", "8")
+"""Tasks that take no time: 3 such workers take hundreds a second without a limit."""
+
+
+@pytest.mark.timeout(120)
+def test_a_first_pause_holds_from_the_write_on_every_worker(
+        tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
+    """3 workers fetching continuously; a pause written into a TaskQueue with no flow key: not
+    one task is taken after the write (fetch.lua reads the flow keys in every fetch; no worker
+    has to hear of them first). The tasks in hand finish; nothing is lost."""
+    total = 20_000
+    client.enqueue_many_sync(redis_sync, "q", [str(i) for i in range(total)])
+    with fleet(redis_url, tmp_path, 3, *FAST):
+        wait_for("fetching", lambda: int(redis_sync.hget(SCHEMA.stats, "taken:q") or 0) > 200,
+                 timeout=60)
+        taken, _, _ = write_and_read_taken(redis_sync, paused=True)
+        assert 0 < redis_sync.llen("q") < total
+        wait_for("tasks in hand finished", lambda: snapshot(redis_sync)[0] == 0, timeout=30)
+        time.sleep(1.0)
+        assert int(redis_sync.hget(SCHEMA.stats, "taken:q") or 0) == taken
+        assert len(done(redis_sync)) + redis_sync.llen("q") == total
+
+
+@pytest.mark.timeout(120)
+def test_a_first_rate_limit_is_never_exceeded_from_the_write(
+        tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
+    """3 workers x 8 slots fetching no-op tasks continuously (hundreds a second); a rate limit
+    of 10/s, burst 5, written into a TaskQueue with no flow key: from the write on, the tasks
+    taken never exceed burst + rate x the time since it (GCRA), sampled for 3 s; the elapsed
+    time is measured from before the write was sent to after each read returned, so the bound
+    is never tighter than the truth."""
+    rate, burst = 10, 5
+    client.enqueue_many_sync(redis_sync, "q", [str(i) for i in range(20_000)])
+    samples: list[tuple[int, float]] = []
+    with fleet(redis_url, tmp_path, 3, *FAST):
+        wait_for("fetching", lambda: int(redis_sync.hget(SCHEMA.stats, "taken:q") or 0) > 200,
+                 timeout=60)
+        before = int(redis_sync.hget(SCHEMA.stats, "taken:q") or 0)
+        time.sleep(0.5)
+        unlimited = int(redis_sync.hget(SCHEMA.stats, "taken:q") or 0) - before
+        taken, sent, _ = write_and_read_taken(redis_sync, rate=(rate, 1.0, burst))
+        while time.monotonic() - sent < 3.0:
+            n = int(redis_sync.hget(SCHEMA.stats, "taken:q") or 0)
+            samples.append((n - taken, time.monotonic() - sent))
+            time.sleep(0.01)
+    assert unlimited > 2 * burst  # the fleet would have taken far more without the limit
+    over = [(n, round(t, 3)) for n, t in samples if n > burst + rate * t]
+    assert not over, over[:5]
+    assert samples[-1][0] >= burst  # the limit let tasks through, it did not stop the fleet

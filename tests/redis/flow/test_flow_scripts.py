@@ -205,48 +205,63 @@ def test_a_flow_key_of_another_type_fails_the_fetch_before_any_write(
 
 
 # -- what the worker has seen (worker.flowseen, worker.flowwatch) --------------------------------
-def test_the_flow_thread_says_whether_fetch_looks_and_what_is_paused(
-        redis_url: str, r: redis.Redis) -> None:
-    """No flow hash: the worker's fetches skip the flow reads (`on` False); a CLI pause makes
-    them look again and names the paused queue; the resume deletes the last field, and with it
-    the hash, so the fetches are free again. The first read happens before any (on: True)."""
+def test_the_flow_thread_names_the_paused_queues(redis_url: str, r: redis.Redis) -> None:
+    """No flow hash: nothing paused; a CLI pause names the paused queue (the blocking pops leave
+    it out); the resume deletes the last field, and with it the hash; a control hash of another
+    type pauses nothing here (fetch.lua names it)."""
     seen = FlowSeen()
-    assert seen.on
     watch = FlowWatch(url=redis_url, schema=SCHEMA, worker_id="w", seen=seen,
                       stopping=threading.Event())
     try:
         watch.step()
-        assert (seen.on, seen.paused) == (False, frozenset())
+        assert seen.paused == frozenset()
         assert flowops.pause(r, SCHEMA, "b", at=time.time(), who="test")
         watch.step()
-        assert (seen.on, seen.paused) == (True, frozenset({"b"}))
+        assert seen.paused == frozenset({"b"})
         assert seen.unpaused(SCHEMA.queue_keys) == ("a",)
         assert flowops.resume(r, SCHEMA, "b") == (True, False)
         watch.step()
-        assert (seen.on, seen.paused) == (False, frozenset())
-        r.hset(SCHEMA.flow_state, flow.HELD + "a", 0)  # state alone: the scripts still count
+        assert seen.paused == frozenset() and not r.exists(SCHEMA.flow)
+        r.set(SCHEMA.flow, "not a hash")
         watch.step()
-        assert seen.on
+        assert seen.paused == frozenset()
     finally:
         watch.store.close()
 
 
-def test_a_fetch_told_there_is_no_flow_control_reads_none(redis_url: str, r: redis.Redis) -> None:
-    """The flag is the whole cost saving: with `on` False fetch.lua reads no flow hash (a pause
-    written since the flow thread's last read is not seen until its next one), with `on` True
-    it reads them atomically, as before."""
-    seen = FlowSeen()
-    s = Store(url=redis_url, schema=SCHEMA, worker_id="w", flow=seen)
-    try:
-        r.hset(SCHEMA.flow, flow.PAUSED_CLI + "a", "0 test")
-        push(r, "a", 4)
-        assert s.fetch(acks=[], count=1) == []  # `on` starts True: the pause holds
-        seen.on = False
-        assert queues_of(s.fetch(acks=[], count=1)) == ["a"]
-        seen.on = True
-        assert s.fetch(acks=[], count=1) == []
-    finally:
-        s.close()
+def test_the_first_pause_or_limit_holds_from_the_next_fetch(r: redis.Redis, store: Store) -> None:
+    """With no flow key and no cancel the fetch reads one EXISTS of them; the first pause or
+    limit written into such a TaskQueue holds from the very next fetch (nothing the worker must
+    hear first), and removing the last one frees the fetches again."""
+    push(r, "a", 6)
+    assert queues_of(store.fetch(acks=[], count=1)) == ["a"]
+    r.hset(SCHEMA.flow, flow.PAUSED_CLI + "a", "0 test")
+    assert store.fetch(acks=[], count=1) == []
+    r.delete(SCHEMA.flow)
+    r.hset(SCHEMA.flow, flow.RATE + "a", flow.rate_text(1, 60.0, 2))
+    assert queues_of(store.fetch(acks=[], count=5)) == ["a", "a"]  # burst 2 of 1 a minute
+    assert store.fetch(acks=[], count=5) == [] and store.flow_wait_ms > 0
+    r.delete(SCHEMA.flow, SCHEMA.flow_state)
+    assert queues_of(store.fetch(acks=[], count=5)) == ["a", "a", "a"]
+
+
+def test_an_unused_fetch_runs_one_command_for_flow_and_cancels(
+        r: redis.Redis, store: Store) -> None:
+    """The cost when unused, counted exactly (INFO commandstats): no flow key and no cancel, a
+    fetch taking one task runs one EXISTS for the three and no TYPE or ZCARD of the cancels
+    zset; a pending cancel brings back its check."""
+    push(r, "a", 3)
+    store.fetch(acks=[], count=1)  # loads the script
+    r.config_resetstat()
+    store.fetch(acks=[], count=1)
+    stats = r.info("commandstats")
+    assert stats["cmdstat_exists"]["calls"] == 1
+    assert "cmdstat_zcard" not in stats
+    r.zadd(SCHEMA.cancels, {"someone-else": 1})
+    r.config_resetstat()
+    store.fetch(acks=[], count=1)
+    stats = r.info("commandstats")
+    assert stats["cmdstat_zcard"]["calls"] == 1
 
 
 # -- tasks delayed by a limit (stats limited:<queue>, the operator's taskqueue_queue_limited) ----

@@ -43,8 +43,8 @@ def parse_fetch(line: str) -> FetchCall | None:
     if len(args) < 3 or args[0].upper() != "EVALSHA" or args[1] != queueops.script("fetch").sha:
         return None
     argv = args[3 + int(args[2]):]  # dead-letter cap, queue options, now, count, hold,
-    # tracking, flow, acks...
-    return FetchCall(count=int(argv[3]), acks=len(argv) - 7)
+    # tracking, acks...
+    return FetchCall(count=int(argv[3]), acks=len(argv) - 6)
 
 
 @contextlib.contextmanager

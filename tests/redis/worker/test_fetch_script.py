@@ -143,7 +143,7 @@ def test_the_worker_sends_the_layout_the_tools_send(redis_url: str) -> None:
     head = ["EVALSHA", scripts.script("fetch").sha, len(fetch_keys), *fetch_keys, *args[:2]]
     assert store._fetch_head == b"".join(b"$%d\r\n%s\r\n" % (len(str(a).encode()),
                                                             str(a).encode()) for a in head)
-    assert store._fetch_fixed == len(head) + 5 == 3 + len(fetch_keys) + len(args)
+    assert store._fetch_fixed == len(head) + 4 == 3 + len(fetch_keys) + len(args)
     assert store._tracking == b"$0\r\n\r\n" and args[5] == ""  # tracking off: ARGV[6] ""
     tracked = Store(url=redis_url, schema=schema, worker_id="w", tracking=True)
     assert scripts.fetch_args(schema, now_ms=None, count=0, hold=True,

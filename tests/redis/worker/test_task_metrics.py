@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from taskqueue import client
 from taskqueue.telemetry import metrics, tally
+from taskqueue.wire import flow
 from tests.helpers.wait import wait_for
 from tests.helpers.worker import MakeWorker, wait_done
 
@@ -130,3 +131,32 @@ def test_a_worker_that_serves_no_metrics_does_not_import_prometheus_client() -> 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "False"
+
+
+def test_rate_limit_waits_are_counted(make_worker: MakeWorker, redis_sync: redis.Redis) -> None:
+    """A queue limited to 5 tasks/s (burst 1): the worker's fetches are held back and it waits,
+    so /metrics counts the waits and their seconds (each at most one period, 0.2 s). Without a
+    limit nothing is counted."""
+    def read() -> tuple[float, float]:
+        m = samples(None)
+        return (m["taskqueue_worker_rate_limit_waits_total"],
+                m["taskqueue_worker_rate_limit_wait_seconds_total"])
+
+    free = fresh_queue()
+    for _ in range(6):
+        client.enqueue_sync(redis_sync, free, "1")
+    before = read()
+    make_worker(queues=[{"key": free}], worker={"concurrency": 4}, worker_id="free")
+    wait_done(redis_sync, 6)
+    assert read() == before
+
+    queue = fresh_queue()
+    worker = make_worker(queues=[{"key": queue}], worker={"concurrency": 4}, start=False)
+    redis_sync.hset(worker.config.schema.flow, flow.RATE + queue, flow.rate_text(5, 1.0, 1))
+    for _ in range(6):
+        client.enqueue_sync(redis_sync, queue, "1")
+    worker.start()
+    wait_done(redis_sync, 12)
+    waits, seconds = read()
+    assert waits - before[0] >= 1
+    assert 0 < seconds - before[1] <= 0.201 * (waits - before[0])

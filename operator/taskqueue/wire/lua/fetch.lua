@@ -28,10 +28,7 @@ local hold = ARGV[5] == '1'         -- "1": LPUSH the entries into `processing` 
 local task_prefix = ARGV[6]         -- the task index's key prefix ("": tracking off); with it,
                                      -- taken tasks are tracked as running, acked ones as done,
                                      -- promoted ones as queued
-local look = ARGV[7] == '1'         -- "1": flow control may exist, look at the flow hashes;
-                                     -- "0": the caller saw neither hash (worker.flowseen), so
-                                     -- no limit, pause or in-flight count is read or written
-local FIRST_ACK = 8                 -- ARGV[8..]: processing entries to ack
+local FIRST_ACK = 7                 -- ARGV[7..]: processing entries to ack
 -- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken, then,
 -- when a rate limit held a queue back, an integer: the ms until that queue may give its next
 -- task. Paused queues give nothing, and rate and in-flight limits cap what each queue gives
@@ -81,13 +78,17 @@ end
 
 -- the checks: every key this call writes (the first LREM of an ack checks the processing list
 -- itself), then every due entry
-local flow_on = look and flow_present(flow, flow_state)
+-- the optional keys: flow control (lib/flow.lua) and the cancels (lib/lifecycle.lua) cost one
+-- EXISTS of all three when none exists (no flow hash, no cancel pending): nothing more of them
+-- is read or written, and what a writer adds is seen by the next fetch of every worker
+local optional = redis.call('EXISTS', flow, flow_state, cancels) > 0
+local flow_on = optional and flow_present(flow, flow_state)
 local wrong = wrong_type(stats, 'hash') or (flow_on and flow_misfit(flow, flow_state))
 if taking then
   if hold and nacks == 0 then wrong = wrong or wrong_type(processing, 'list') end
   for q = 1, #keys do wrong = wrong or wrong_type(keys[q], types[q]) end
   if any_limit then wrong = wrong or wrong_type(starvation, 'hash') end
-  wrong = wrong or wrong_type(cancels, 'zset')
+  if optional then wrong = wrong or wrong_type(cancels, 'zset') end
 end
 if wrong then return wrong end
 local moves = {}
@@ -218,8 +219,8 @@ else
   for q = 1, nq do flat[#flat + 1] = keys[q]; flat[#flat + 1] = counts[q] end
   redis.call('HSET', starvation, unpack(flat))
 end
-local dropped
-out, dropped = drop_cancelled(cancels, stats, out, task_prefix)
+local dropped = {}
+if optional then out, dropped = drop_cancelled(cancels, stats, out, task_prefix) end
 track_entries(task_prefix, out, 'running', processing)
 if hold and #out > 0 then redis.call('LPUSH', processing, unpack(out)) end
 local wait = limits_now and flow_close(limits_now)

@@ -10,8 +10,7 @@
 -- periods); a task may start when tat - now <= (burst - 1) * period, and each task taken moves
 -- tat on by one period. So at most `burst` tasks start at once and at most tasks + burst - 1 in
 -- any perSeconds window. When neither hash exists (no queue has a limit or a pause) a script
--- does one EXISTS and nothing else; fetch.lua not even that when its caller saw neither hash
--- (its ARGV flag, taskqueue.worker.flowseen).
+-- does one EXISTS and nothing else (fetch.lua one EXISTS of them and the cancels zset).
 
 -- flow_present(control, state): whether either hash exists (one EXISTS for both).
 local function flow_present(control, state)
