@@ -118,15 +118,24 @@ def fetch_options(schema: keys.KeySchema, *, skip: Collection[str] = ()) -> str:
 
 def fetch_args(schema: keys.KeySchema, *, now_ms: int | None, count: int, hold: bool,
                acks: Sequence[str] = (), skip: Collection[str] = (),
-               tracking: bool = False, flow: bool = True) -> list[str | int]:
+               tracking: bool = False, flow: bool = True, cancels: bool = True,
+               ) -> list[str | int]:
     """The whole ARGV of one fetch.lua call (the worker pre-encodes the same parts itself):
     the dead-letter list's maximum length, the queue options, now ("": no promotion), count,
-    hold, the task index's key prefix (`tracking_arg`), whether to look at the flow hashes
-    (`flow`; False only when the caller knows neither exists: `worker.flowseen`), then the
-    entries to ack."""
+    hold, the task index's key prefix (`tracking_arg`), what to look at (`look_arg`), then
+    the entries to ack."""
     return [schema.dead_letter_max_length, fetch_options(schema, skip=skip),
             "" if now_ms is None else now_ms, count, "1" if hold else "0",
-            tracking_arg(schema, tracking=tracking), "1" if flow else "0", *acks]
+            tracking_arg(schema, tracking=tracking), look_arg(flow=flow, cancels=cancels),
+            *acks]
+
+
+def look_arg(*, flow: bool, cancels: bool) -> str:
+    """fetch.lua's ARGV[7]: "1" looks at the flow hashes and the cancels zset; "0" at the
+    cancels zset only (the caller knows no flow hash exists: `worker.flowseen`); a second
+    character "0" ("10", "00") also skips the cancels zset (the caller knows it holds no
+    cancel: `worker.running.CancelsSeen`)."""
+    return ("1" if flow else "0") + ("" if cancels else "0")
 
 
 def tracking_arg(schema: keys.KeySchema, *, tracking: bool) -> str:

@@ -103,7 +103,7 @@ class AsyncSlot:
         self.held = held
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id, wait_replicas=config.wait_replicas,
-                           tracking=config.tracking, flow=state.flow)
+                           tracking=config.tracking, flow=state.flow, cancels=state.cancels)
         self.executor = Executor(config=config, handler=handler, store=self.store,
                                  stopping=state.stopping, name=f"slot-{index}")
         self.name = f"slot-{index}"

@@ -105,7 +105,7 @@ class Fetcher:
         self.held = held
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id, wait_replicas=config.wait_replicas,
-                           tracking=config.tracking, flow=state.flow)
+                           tracking=config.tracking, flow=state.flow, cancels=state.cancels)
         self.fetching = Fetching(store=self.store, state=state, name="dispatch", held=held)
         self.ready: list[Receiver] = []
         """Slots waiting for entries."""

@@ -27,7 +27,7 @@ from taskqueue.worker import backoff, servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import AsyncHandler, Handler, TaskContext
 from taskqueue.worker.logs import task_extra
-from taskqueue.worker.running import RUNNING
+from taskqueue.worker.running import RUNNING, CancelsSeen
 from taskqueue.worker.store import REDIS_ERRORS, Store, now_ms
 
 log = logging.getLogger("taskqueue.worker.task")
@@ -101,6 +101,8 @@ class Executor:
     CancelledError is then not a failure of the task (the worker gives the task back)."""
     check_cancels: bool = False
     """Tasks come from a blocking pop, not fetch.lua: drop a cancelled one here, unrun."""
+    cancels: CancelsSeen = field(default_factory=CancelsSeen)
+    """Whether the cancels zset may hold a cancel (`check_cancels` asks only then)."""
     counts: tally.SlotTally = field(default_factory=tally.WORKER.slot)
     """This slot's metrics (plain numbers, summed when /metrics is scraped)."""
     service: servicetime.SlotTotals = field(init=False)
@@ -114,14 +116,16 @@ class Executor:
         if task.problem:
             self._refuse(raw_entry, entry, task, held=held)
             return False
-        if self.check_cancels and task.id and RUNNING.pending and self._cancel_recorded(task):
+        if (self.check_cancels and task.id and self.cancels.pending
+                and self._cancel_recorded(task)):
             self._cancelled(raw_entry, TaskContext(id=task.id, queue=entry.queue,
                                                    attempt=task.attempts + 1), held=held)
             return False
         ctx, m = self._begin(entry, task)
         started = time.perf_counter()
         try:
-            self.handler(task.payload, ctx)
+            if not ctx.control.cancelled_flag:  # a cancel heard before the task started
+                self.handler(task.payload, ctx)
         except BaseException as exc:
             if _forked:
                 leave_forked_child(self.name)
@@ -156,7 +160,8 @@ class Executor:
         if cancel is not None:
             ctx.control.on_cancel(cancel.request)
         try:
-            await handler.run(task.payload, ctx)
+            if not ctx.control.cancelled_flag:  # a cancel heard before the task started
+                await handler.run(task.payload, ctx)
         except BaseException as exc:
             if _forked:
                 leave_forked_child(self.name)

@@ -4,9 +4,11 @@ and writes the reports; the executors `start` and `end` each task (a dict insert
 the task path, nothing else); `handlers.TaskContext` hands a task's `Control` to its handler.
 
 A cancel that arrives just before its task registers is kept `EARLY_SECONDS` and applied at
-`start`. A worker that pops its tasks with BRPOP/BZPOPMIN (AtMostOnce, `plan.fetch_mode`) skips
-fetch.lua, which drops cancelled tasks: its executor asks Redis (ZSCORE) whether a task it took
-is cancelled, only while `Running.pending` says the cancels zset may hold one.
+`start` (the executor then does not run the handler). `CancelsSeen` is what a worker knows of
+its TaskQueue's cancels zset: while it holds no cancel, fetch.lua does not read it (no cost per
+task while nobody cancels), and a worker that pops with BRPOP/BZPOPMIN (AtMostOnce,
+`plan.fetch_mode`), which skips fetch.lua, asks Redis (ZSCORE) about a task it took only while
+`pending` is set.
 """
 
 from __future__ import annotations
@@ -78,6 +80,19 @@ class Control:
         RUNNING.changed(self.id)
 
 
+class CancelsSeen:
+    """Whether the worker's TaskQueue may hold a cancel (one per worker, `state.WorkerState`)."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        self.pending = True
+        """The cancels zset may hold a cancel not yet expired: set by the lifecycle thread when
+        it hears one, and read again every `lifecycle.WATCH_SECONDS`; True until the first
+        read. A single attribute store, read without a lock. While it is False, fetch.lua does
+        not look at the zset and blocking-pop executors do not ask about their tasks."""
+
+
 class Running:
     """The running tasks of this process, by id."""
 
@@ -87,10 +102,6 @@ class Running:
         self._early: dict[str, float] = {}
         self._changed: set[str] = set()
         self._ended: set[str] = set()
-        self.pending = True
-        """Whether the cancels zset may hold a cancel (the lifecycle thread of a blocking-pop
-        worker keeps it; until it has looked: True). A worker that takes its tasks by
-        BRPOP/BZPOPMIN, not fetch.lua, asks Redis about a task's cancel only while it is set."""
 
     def start(self, task_id: str) -> Control:
         control = Control(task_id)

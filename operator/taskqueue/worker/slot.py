@@ -57,10 +57,11 @@ class Slot:
         self.held = plan.held
         self.store = Store(url=config.redis_url, schema=config.schema,
                            worker_id=config.worker_id, wait_replicas=config.wait_replicas,
-                           tracking=config.tracking, flow=state.flow)
+                           tracking=config.tracking, flow=state.flow, cancels=state.cancels)
         self.executor = Executor(config=config, handler=handler, store=self.store,
                                  stopping=state.stopping, name=f"slot-{index}",
-                                 check_cancels=plan.fetch in ("brpop", "bzpopmin"))
+                                 check_cancels=plan.fetch in ("brpop", "bzpopmin"),
+                                 cancels=state.cancels)
         self.ledger = Ledger(held=self.held, state=state, done_marks=config.tracking)
         self.guard = None if leases is None else Guard(
             config=config, store=self.store, leases=leases, slot=index, held=self.held,

@@ -23,6 +23,7 @@ from taskqueue.wire import keys, scripts
 from taskqueue.worker import resp
 from taskqueue.worker.flowseen import FlowSeen
 from taskqueue.worker.resp import bulk, pack
+from taskqueue.worker.running import CancelsSeen
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -85,11 +86,14 @@ class Store:
 
     def __init__(self, *, url: str, schema: keys.KeySchema, worker_id: str,
                  wait_replicas: int = 0, tracking: bool = False,
-                 flow: FlowSeen | None = None) -> None:
+                 flow: FlowSeen | None = None, cancels: CancelsSeen | None = None) -> None:
         self.schema = schema
         self.flow = flow
         """What the worker saw of flow control (`flowseen`): fetch.lua skips the flow hashes
         while `flow.on` is False. None: it always looks (the stores that fetch rarely)."""
+        self.cancels = cancels
+        """What the worker saw of the cancels zset (`running.CancelsSeen`): fetch.lua skips it
+        while `cancels.pending` is False. None: it always looks."""
         self.tracking = scripts.tracking_arg(schema, tracking=tracking)
         """The task index's key prefix ("" when spec.worker.tracking is off)."""
         self._tracking = bulk(self.tracking)
@@ -99,7 +103,8 @@ class Store:
         self._url = url
         self._conn: resp.Connection | None = None
         self._hold_flag = {True: bulk("1"), False: bulk("0")}
-        self._look_flag = self._hold_flag
+        self._look_flag = {(flow, cancels): bulk(scripts.look_arg(flow=flow, cancels=cancels))
+                           for flow in (True, False) for cancels in (True, False)}
         self.queue_keys: tuple[str, ...] = ()
         self.flow_wait_ms = 0
         """From the last fetch: ms until a rate-limited queue may give its next task (0: none
@@ -113,7 +118,7 @@ class Store:
         self.queue_keys = tuple(k for k in schema.queue_keys if k not in skip)
         fetch_keys = scripts.fetch_keys(schema, self.worker_id)
         # EVALSHA <sha> <numkeys> <keys...> <max> <queue options> | <now> <count> <hold>
-        # <tracking> <flow> acks...
+        # <tracking> <look: flow, cancels> acks...
         head: list[str | int] = ["EVALSHA", scripts.script("fetch").sha, len(fetch_keys),
                                  *fetch_keys, schema.dead_letter_max_length,
                                  scripts.fetch_options(schema, skip=skip)]
@@ -192,7 +197,8 @@ class Store:
         packed = b"".join((
             b"*%d\r\n" % (self._fetch_fixed + len(acks)), self._fetch_head,
             bulk(now), bulk(count if self.queue_keys else 0), self._hold_flag[hold],
-            self._tracking, self._look_flag[self.flow is None or self.flow.on],
+            self._tracking, self._look_flag[self.flow is None or self.flow.on,
+                                            self.cancels is None or self.cancels.pending],
             *[bulk(a) for a in acks],
         ))
         result: list[str] = self._evalsha("fetch", packed)

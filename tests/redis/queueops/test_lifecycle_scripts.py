@@ -48,6 +48,27 @@ def test_fetch_drops_a_cancelled_task_and_counts_it(redis_sync: redis.Redis, ele
     assert redis_sync.llen(SCHEMA.processing("w")) == 2
 
 
+def test_a_fetch_told_that_no_cancel_exists_does_not_read_the_cancels_key(
+        redis_sync: redis.Redis) -> None:
+    """ARGV[7] "10" (`scripts.look_arg(cancels=False)`, sent while the worker's lifecycle thread
+    saw no cancel): the cancels key is neither checked nor read, so no command per task; told
+    to look, the same fetch drops the cancelled task."""
+    redis_sync.set(SCHEMA.cancels, "not a zset")  # looked at, it would fail the call
+    redis_sync.lpush("q", keys.wrap("p", task_id="t1"))
+    taken = queueops.script("fetch").sync(
+        redis_sync, keys=scripts.fetch_keys(SCHEMA, "w"),
+        args=scripts.fetch_args(SCHEMA, now_ms=None, count=1, hold=True, cancels=False))
+    assert [keys.unwrap(keys.Entry.decode(e).element).id for e in taken] == ["t1"]
+    assert scripts.fetch_args(SCHEMA, now_ms=None, count=1, hold=True, cancels=False)[6] == "10"
+    with pytest.raises(redis.ResponseError, match=r"WRONGTYPE.*q:cancels"):
+        fetch(redis_sync, count=1)
+    redis_sync.delete(SCHEMA.cancels)
+    redis_sync.lpush("q", keys.wrap("p", task_id="t2"))
+    redis_sync.zadd(SCHEMA.cancels, {"t2": 2**40})
+    assert fetch(redis_sync, count=1) == []
+    assert redis_sync.hget(SCHEMA.stats, "cancelled") == "1"
+
+
 def test_fetch_tracks_taken_and_acked_tasks_and_fail_tracks_retries(
         redis_sync: redis.Redis) -> None:
     redis_sync.lpush("q", keys.wrap("a", task_id="ta"), keys.wrap("b", task_id="tb"))

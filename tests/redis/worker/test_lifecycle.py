@@ -19,6 +19,7 @@ import redis
 from taskqueue import client
 from taskqueue.redisio import clients, queueops
 from taskqueue.wire import keys, lifecycle
+from taskqueue.worker import lifecycle as lifecycle_thread
 from tests.helpers import handlers as h
 from tests.helpers.cli import Run
 from tests.helpers.wait import wait_for
@@ -93,6 +94,29 @@ def test_a_task_cancelled_before_it_runs_is_never_started(
     assert stat(redis_sync, "cancelled") == 1 and redis_sync.zcard(SCHEMA.cancels) == 0
     shown = cli("stats", "--redis-url", redis_url, "--queue", Q, "--json", "--interval", "0")
     assert json.loads(shown.out)["cancelled_total"] == 1
+
+
+def test_a_worker_that_saw_no_cancel_for_a_while_still_never_starts_a_cancelled_queued_task(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    """Once its lifecycle thread has read an empty cancels zset, the worker's fetches stop
+    looking at it (`CancelsSeen`); the cancel heard on the channel turns the look back on
+    before the next fetch, so the task queued behind the running one is dropped unrun."""
+    with running(redis_url, "--queue", Q, "--tracking", *HANDLER_KINDS["sync"],
+                 log_path=tmp_path / "worker.log"):
+        long = client.enqueue_sync(redis_sync, Q, "long", track=True)
+        wait_for("the long task to start", lambda: started(redis_sync, long))
+        time.sleep(1.5 * lifecycle_thread.WATCH_SECONDS)  # it has read the zset: empty
+        doomed = client.enqueue_sync(redis_sync, Q, "doomed", track=True)
+        told = client.cancel_sync(redis_sync, doomed, key_prefix=Q)
+        assert told.recorded and told.state == "queued" and told.workers_told == 1
+        assert client.cancel_sync(redis_sync, long, key_prefix=Q).recorded
+        quick = client.enqueue_sync(redis_sync, Q, "quick", track=True)
+        wait_for("the task after them to be done",
+                 lambda: status(redis_sync, quick).state == "done")
+    assert not started(redis_sync, doomed)
+    assert status(redis_sync, doomed).state == "cancelled"
+    assert stat(redis_sync, "cancelled") == 2 and redis_sync.zcard(SCHEMA.cancels) == 0
+    assert redis_sync.lrange(h.DONE, 0, -1) == ["quick"]
 
 
 def test_status_and_inflight_follow_a_task_with_its_progress(

@@ -28,9 +28,13 @@ local hold = ARGV[5] == '1'         -- "1": LPUSH the entries into `processing` 
 local task_prefix = ARGV[6]         -- the task index's key prefix ("": tracking off); with it,
                                      -- taken tasks are tracked as running, acked ones as done,
                                      -- promoted ones as queued
-local look = ARGV[7] == '1'         -- "1": flow control may exist, look at the flow hashes;
-                                     -- "0": the caller saw neither hash (worker.flowseen), so
-                                     -- no limit, pause or in-flight count is read or written
+local look = string.sub(ARGV[7], 1, 1) == '1'  -- "1": flow control may exist, look at the
+                                     -- flow hashes; "0": the caller saw neither hash
+                                     -- (worker.flowseen), so no limit, pause or in-flight
+                                     -- count is read or written
+local look_cancels = string.sub(ARGV[7], 2, 2) ~= '0'  -- a second character "0": the caller
+                                     -- knows the cancels zset holds no cancel
+                                     -- (worker.running `pending`), so it is not read
 local FIRST_ACK = 8                 -- ARGV[8..]: processing entries to ack
 -- Returns the taken entries "<queue>\n<score>\n<element>" in the order they were taken, then,
 -- when a rate limit held a queue back, an integer: the ms until that queue may give its next
@@ -87,7 +91,7 @@ if taking then
   if hold and nacks == 0 then wrong = wrong or wrong_type(processing, 'list') end
   for q = 1, #keys do wrong = wrong or wrong_type(keys[q], types[q]) end
   if any_limit then wrong = wrong or wrong_type(starvation, 'hash') end
-  wrong = wrong or wrong_type(cancels, 'zset')
+  if look_cancels then wrong = wrong or wrong_type(cancels, 'zset') end
 end
 if wrong then return wrong end
 local moves = {}
@@ -218,8 +222,8 @@ else
   for q = 1, nq do flat[#flat + 1] = keys[q]; flat[#flat + 1] = counts[q] end
   redis.call('HSET', starvation, unpack(flat))
 end
-local dropped
-out, dropped = drop_cancelled(cancels, stats, out, task_prefix)
+local dropped = {}
+if look_cancels then out, dropped = drop_cancelled(cancels, stats, out, task_prefix) end
 track_entries(task_prefix, out, 'running', processing)
 if hold and #out > 0 then redis.call('LPUSH', processing, unpack(out)) end
 local wait = limits_now and flow_close(limits_now)
