@@ -3,13 +3,15 @@ commands per task (INFO commandstats; commands run by a script's redis.call are 
 under their own name) and, with --profile, Python calls per task in each worker thread.
 
 One `taskqueue-worker` (bench.py's child: AtLeastOnce, prefetch 1, concurrency C, a no-op sync
-or async handler) drains N raw tasks, as bench_bullmq.py runs it. The counters are reset after
+or async handler) drains N raw tasks, as bench_bullmq.py runs it (`--envelopes`: tasks as the
+client enqueues them, with an id, as tracing_cost.py runs it). The counters are reset after
 the worker registered and settled and read when the last task completed; then the same worker
 idles for as long and that window's counts (the periodic threads: heartbeat, lifecycle, flow,
 promoter...) are printed apart and subtracted, so what is left is what the tasks cost.
 
     python bench/worker/percall.py --base-root /work/wt/base30 --tasks 20000
     python bench/worker/percall.py --base-root /work/wt/base30 --tasks 5000 --profile
+    python bench/worker/percall.py --base-root /work/wt/base30 --tasks 5000 --envelopes
 
 Not part of the test suite.
 """
@@ -33,6 +35,8 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 from bench import env, push, stop_children, wait_until  # noqa: E402
 from tests.fixtures.redis_server import RedisServer  # noqa: E402
 
+from taskqueue.wire import keys  # noqa: E402
+
 QUEUE = "bq"
 PROFILE_HOOK = HERE / "percall_profile.py"
 
@@ -44,8 +48,15 @@ def commands(r: redis.Redis) -> dict[str, int]:
             if name not in ("cmdstat_info", "cmdstat_config")}
 
 
+def push_envelopes(r: redis.Redis, n: int) -> None:
+    """n tasks as the client enqueues them (envelopes with an id), in batches."""
+    for start in range(0, n, 10000):
+        r.lpush(QUEUE, *[keys.wrap(f"t{i}", task_id=f"id{i}")
+                         for i in range(start, min(n, start + 10000))])
+
+
 def run(url: str, r: redis.Redis, *, root: Path, handler: str, conc: int, n: int,
-        profile: Path | None) -> tuple[dict[str, int], dict[str, int], float]:
+        profile: Path | None, envelopes: bool) -> tuple[dict[str, int], dict[str, int], float]:
     """(commands while draining, commands idling as long, seconds drained)."""
     r.flushall()
     argv = [sys.executable, str(root / "bench" / "worker" / "bench.py"), "--child", "ours",
@@ -63,7 +74,10 @@ def run(url: str, r: redis.Redis, *, root: Path, handler: str, conc: int, n: int
         time.sleep(1.5)
         r.config_resetstat()
         t0 = time.perf_counter()
-        push(r, QUEUE, n)
+        if envelopes:
+            push_envelopes(r, n)
+        else:
+            push(r, QUEUE, n)
         wait_until(lambda: int(r.hget(f"{QUEUE}:stats", "completed") or 0) >= n,
                    every=0.002)
         elapsed = time.perf_counter() - t0
@@ -83,11 +97,15 @@ def main() -> None:
     p.add_argument("--tasks", type=int, default=20000)
     p.add_argument("--base-root", type=Path, help="a checkout to compare with (before)")
     p.add_argument("--concurrency", type=int, default=1)
+    p.add_argument("--envelopes", action="store_true",
+                   help="enqueue envelopes with ids (as the client does), not raw payloads")
+    p.add_argument("--keep", help="with --profile: write the .txt/.tsv profiles into this dir")
     p.add_argument("--profile", action="store_true",
                    help="also Python calls per task per thread (cProfile; slows the worker)")
     a = p.parse_args()
     roots = ([("base", a.base_root)] if a.base_root else []) + [("this", ROOT)]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = a.keep or tmp_dir
         server = RedisServer(Path(tmp))
         server.start()
         try:
@@ -96,7 +114,8 @@ def main() -> None:
                 for name, root in roots:
                     prof = Path(tmp) / f"{name}-{kind}" if a.profile else None
                     busy, idle, elapsed = run(server.url, r, root=root, handler=handler,
-                                              conc=a.concurrency, n=a.tasks, profile=prof)
+                                              conc=a.concurrency, n=a.tasks, profile=prof,
+                                              envelopes=a.envelopes)
                     report(f"{name} c={a.concurrency} {kind}", busy, idle, elapsed, a.tasks)
                     if prof is not None:
                         print((prof.with_suffix(".txt")).read_text(), flush=True)

@@ -1,7 +1,8 @@
 """percall.py's profiling wrapper: `python percall_profile.py OUT script args...` runs `script`
 with a cProfile profiler in each thread it starts, enabled from the first completed task, and
-writes OUT.txt (Python calls per task, per thread, with the most called functions) when the
-stats hash counts PERCALL_TASKS completed tasks."""
+writes OUT.txt (Python calls per task, per thread, with the most called functions) and OUT.tsv
+(thread, function, calls per task: every function, to diff two runs) when the stats hash counts
+PERCALL_TASKS completed tasks."""
 
 from __future__ import annotations
 
@@ -45,16 +46,20 @@ def watch() -> None:
     while (last := done_count(r)) < TASKS:
         time.sleep(0.002)
     n = last - first
-    lines = []
+    lines, full = [], []
     for name, prof in sorted(profilers.items()):
         st = pstats.Stats(prof)
         calls = sum(v[1] for v in st.stats.values())  # type: ignore[attr-defined]
         if calls == 0:
             continue
         lines.append(f"   thread {name}: {calls / n:.1f} Python calls/task")
-        top = sorted(st.stats.items(), key=lambda kv: -kv[1][1])[:12]  # type: ignore[attr-defined]
+        ranked = sorted(st.stats.items(), key=lambda kv: -kv[1][1])  # type: ignore[attr-defined]
+        full += [f"{name.split(' #')[0]}\t{Path(file).name}:{func}\t{v[1] / n:.3f}"
+                 for (file, _, func), v in ranked]
+        top = ranked[:12]
         for (file, line, func), v in top:
             lines.append(f"      {v[1] / n:7.2f}  {Path(file).name}:{line} {func}")
+    OUT.with_suffix(".tsv").write_text("\n".join(full) + "\n")  # every function, for a diff
     OUT.with_suffix(".txt").write_text("\n".join(lines) + "\n")
 
 

@@ -27,7 +27,7 @@ from taskqueue.worker import backoff, servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import AsyncHandler, Handler, TaskContext
 from taskqueue.worker.logs import task_extra
-from taskqueue.worker.running import RUNNING, CancelsSeen
+from taskqueue.worker.running import RUNNING, CancelsSeen, Control
 from taskqueue.worker.store import REDIS_ERRORS, Store, now_ms
 
 log = logging.getLogger("taskqueue.worker.task")
@@ -57,32 +57,16 @@ def leave_forked_child(name: str) -> None:
     os._exit(FORKED_CHILD_EXIT)
 
 
-class _AsyncCancel:
-    """The cancel of a coroutine handler's task: `request` (any thread) cancels the asyncio
-    task on its loop only while the handler runs; `settle` (on the loop, once the handler has
-    returned or raised) ends that window and says whether the task was cancelled, taking back
-    the asyncio cancellation so the slot's later awaits are not hit."""
-
-    __slots__ = ("cancelled", "loop", "running", "task")
-
-    def __init__(self, task: Any, loop: Any) -> None:
-        self.task, self.loop = task, loop
-        self.running, self.cancelled = True, False
-
-    def request(self) -> None:
-        self.loop.call_soon_threadsafe(self._on_loop)
-
-    def _on_loop(self) -> None:
-        if self.running:
-            self.cancelled = True
-            self.task.cancel()
-
-    def settle(self) -> bool:
-        self.running = False
-        if self.cancelled:
-            while self.task.cancelling():
-                self.task.uncancel()
-        return self.cancelled
+def _settle(control: Control, current: Any) -> bool:
+    """On the loop, once a coroutine handler has returned or raised: end the window in which a
+    cancel reaches its asyncio task (`running.Control.coroutine`) and say whether one did,
+    taking back the asyncio cancellation so the slot's later awaits are not hit."""
+    control.coroutine = None
+    if control.coroutine_cancelled:
+        while current.cancelling():
+            current.uncancel()
+        return True
+    return False
 
 
 @dataclass
@@ -156,9 +140,7 @@ class Executor:
         ctx, m = self._begin(entry, task)
         started = time.perf_counter()
         current = asyncio.current_task() if task.id else None
-        cancel = _AsyncCancel(current, asyncio.get_running_loop()) if current else None
-        if cancel is not None:
-            ctx.control.on_cancel(cancel.request)
+        ctx.control.coroutine = current  # a cancel from now on cancels it (on the loop)
         try:
             if not ctx.control.cancelled_flag:  # a cancel heard before the task started
                 await handler.run(task.payload, ctx)
@@ -167,7 +149,7 @@ class Executor:
                 leave_forked_child(self.name)
             if isinstance(exc, asyncio.CancelledError) and self.abandoned.is_set():
                 raise  # the grace period is over: the worker gives the task back
-            if cancel is not None and cancel.settle():
+            if current is not None and _settle(ctx.control, current):
                 await asyncio.to_thread(self._cancelled, raw_entry, ctx, held=held)
                 return False
             await asyncio.to_thread(self._failed, raw_entry, entry, task, ctx, exc, held=held)
@@ -176,7 +158,7 @@ class Executor:
             self._end(m, entry.queue, started, ctx)
         if _forked:
             leave_forked_child(self.name)
-        if cancel is not None and cancel.settle():
+        if current is not None and _settle(ctx.control, current):
             await asyncio.to_thread(self._cancelled, raw_entry, ctx, held=held)
             return False
         self._succeeded(m, ctx)

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from taskqueue.wire import lifecycle
 
@@ -31,11 +32,17 @@ _event_lock = threading.Lock()
 class Control:
     """What the worker can do to one running task: cancel it, read its progress."""
 
-    __slots__ = ("_callbacks", "_event", "cancelled_flag", "id", "progress", "reported")
+    __slots__ = ("_callbacks", "_event", "cancelled_flag", "coroutine", "coroutine_cancelled",
+                 "id", "progress", "reported")
 
     def __init__(self, task_id: str) -> None:
         self.id = task_id
         self.cancelled_flag = False
+        self.coroutine: Any = None
+        """The asyncio task running a coroutine handler (set and cleared on its loop by the
+        executor): a cancel cancels it on the loop while it is set."""
+        self.coroutine_cancelled = False
+        """Set on the loop when a cancel reached `coroutine`."""
         self._event: threading.Event | None = None
         self._callbacks: list[Callable[[], None]] = []
         self.progress: lifecycle.Progress | None = None
@@ -72,6 +79,19 @@ class Control:
                 callback()
             except Exception:  # a process already gone, a loop already closed
                 log.debug("cancel callback of task %s failed", self.id, exc_info=True)
+        coroutine = self.coroutine
+        if coroutine is not None:
+            try:
+                coroutine.get_loop().call_soon_threadsafe(self._cancel_coroutine)
+            except RuntimeError:  # the loop is closed: the worker is gone
+                log.debug("cancel of task %s: its loop is closed", self.id)
+
+    def _cancel_coroutine(self) -> None:
+        """On the coroutine's loop: cancel it if the handler still runs."""
+        coroutine = self.coroutine
+        if coroutine is not None:
+            self.coroutine_cancelled = True
+            coroutine.cancel()
 
     def report(self, fraction: float | None, message: str) -> None:
         self.progress = lifecycle.Progress(fraction=lifecycle.progress_fraction(fraction),
