@@ -154,7 +154,11 @@ def test_recovery_indexes_a_requeued_task_as_queued_and_a_poison_one_as_dead(
     assert 0 < redis_sync.pttl(SCHEMA.task("ta")) <= 86_400_000
     assert redis_sync.hget(SCHEMA.task("tb"), "state") == "dead"
     dead = client.status_sync(redis_sync, "tb", key_prefix="q")
-    assert (dead.state, dead.error) == ("dead", "worker lost: test")
+    assert (dead.state, dead.error, dead.queue, dead.attempt) == (
+        "dead", "worker lost: test", "q", 5)
+    [pushed] = redis_sync.lrange(SCHEMA.dead_letter, 0, -1)
+    assert dead.record == json.loads(pushed)  # the record as the dead-letter list has it
+    assert (dead.record["payload"], dead.record["attempts"]) == ("b", 5)
     s = client.status_sync(redis_sync, "ta", key_prefix="q")
     assert (s.state, s.queue, s.worker) == ("queued", "q", "")
     assert len(redis_sync.keys("q:task:*")) == 2  # the raw payload has no id: not indexed

@@ -119,6 +119,52 @@ def test_a_worker_that_saw_no_cancel_for_a_while_still_never_starts_a_cancelled_
     assert redis_sync.lrange(h.DONE, 0, -1) == ["quick"]
 
 
+def test_many_tasks_enqueued_tracked_are_followed_from_queued_to_done(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    """`enqueue_many_sync(track=True)` and the asyncio `enqueue_many(track=True)` index every
+    task with its push (as `enqueue --track`), in order; untracked, the index knows nothing."""
+    ids = client.enqueue_many_sync(redis_sync, Q, ["a", "b", "c"], track=True)
+
+    async def push_async() -> list[str]:
+        r = clients.async_client(clients.RedisSettings.from_dsn(redis_url))
+        try:
+            return await client.enqueue_many(r, Q, ["d", "e"], track=True, key_prefix=Q)
+        finally:
+            await r.aclose()
+
+    ids += asyncio.run(push_async())
+    plain = client.enqueue_many_sync(redis_sync, Q, ["f"])
+    assert [(s.state, s.queue, s.tracked) for s in map(lambda i: status(redis_sync, i), ids)] == [
+        ("queued", Q, True)] * 5
+    assert not status(redis_sync, plain[0]).tracked
+    assert [keys.unwrap(e).payload for e in reversed(redis_sync.lrange(Q, 0, -1))] == list(
+        "abcdef")  # served in the order pushed
+    with running(redis_url, "--queue", Q, "--tracking", "--handler",
+                 "tests.helpers.handlers:record", log_path=tmp_path / "worker.log"):
+        wait_for("every task done", lambda: all(
+            status(redis_sync, i).state == "done" for i in ids))
+    assert redis_sync.lrange(h.DONE, 0, -1) == list("abcdef")
+
+
+def test_status_of_a_dead_task_shows_its_dead_letter_record(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path, cli: Run) -> None:
+    task = client.enqueue_sync(redis_sync, Q, "doomed payload", track=True)
+    with running(redis_url, "--queue", Q, "--tracking", "--max-attempts", "1", "--handler",
+                 "tests.helpers.handlers:always_fail", log_path=tmp_path / "worker.log"):
+        wait_for("the task dead-lettered", lambda: status(redis_sync, task).state == "dead")
+    shown = cli("status", task, "--redis-url", redis_url, "--queue", Q).out
+    lines = shown.splitlines()
+    assert "state: dead" in lines and f"queue: {Q}" in lines and "attempts: 1" in lines, shown
+    assert "error: ValueError: this handler fails every task" in lines, shown
+    assert 'payload: "doomed payload"' in lines, shown
+    [failed] = [line for line in lines if line.startswith("failed at: ")]
+    assert failed.endswith(" ago)") and "T" in failed and "Z (" in failed, failed
+    data = cli("status", task, "--redis-url", redis_url, "--queue", Q, "--json").json()
+    [pushed] = redis_sync.lrange(SCHEMA.dead_letter, 0, -1)
+    assert data["record"] == json.loads(pushed) and data["record"]["id"] == task
+    assert (data["state"], data["attempt"], data["queue"]) == ("dead", 1, Q)
+
+
 def test_status_and_inflight_follow_a_task_with_its_progress(
         redis_url: str, redis_sync: redis.Redis, tmp_path: Path, cli: Run) -> None:
     assert status(redis_sync, "no-such-id").state == "unknown"
