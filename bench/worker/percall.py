@@ -56,11 +56,11 @@ def push_envelopes(r: redis.Redis, n: int) -> None:
 
 
 def run(url: str, r: redis.Redis, *, root: Path, handler: str, conc: int, n: int,
-        profile: Path | None, envelopes: bool) -> tuple[dict[str, int], dict[str, int], float]:
+        profile: Path | None, envelopes: bool, prefetch: int = 1) -> tuple[dict[str, int], dict[str, int], float]:
     """(commands while draining, commands idling as long, seconds drained)."""
     r.flushall()
     argv = [sys.executable, str(root / "bench" / "worker" / "bench.py"), "--child", "ours",
-            "--url", url, "--delivery", "AtLeastOnce", "--prefetch", "1", "--concurrency",
+            "--url", url, "--delivery", "AtLeastOnce", "--prefetch", str(prefetch), "--concurrency",
             str(conc), "--handler", handler, "0"]
     paths = [str(root / "bench" / "worker"), str(root / "operator"), str(root)]
     child_env = {**env(url), "PYTHONPATH": os.pathsep.join(paths)}
@@ -97,6 +97,7 @@ def main() -> None:
     p.add_argument("--tasks", type=int, default=20000)
     p.add_argument("--base-root", type=Path, help="a checkout to compare with (before)")
     p.add_argument("--concurrency", type=int, default=1)
+    p.add_argument("--prefetch", type=int, default=1)
     p.add_argument("--envelopes", action="store_true",
                    help="enqueue envelopes with ids (as the client does), not raw payloads")
     p.add_argument("--keep", help="with --profile: write the .txt/.tsv profiles into this dir")
@@ -115,8 +116,8 @@ def main() -> None:
                     prof = Path(tmp) / f"{name}-{kind}" if a.profile else None
                     busy, idle, elapsed = run(server.url, r, root=root, handler=handler,
                                               conc=a.concurrency, n=a.tasks, profile=prof,
-                                              envelopes=a.envelopes)
-                    report(f"{name} c={a.concurrency} {kind}", busy, idle, elapsed, a.tasks)
+                                              envelopes=a.envelopes, prefetch=a.prefetch)
+                    report(f"{name} c={a.concurrency} prefetch={a.prefetch} {kind}", busy, idle, elapsed, a.tasks)
                     if prof is not None:
                         print((prof.with_suffix(".txt")).read_text(), flush=True)
         finally:
