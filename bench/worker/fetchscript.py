@@ -4,11 +4,11 @@ the script or of its arguments), on a private redis-server.
 Each contender runs in a child process that imports `taskqueue` from its own checkout, loads that
 checkout's fetch.lua and builds its KEYS and ARGV with that checkout's `fetch_keys` and
 `fetch_args` (`wire.scripts`, or `queueops` in older checkouts; with no flow control set and no
-cancel, as a worker that saw neither calls it where the checkout has the flags), then makes `--calls` fetches as
-a worker's dispatcher does (the previous entries acked in the same call) and reports the
-server's microseconds per EVALSHA (`INFO commandstats`, usec_per_call: no client or network
-time, which matters on a loaded machine) of its fastest batch of calls. Contenders alternate
-over `--rounds`; the median and the minimum per scenario are printed.
+cancel, as a worker that saw neither calls it where the checkout has the flags), then makes
+`--calls` fetches as a worker's dispatcher does (the previous entries acked in the same call)
+and reports the server's microseconds per EVALSHA (`INFO commandstats`, usec_per_call: no
+client or network time, which matters on a loaded machine) of its fastest batch of calls.
+Contenders alternate over `--rounds`; the median and the minimum per scenario are printed.
 
     python bench/worker/fetchscript.py --base-root /tmp/base [--calls 20000] [--rounds 7]
 

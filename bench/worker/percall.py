@@ -56,7 +56,8 @@ def push_envelopes(r: redis.Redis, n: int) -> None:
 
 
 def run(url: str, r: redis.Redis, *, root: Path, handler: str, conc: int, n: int,
-        profile: Path | None, envelopes: bool, prefetch: int = 1) -> tuple[dict[str, int], dict[str, int], float]:
+        profile: Path | None, envelopes: bool, prefetch: int = 1,
+        ) -> tuple[dict[str, int], dict[str, int], float]:
     """(commands while draining, commands idling as long, seconds drained)."""
     r.flushall()
     argv = [sys.executable, str(root / "bench" / "worker" / "bench.py"), "--child", "ours",
@@ -117,7 +118,8 @@ def main() -> None:
                     busy, idle, elapsed = run(server.url, r, root=root, handler=handler,
                                               conc=a.concurrency, n=a.tasks, profile=prof,
                                               envelopes=a.envelopes, prefetch=a.prefetch)
-                    report(f"{name} c={a.concurrency} prefetch={a.prefetch} {kind}", busy, idle, elapsed, a.tasks)
+                    label = f"{name} c={a.concurrency} prefetch={a.prefetch} {kind}"
+                    report(label, busy, idle, elapsed, a.tasks)
                     if prof is not None:
                         print((prof.with_suffix(".txt")).read_text(), flush=True)
         finally:

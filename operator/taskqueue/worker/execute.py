@@ -141,8 +141,9 @@ class Executor:
         started = time.perf_counter()
         current = asyncio.current_task() if task.id else None
         ctx.control.coroutine = current  # a cancel from now on cancels it (on the loop)
+        cancelled_before = ctx.control.cancelled_flag  # a cancel heard before the task started
         try:
-            if not ctx.control.cancelled_flag:  # a cancel heard before the task started
+            if not cancelled_before:
                 await handler.run(task.payload, ctx)
         except BaseException as exc:
             if _forked:
@@ -158,7 +159,7 @@ class Executor:
             self._end(m, entry.queue, started, ctx)
         if _forked:
             leave_forked_child(self.name)
-        if current is not None and _settle(ctx.control, current):
+        if (current is not None and _settle(ctx.control, current)) or cancelled_before:
             await asyncio.to_thread(self._cancelled, raw_entry, ctx, held=held)
             return False
         self._succeeded(m, ctx)
