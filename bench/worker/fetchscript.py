@@ -3,12 +3,12 @@ the script or of its arguments), on a private redis-server.
 
 Each contender runs in a child process that imports `taskqueue` from its own checkout, loads that
 checkout's fetch.lua and builds its KEYS and ARGV with that checkout's `fetch_keys` and
-`fetch_args` (`wire.scripts`, or `queueops` in older checkouts; with no flow control set, as a
-worker that saw none calls it where the checkout has the flag), then makes `--calls` fetches as
-a worker's dispatcher does (the previous entries acked in the same call) and reports the
-server's microseconds per EVALSHA (`INFO commandstats`, usec_per_call: no client or network
-time, which matters on a loaded machine) of its fastest batch of calls. Contenders alternate
-over `--rounds`; the median and the minimum per scenario are printed.
+`fetch_args` (`wire.scripts`, or `queueops` in older checkouts; with no flow control set and no
+cancel, as a worker that saw neither calls it where the checkout has the flags), then makes
+`--calls` fetches as a worker's dispatcher does (the previous entries acked in the same call)
+and reports the server's microseconds per EVALSHA (`INFO commandstats`, usec_per_call: no
+client or network time, which matters on a loaded machine) of its fastest batch of calls.
+Contenders alternate over `--rounds`; the median and the minimum per scenario are printed.
 
     python bench/worker/fetchscript.py --base-root /tmp/base [--calls 20000] [--rounds 7]
 
@@ -46,21 +46,27 @@ def child(port: int, calls: int, scenario: str) -> float:
     """In the contender's interpreter: server usec per fetch.lua call for `scenario`."""
     import redis
 
-    from taskqueue.redisio import queueops
-    from taskqueue.wire import keys, scripts
+    try:
+        from taskqueue.redisio import queueops
+        from taskqueue.wire import keys, scripts
+    except ImportError:  # a checkout from before the wire/redisio packages (e.g. eeeb0f1)
+        from taskqueue import keys, queueops  # type: ignore[no-redef]
+        from taskqueue import scriptcalls as scripts  # type: ignore[no-redef]
 
     queues, per_call = SCENARIOS[scenario]
     schema = keys.KeySchema(prefix="tq:bench", dead_letter="tq:bench:dead",
                             queues=tuple(keys.QueueRef(**q) for q in queues))
     client = redis.Redis(port=port, decode_responses=True)
     client.flushall()
-    source = scripts.lua("fetch")
+    source = (getattr(scripts, "lua", None) or keys.lua)("fetch")
     sha = client.script_load(source)
     # the call's builders moved from queueops to wire.scripts: each checkout has one of them
     fetch_keys_of = getattr(queueops, "fetch_keys", None) or scripts.fetch_keys
     fetch_args_of = getattr(queueops, "fetch_args", None) or scripts.fetch_args
     fetch_keys = fetch_keys_of(schema, "bench-worker")
-    flag = ({"flow": False} if "flow" in inspect.signature(fetch_args_of).parameters else {})
+    # as a worker that saw no flow hash and no cancel calls it (where the checkout has the flags)
+    params = inspect.signature(fetch_args_of).parameters
+    flag = {name: False for name in ("flow", "cancels") if name in params}
     for q in schema.queues:
         payloads = [f'{{"id":"{n}","enqueued_at":1}}' for n in range(calls * per_call)]
         if q.type == "zset":

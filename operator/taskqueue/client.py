@@ -23,7 +23,8 @@ Options (docs/worker.md, "Scheduled tasks" and "Unique tasks"):
 - `track=True` (for a TaskQueue with spec.worker.tracking): the push goes through `enqueue.lua`,
   which writes the task index's first state (queued, or delayed until due) in the same atomic
   call, so `status(id)` knows the task before a worker takes it; a unique no-op leaves the
-  index as it is. `enqueue_many_sync` pushes untracked (one LPUSH for all).
+  index as it is. `enqueue_many_sync` / `enqueue_many` push untracked in one LPUSH for all; with
+  `track=True` each task goes through enqueue.lua, all in one pipelined round trip.
 
 Every number is checked before anything is sent (`ValueError` naming the option and its range).
 A push is sent once: `connect()` / `connect_async()` make clients that never re-send a command
@@ -314,12 +315,22 @@ def _one(key: str, payload: Payload, *, priority: float | None, task_id: str | N
 
 
 def _many(key: str, payloads: Sequence[Payload], *, priority: float | None,
-          wait_replicas: int, wait_timeout_ms: int) -> tuple[list[str], Send | None]:
-    """(task ids, send) of `enqueue_many_sync`: one LPUSH (ZADD with `priority`) of every
-    payload, in order; no send for no payload. ValueError before anything is sent."""
+          wait_replicas: int, wait_timeout_ms: int, track: bool = False,
+          key_prefix: str | None = None) -> tuple[list[str], Send | None]:
+    """(task ids, send) of `enqueue_many_sync` and `enqueue_many`: one LPUSH (ZADD with
+    `priority`) of every payload, in order; with `track`, one enqueue.lua call per payload
+    (`plan`), in order, in one round trip; no send for no payload. ValueError before anything
+    is sent."""
     if priority is not None:
         priority = PRIORITY.check("priority", priority)
     replicas, timeout_ms = durability(wait_replicas, wait_timeout_ms)
+    if track:
+        pushes = [plan(key, p, priority=priority, key_prefix=key_prefix, track=True)
+                  for p in payloads]
+        if not pushes:
+            return [], None
+        return ([p.task_id for p in pushes],
+                Send.of(pushes, replicas=replicas, timeout_ms=timeout_ms))
     trace = trace_context()
     pairs = [envelope(p, trace=trace) for p in payloads]
     if not pairs:
@@ -479,16 +490,31 @@ async def enqueue(client: aioredis.Redis, key: str, payload: Payload, *,
 
 def enqueue_many_sync(client: redis.Redis, key: str, payloads: Sequence[Payload], *,
                       priority: float | None = None, wait_replicas: int = 0,
-                      wait_timeout_ms: int = WAIT_TIMEOUT_MS) -> list[str]:
+                      wait_timeout_ms: int = WAIT_TIMEOUT_MS, track: bool = False,
+                      key_prefix: str | None = None) -> list[str]:
     """Push many tasks in one command (LPUSH or ZADD), in order. Returns their ids. Every
     payload and option is checked before anything is sent.
 
     `wait_replicas` (durable mode) returns only once that many replicas have the push, and
-    raises NotReplicated when they do not confirm it in time."""
+    raises NotReplicated when they do not confirm it in time. `track` (spec.worker.tracking)
+    writes each task's index with its push (enqueue.lua per task, as `enqueue_sync(track=)`),
+    all in one round trip; `key_prefix` as for `enqueue_sync`."""
     ids, many = _many(key, payloads, priority=priority, wait_replicas=wait_replicas,
-                      wait_timeout_ms=wait_timeout_ms)
+                      wait_timeout_ms=wait_timeout_ms, track=track, key_prefix=key_prefix)
     if many is not None:
         send(client, many)
+    return ids
+
+
+async def enqueue_many(client: aioredis.Redis, key: str, payloads: Sequence[Payload], *,
+                       priority: float | None = None, wait_replicas: int = 0,
+                       wait_timeout_ms: int = WAIT_TIMEOUT_MS, track: bool = False,
+                       key_prefix: str | None = None) -> list[str]:
+    """The asyncio `enqueue_many_sync`."""
+    ids, many = _many(key, payloads, priority=priority, wait_replicas=wait_replicas,
+                      wait_timeout_ms=wait_timeout_ms, track=track, key_prefix=key_prefix)
+    if many is not None:
+        await send_async(client, many)
     return ids
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 from taskqueue import client
 from taskqueue.cli import ui
@@ -42,11 +43,33 @@ def render(s: lifecycle.TaskStatus, *, now: float) -> str:
     if s.progress is not None:
         lines.append(f"progress: {ui.progress(s.progress, now=now)}")
     if s.state == "dead":
-        lines.append(f"error: {s.error or '-'} (`taskqueue dlq list` shows the record)")
+        lines.append(f"error: {s.error or '-'}")
+        lines += _record_lines(s.record, now=now)
     if not s.tracked and s.state in ("unknown", "cancelling"):
         lines.append("(no task index: spec.worker.tracking is off, or the id is unknown or "
                      "expired)")
     return "\n".join(lines)
+
+
+PAYLOAD_SHOWN = 200
+"""Characters of a dead task's payload `status` prints (--json gives it whole)."""
+
+
+def _record_lines(record: dict[str, Any] | None, *, now: float) -> list[str]:
+    """A dead task's dead-letter record: attempts, failure time, payload. Pure."""
+    if record is None:
+        return ["(the dead-letter record is in `taskqueue dlq list`)"]
+    lines = []
+    if record.get("attempts") is not None:
+        lines.append(f"attempts: {record['attempts']}")
+    failed = record.get("failed_at")
+    if isinstance(failed, (int, float)):
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(failed))
+        lines.append(f"failed at: {stamp} ({ui.duration(max(0.0, now - failed))} ago)")
+    payload = str(record.get("payload", ""))
+    cut = payload[:PAYLOAD_SHOWN] + (" ..." if len(payload) > PAYLOAD_SHOWN else "")
+    lines.append(f"payload: {json.dumps(cut, ensure_ascii=False)}")
+    return lines
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help: str) -> None:

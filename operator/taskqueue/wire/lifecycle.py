@@ -85,7 +85,10 @@ class TaskStatus:
     attempt: int | None = None
     progress: Progress | None = None
     error: str = ""
-    """Dead: the error of its dead-letter record (`taskqueue dlq list` shows the record)."""
+    """Dead: the error of its dead-letter record."""
+    record: dict[str, Any] | None = None
+    """Dead: its dead-letter record as pushed (keys.DEAD_LETTER_FIELDS: queue, payload,
+    attempts, error, failed_at, id), kept in the task index with the state."""
     cancel_requested: bool = False
     tracked: bool = False
     """Whether the task index knew the task (spec.worker.tracking)."""
@@ -157,6 +160,10 @@ def read_status(task_id: str, reply: Any, *, processing_prefix: str) -> TaskStat
     if cancelled and state in ("queued", "delayed", "running", "unknown"):
         state = "cancelling"
     attempt = index.get("attempt")
+    record = _record(index.get("record", "")) if index.get("state") == "dead" else None
+    if record is not None:  # what the dead-letter record says is what the task went with
+        attempt = str(record.get("attempts", "")) or attempt
+        index["queue"] = str(record.get("queue") or index.get("queue", ""))
     return TaskStatus(
         id=task_id, state=state, queue=index.get("queue", ""), since=_seconds(index.get("at")),
         due=_seconds(index.get("due")), worker=worker if index.get("state", "running") in (
@@ -165,4 +172,13 @@ def read_status(task_id: str, reply: Any, *, processing_prefix: str) -> TaskStat
         attempt=int(attempt) if attempt else None,
         progress=Progress.decode(_text(progress)) if progress not in ("", b"") else None,
         error=index.get("error", "") if index.get("state") == "dead" else "",
-        cancel_requested=cancelled, tracked=bool(index))
+        record=record, cancel_requested=cancelled, tracked=bool(index))
+
+
+def _record(text: str) -> dict[str, Any] | None:
+    """A dead-letter record (JSON object) from the index; None when absent or unreadable."""
+    try:
+        decoded = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return decoded if isinstance(decoded, dict) else None

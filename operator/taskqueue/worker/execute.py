@@ -27,7 +27,7 @@ from taskqueue.worker import backoff, servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import AsyncHandler, Handler, TaskContext
 from taskqueue.worker.logs import task_extra
-from taskqueue.worker.running import RUNNING
+from taskqueue.worker.running import RUNNING, CancelsSeen, Control
 from taskqueue.worker.store import REDIS_ERRORS, Store, now_ms
 
 log = logging.getLogger("taskqueue.worker.task")
@@ -57,32 +57,16 @@ def leave_forked_child(name: str) -> None:
     os._exit(FORKED_CHILD_EXIT)
 
 
-class _AsyncCancel:
-    """The cancel of a coroutine handler's task: `request` (any thread) cancels the asyncio
-    task on its loop only while the handler runs; `settle` (on the loop, once the handler has
-    returned or raised) ends that window and says whether the task was cancelled, taking back
-    the asyncio cancellation so the slot's later awaits are not hit."""
-
-    __slots__ = ("cancelled", "loop", "running", "task")
-
-    def __init__(self, task: Any, loop: Any) -> None:
-        self.task, self.loop = task, loop
-        self.running, self.cancelled = True, False
-
-    def request(self) -> None:
-        self.loop.call_soon_threadsafe(self._on_loop)
-
-    def _on_loop(self) -> None:
-        if self.running:
-            self.cancelled = True
-            self.task.cancel()
-
-    def settle(self) -> bool:
-        self.running = False
-        if self.cancelled:
-            while self.task.cancelling():
-                self.task.uncancel()
-        return self.cancelled
+def _settle(control: Control, current: Any) -> bool:
+    """On the loop, once a coroutine handler has returned or raised: end the window in which a
+    cancel reaches its asyncio task (`running.Control.coroutine`) and say whether one did,
+    taking back the asyncio cancellation so the slot's later awaits are not hit."""
+    control.coroutine = None
+    if control.coroutine_cancelled:
+        while current.cancelling():
+            current.uncancel()
+        return True
+    return False
 
 
 @dataclass
@@ -101,6 +85,8 @@ class Executor:
     CancelledError is then not a failure of the task (the worker gives the task back)."""
     check_cancels: bool = False
     """Tasks come from a blocking pop, not fetch.lua: drop a cancelled one here, unrun."""
+    cancels: CancelsSeen = field(default_factory=CancelsSeen)
+    """Whether the cancels zset may hold a cancel (`check_cancels` asks only then)."""
     counts: tally.SlotTally = field(default_factory=tally.WORKER.slot)
     """This slot's metrics (plain numbers, summed when /metrics is scraped)."""
     service: servicetime.SlotTotals = field(init=False)
@@ -114,14 +100,16 @@ class Executor:
         if task.problem:
             self._refuse(raw_entry, entry, task, held=held)
             return False
-        if self.check_cancels and task.id and RUNNING.pending and self._cancel_recorded(task):
+        if (self.check_cancels and task.id and self.cancels.pending
+                and self._cancel_recorded(task)):
             self._cancelled(raw_entry, TaskContext(id=task.id, queue=entry.queue,
                                                    attempt=task.attempts + 1), held=held)
             return False
         ctx, m = self._begin(entry, task)
         started = time.perf_counter()
         try:
-            self.handler(task.payload, ctx)
+            if not ctx.control.cancelled_flag:  # a cancel heard before the task started
+                self.handler(task.payload, ctx)
         except BaseException as exc:
             if _forked:
                 leave_forked_child(self.name)
@@ -152,17 +140,17 @@ class Executor:
         ctx, m = self._begin(entry, task)
         started = time.perf_counter()
         current = asyncio.current_task() if task.id else None
-        cancel = _AsyncCancel(current, asyncio.get_running_loop()) if current else None
-        if cancel is not None:
-            ctx.control.on_cancel(cancel.request)
+        ctx.control.coroutine = current  # a cancel from now on cancels it (on the loop)
+        cancelled_before = ctx.control.cancelled_flag  # a cancel heard before the task started
         try:
-            await handler.run(task.payload, ctx)
+            if not cancelled_before:
+                await handler.run(task.payload, ctx)
         except BaseException as exc:
             if _forked:
                 leave_forked_child(self.name)
             if isinstance(exc, asyncio.CancelledError) and self.abandoned.is_set():
                 raise  # the grace period is over: the worker gives the task back
-            if cancel is not None and cancel.settle():
+            if current is not None and _settle(ctx.control, current):
                 await asyncio.to_thread(self._cancelled, raw_entry, ctx, held=held)
                 return False
             await asyncio.to_thread(self._failed, raw_entry, entry, task, ctx, exc, held=held)
@@ -171,7 +159,7 @@ class Executor:
             self._end(m, entry.queue, started, ctx)
         if _forked:
             leave_forked_child(self.name)
-        if cancel is not None and cancel.settle():
+        if (current is not None and _settle(ctx.control, current)) or cancelled_before:
             await asyncio.to_thread(self._cancelled, raw_entry, ctx, held=held)
             return False
         self._succeeded(m, ctx)

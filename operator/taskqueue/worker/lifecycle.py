@@ -7,9 +7,9 @@ the event a sync handler sees (`ctx.cancelled`), cancels an async handler's asyn
 signals a command's process group (`handlers.run_command`). On every (re)subscription the
 thread reads the cancels zset, so a cancel published while it was not subscribed still reaches
 a task that is running. Queued and delayed tasks never reach a worker: fetch.lua drops them; a
-worker that pops with BRPOP/BZPOPMIN instead checks each task it took while the zset may hold a
-cancel (`running.Running.pending`, kept here: set by a cancel heard, read again every
-WATCH_SECONDS).
+worker that pops with BRPOP/BZPOPMIN instead checks each task it took. Both look only while the
+zset may hold a cancel (`running.CancelsSeen.pending`, kept here: set by a cancel heard, read
+again every WATCH_SECONDS), so a TaskQueue nobody cancels in pays nothing per task for cancels.
 
 Progress (`ctx.progress`) is kept in memory and written by the same thread at most once per
 `PROGRESS_EVERY_SECONDS` into the worker's `<prefix>:progress:<worker id>` hash (task id ->
@@ -28,7 +28,7 @@ from taskqueue.wire import keys
 from taskqueue.worker import resp
 from taskqueue.worker.periodic import Periodic
 from taskqueue.worker.resp import pack
-from taskqueue.worker.running import RUNNING, Running
+from taskqueue.worker.running import RUNNING, CancelsSeen, Running
 from taskqueue.worker.store import Store, connect
 
 log = logging.getLogger(__name__)
@@ -38,18 +38,17 @@ PROGRESS_EVERY_SECONDS = 1.0
 READ_SECONDS = 0.25
 """How long the thread waits for a cancel before it looks at the progress reports again."""
 WATCH_SECONDS = 1.0
-"""How often a blocking-pop worker looks whether the cancels zset holds a cancel."""
+"""How often the thread looks whether the cancels zset holds a cancel (`CancelsSeen`)."""
 
 
 class Lifecycle:
     """The thread that hears cancels (pub/sub) and writes progress reports."""
 
     def __init__(self, *, url: str, schema: keys.KeySchema, worker_id: str,
-                 heartbeat_seconds: float, running: Running = RUNNING,
-                 watch_cancels: bool = False) -> None:
+                 heartbeat_seconds: float, seen: CancelsSeen,
+                 running: Running = RUNNING) -> None:
         self._url = url
-        self._watch = watch_cancels
-        """Keep `running.pending` (a blocking-pop worker: `Running.pending`)."""
+        self._seen = seen
         self._next_look = 0.0
         self._schema = schema
         self._running = running
@@ -80,15 +79,15 @@ class Lifecycle:
         return 0.0
 
     def _look_at_cancels(self) -> None:
-        """A blocking-pop worker: every WATCH_SECONDS, whether the cancels zset holds a cancel
-        not yet expired (`Running.pending`); a cancel heard sets it at once (`_heard`)."""
+        """Every WATCH_SECONDS, whether the cancels zset holds a cancel not yet expired
+        (`CancelsSeen.pending`); a cancel heard sets it at once (`_heard`)."""
         now = time.monotonic()
-        if not self._watch or now < self._next_look:
+        if now < self._next_look:
             return
         self._next_look = now + WATCH_SECONDS
         some = self._store.call("ZRANGEBYSCORE", self._schema.cancels, int(time.time() * 1000),
                                 "+inf", "LIMIT", 0, 1)
-        self._running.pending = bool(some)
+        self._seen.pending = bool(some)
 
     def _subscribe(self) -> resp.Connection:
         sub = connect(self._url, key=self._schema.cancels)
@@ -108,7 +107,7 @@ class Lifecycle:
     def _heard(self, message: Any) -> None:
         if isinstance(message, list) and len(message) == 3 and message[0] == "message":
             tid = str(message[2])
-            self._running.pending = True
+            self._seen.pending = True
             if self._running.cancel(tid):
                 log.info("task %s cancelled: stopping it", tid, extra={"task_id": tid})
 

@@ -67,7 +67,7 @@ class Worker:
         self.lifecycle = Lifecycle(url=config.redis_url, schema=config.schema,
                                    worker_id=config.worker_id,
                                    heartbeat_seconds=config.heartbeat_seconds,
-                                   watch_cancels=plan.fetch in ("brpop", "bzpopmin"))
+                                   seen=self.state.cancels)
         """Hears cancels for the running tasks and writes their progress reports."""
         self.flow_watch = FlowWatch(url=config.redis_url, schema=config.schema,
                                     worker_id=config.worker_id, seen=self.state.flow,

@@ -4,9 +4,11 @@ and writes the reports; the executors `start` and `end` each task (a dict insert
 the task path, nothing else); `handlers.TaskContext` hands a task's `Control` to its handler.
 
 A cancel that arrives just before its task registers is kept `EARLY_SECONDS` and applied at
-`start`. A worker that pops its tasks with BRPOP/BZPOPMIN (AtMostOnce, `plan.fetch_mode`) skips
-fetch.lua, which drops cancelled tasks: its executor asks Redis (ZSCORE) whether a task it took
-is cancelled, only while `Running.pending` says the cancels zset may hold one.
+`start` (the executor then does not run the handler). `CancelsSeen` is what a worker knows of
+its TaskQueue's cancels zset: while it holds no cancel, fetch.lua does not read it (no cost per
+task while nobody cancels), and a worker that pops with BRPOP/BZPOPMIN (AtMostOnce,
+`plan.fetch_mode`), which skips fetch.lua, asks Redis (ZSCORE) about a task it took only while
+`pending` is set.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from taskqueue.wire import lifecycle
 
@@ -29,11 +32,17 @@ _event_lock = threading.Lock()
 class Control:
     """What the worker can do to one running task: cancel it, read its progress."""
 
-    __slots__ = ("_callbacks", "_event", "cancelled_flag", "id", "progress", "reported")
+    __slots__ = ("_callbacks", "_event", "cancelled_flag", "coroutine", "coroutine_cancelled",
+                 "id", "progress", "reported")
 
     def __init__(self, task_id: str) -> None:
         self.id = task_id
         self.cancelled_flag = False
+        self.coroutine: Any = None
+        """The asyncio task running a coroutine handler (set and cleared on its loop by the
+        executor): a cancel cancels it on the loop while it is set."""
+        self.coroutine_cancelled = False
+        """Set on the loop when a cancel reached `coroutine`."""
         self._event: threading.Event | None = None
         self._callbacks: list[Callable[[], None]] = []
         self.progress: lifecycle.Progress | None = None
@@ -70,12 +79,38 @@ class Control:
                 callback()
             except Exception:  # a process already gone, a loop already closed
                 log.debug("cancel callback of task %s failed", self.id, exc_info=True)
+        coroutine = self.coroutine
+        if coroutine is not None:
+            try:
+                coroutine.get_loop().call_soon_threadsafe(self._cancel_coroutine)
+            except RuntimeError:  # the loop is closed: the worker is gone
+                log.debug("cancel of task %s: its loop is closed", self.id)
+
+    def _cancel_coroutine(self) -> None:
+        """On the coroutine's loop: cancel it if the handler still runs."""
+        coroutine = self.coroutine
+        if coroutine is not None:
+            self.coroutine_cancelled = True
+            coroutine.cancel()
 
     def report(self, fraction: float | None, message: str) -> None:
         self.progress = lifecycle.Progress(fraction=lifecycle.progress_fraction(fraction),
                                            message=str(message)[:500], at=time.time())
         self.reported = True
         RUNNING.changed(self.id)
+
+
+class CancelsSeen:
+    """Whether the worker's TaskQueue may hold a cancel (one per worker, `state.WorkerState`)."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        self.pending = True
+        """The cancels zset may hold a cancel not yet expired: set by the lifecycle thread when
+        it hears one, and read again every `lifecycle.WATCH_SECONDS`; True until the first
+        read. A single attribute store, read without a lock. While it is False, fetch.lua does
+        not look at the zset and blocking-pop executors do not ask about their tasks."""
 
 
 class Running:
@@ -87,10 +122,6 @@ class Running:
         self._early: dict[str, float] = {}
         self._changed: set[str] = set()
         self._ended: set[str] = set()
-        self.pending = True
-        """Whether the cancels zset may hold a cancel (the lifecycle thread of a blocking-pop
-        worker keeps it; until it has looked: True). A worker that takes its tasks by
-        BRPOP/BZPOPMIN, not fetch.lua, asks Redis about a task's cancel only while it is set."""
 
     def start(self, task_id: str) -> Control:
         control = Control(task_id)

@@ -60,7 +60,8 @@ class Slot:
                            tracking=config.tracking)
         self.executor = Executor(config=config, handler=handler, store=self.store,
                                  stopping=state.stopping, name=f"slot-{index}",
-                                 check_cancels=plan.fetch in ("brpop", "bzpopmin"))
+                                 check_cancels=plan.fetch in ("brpop", "bzpopmin"),
+                                 cancels=state.cancels)
         self.ledger = Ledger(held=self.held, state=state, done_marks=config.tracking)
         self.guard = None if leases is None else Guard(
             config=config, store=self.store, leases=leases, slot=index, held=self.held,

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from taskqueue.worker.flowseen import FlowSeen
+from taskqueue.worker.running import CancelsSeen
 from taskqueue.worker.wrongtype import QueueSkips
 
 
@@ -32,6 +33,8 @@ class WorkerState:
         """Queue keys holding the wrong type, left out by every slot."""
         self.flow = FlowSeen()
         """Whether flow control exists and what it pauses (kept by the `flow` thread)."""
+        self.cancels = CancelsSeen()
+        """Whether the cancels zset may hold a cancel (kept by the `lifecycle` thread)."""
         self._held: dict[str, int] = {}
         self._lock = threading.Lock()
 

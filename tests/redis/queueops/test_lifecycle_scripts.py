@@ -48,6 +48,30 @@ def test_fetch_drops_a_cancelled_task_and_counts_it(redis_sync: redis.Redis, ele
     assert redis_sync.llen(SCHEMA.processing("w")) == 2
 
 
+def _calls(r: redis.Redis) -> dict[str, int]:
+    """Calls per command so far (INFO commandstats; Lua's redis.call counted too)."""
+    return {name.removeprefix("cmdstat_"): int(stat["calls"])
+            for name, stat in r.info("commandstats").items()}
+
+
+def test_a_fetch_reads_the_cancels_zset_only_while_it_exists(redis_sync: redis.Redis) -> None:
+    """No cancel pending (no cancels zset, no flow hash): one EXISTS is all fetch.lua spends on
+    them, no TYPE or ZSCORE of the cancels; once a cancel is recorded the next fetch drops the
+    cancelled task (no worker flag to wait for)."""
+    redis_sync.lpush("q", keys.wrap("p", task_id="t1"))
+    before = _calls(redis_sync)
+    assert [keys.unwrap(keys.Entry.decode(e).element).id
+            for e in fetch(redis_sync, count=1)] == ["t1"]
+    after = _calls(redis_sync)
+    spent = {c: after.get(c, 0) - before.get(c, 0) for c in ("exists", "zscore", "zcard")}
+    assert spent == {"exists": 1, "zscore": 0, "zcard": 0}, spent
+    redis_sync.lpush("q", keys.wrap("p", task_id="t2"), keys.wrap("p", task_id="t3"))
+    redis_sync.zadd(SCHEMA.cancels, {"t2": 2**40})
+    assert [keys.unwrap(keys.Entry.decode(e).element).id
+            for e in fetch(redis_sync, count=2)] == ["t3"]
+    assert redis_sync.hget(SCHEMA.stats, "cancelled") == "1"
+
+
 def test_fetch_tracks_taken_and_acked_tasks_and_fail_tracks_retries(
         redis_sync: redis.Redis) -> None:
     redis_sync.lpush("q", keys.wrap("a", task_id="ta"), keys.wrap("b", task_id="tb"))
@@ -133,7 +157,11 @@ def test_recovery_indexes_a_requeued_task_as_queued_and_a_poison_one_as_dead(
     assert 0 < redis_sync.pttl(SCHEMA.task("ta")) <= 86_400_000
     assert redis_sync.hget(SCHEMA.task("tb"), "state") == "dead"
     dead = client.status_sync(redis_sync, "tb", key_prefix="q")
-    assert (dead.state, dead.error) == ("dead", "worker lost: test")
+    assert (dead.state, dead.error, dead.queue, dead.attempt) == (
+        "dead", "worker lost: test", "q", 5)
+    [pushed] = redis_sync.lrange(SCHEMA.dead_letter, 0, -1)
+    assert dead.record == json.loads(pushed)  # the record as the dead-letter list has it
+    assert (dead.record["payload"], dead.record["attempts"]) == ("b", 5)
     s = client.status_sync(redis_sync, "ta", key_prefix="q")
     assert (s.state, s.queue, s.worker) == ("queued", "q", "")
     assert len(redis_sync.keys("q:task:*")) == 2  # the raw payload has no id: not indexed

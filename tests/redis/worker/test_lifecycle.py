@@ -19,6 +19,7 @@ import redis
 from taskqueue import client
 from taskqueue.redisio import clients, queueops
 from taskqueue.wire import keys, lifecycle
+from taskqueue.worker import lifecycle as lifecycle_thread
 from tests.helpers import handlers as h
 from tests.helpers.cli import Run
 from tests.helpers.wait import wait_for
@@ -93,6 +94,75 @@ def test_a_task_cancelled_before_it_runs_is_never_started(
     assert stat(redis_sync, "cancelled") == 1 and redis_sync.zcard(SCHEMA.cancels) == 0
     shown = cli("stats", "--redis-url", redis_url, "--queue", Q, "--json", "--interval", "0")
     assert json.loads(shown.out)["cancelled_total"] == 1
+
+
+def test_a_worker_that_saw_no_cancel_for_a_while_still_never_starts_a_cancelled_queued_task(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    """Once its lifecycle thread has read an empty cancels zset, the worker's fetches stop
+    looking at it (`CancelsSeen`); the cancel heard on the channel turns the look back on
+    before the next fetch, so the task queued behind the running one is dropped unrun."""
+    with running(redis_url, "--queue", Q, "--tracking", *HANDLER_KINDS["sync"],
+                 log_path=tmp_path / "worker.log"):
+        long = client.enqueue_sync(redis_sync, Q, "long", track=True)
+        wait_for("the long task to start", lambda: started(redis_sync, long))
+        time.sleep(1.5 * lifecycle_thread.WATCH_SECONDS)  # it has read the zset: empty
+        doomed = client.enqueue_sync(redis_sync, Q, "doomed", track=True)
+        told = client.cancel_sync(redis_sync, doomed, key_prefix=Q)
+        assert told.recorded and told.state == "queued" and told.workers_told == 1
+        assert client.cancel_sync(redis_sync, long, key_prefix=Q).recorded
+        quick = client.enqueue_sync(redis_sync, Q, "quick", track=True)
+        wait_for("the task after them to be done",
+                 lambda: status(redis_sync, quick).state == "done")
+    assert not started(redis_sync, doomed)
+    assert status(redis_sync, doomed).state == "cancelled"
+    assert stat(redis_sync, "cancelled") == 2 and redis_sync.zcard(SCHEMA.cancels) == 0
+    assert redis_sync.lrange(h.DONE, 0, -1) == ["quick"]
+
+
+def test_many_tasks_enqueued_tracked_are_followed_from_queued_to_done(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
+    """`enqueue_many_sync(track=True)` and the asyncio `enqueue_many(track=True)` index every
+    task with its push (as `enqueue --track`), in order; untracked, the index knows nothing."""
+    ids = client.enqueue_many_sync(redis_sync, Q, ["a", "b", "c"], track=True)
+
+    async def push_async() -> list[str]:
+        r = clients.async_client(clients.RedisSettings.from_dsn(redis_url))
+        try:
+            return await client.enqueue_many(r, Q, ["d", "e"], track=True, key_prefix=Q)
+        finally:
+            await r.aclose()
+
+    ids += asyncio.run(push_async())
+    plain = client.enqueue_many_sync(redis_sync, Q, ["f"])
+    assert [(s.state, s.queue, s.tracked) for s in map(lambda i: status(redis_sync, i), ids)] == [
+        ("queued", Q, True)] * 5
+    assert not status(redis_sync, plain[0]).tracked
+    assert [keys.unwrap(e).payload for e in reversed(redis_sync.lrange(Q, 0, -1))] == list(
+        "abcdef")  # served in the order pushed
+    with running(redis_url, "--queue", Q, "--tracking", "--handler",
+                 "tests.helpers.handlers:record", log_path=tmp_path / "worker.log"):
+        wait_for("every task done", lambda: all(
+            status(redis_sync, i).state == "done" for i in ids))
+    assert redis_sync.lrange(h.DONE, 0, -1) == list("abcdef")
+
+
+def test_status_of_a_dead_task_shows_its_dead_letter_record(
+        redis_url: str, redis_sync: redis.Redis, tmp_path: Path, cli: Run) -> None:
+    task = client.enqueue_sync(redis_sync, Q, "doomed payload", track=True)
+    with running(redis_url, "--queue", Q, "--tracking", "--max-attempts", "1", "--handler",
+                 "tests.helpers.handlers:always_fail", log_path=tmp_path / "worker.log"):
+        wait_for("the task dead-lettered", lambda: status(redis_sync, task).state == "dead")
+    shown = cli("status", task, "--redis-url", redis_url, "--queue", Q).out
+    lines = shown.splitlines()
+    assert "state: dead" in lines and f"queue: {Q}" in lines and "attempts: 1" in lines, shown
+    assert "error: ValueError: this handler fails every task" in lines, shown
+    assert 'payload: "doomed payload"' in lines, shown
+    [failed] = [line for line in lines if line.startswith("failed at: ")]
+    assert failed.endswith(" ago)") and "T" in failed and "Z (" in failed, failed
+    data = cli("status", task, "--redis-url", redis_url, "--queue", Q, "--json").json()
+    [pushed] = redis_sync.lrange(SCHEMA.dead_letter, 0, -1)
+    assert data["record"] == json.loads(pushed) and data["record"]["id"] == task
+    assert (data["state"], data["attempt"], data["queue"]) == ("dead", 1, Q)
 
 
 def test_status_and_inflight_follow_a_task_with_its_progress(

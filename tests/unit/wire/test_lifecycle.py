@@ -3,6 +3,8 @@ lines of `taskqueue status`. Pure."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from taskqueue.cli.status import render
@@ -78,8 +80,21 @@ def test_a_dead_task_shows_the_error_of_its_record() -> None:
     raw = reply({"state": "dead", "at": "90000", "error": "ValueError: bad input"})
     s = lifecycle.read_status("t", raw, processing_prefix=P)
     assert (s.state, s.error) == ("dead", "ValueError: bad input")
-    assert render(s, now=100.0).splitlines()[-1] == (
-        "error: ValueError: bad input (`taskqueue dlq list` shows the record)")
+    assert render(s, now=100.0).splitlines()[-2:] == [
+        "error: ValueError: bad input", "(the dead-letter record is in `taskqueue dlq list`)"]
+    record = {"queue": "q2", "payload": "x" * 300, "attempts": 3, "error": "ValueError: bad input",
+              "failed_at": 86400.0, "id": "t"}
+    full = lifecycle.read_status("t", reply({"state": "dead", "at": "90000", "queue": "q",
+                                             "attempt": "1", "error": record["error"],
+                                             "record": json.dumps(record)}),
+                                 processing_prefix=P)
+    assert (full.record, full.queue, full.attempt) == (record, "q2", 3)
+    assert render(full, now=86500.0).splitlines()[-4:] == [
+        "error: ValueError: bad input", "attempts: 3",
+        "failed at: 1970-01-02T00:00:00Z (1m40s ago)", f'payload: "{"x" * 200} ..."']
+    unreadable = lifecycle.read_status("t", reply({"state": "dead", "record": "{"}),
+                                       processing_prefix=P)
+    assert unreadable.record is None and unreadable.state == "dead"
     requeued = lifecycle.read_status("t", reply({"state": "queued", "error": "old"}),
                                      processing_prefix=P)
     assert requeued.error == ""

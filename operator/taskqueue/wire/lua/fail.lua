@@ -39,8 +39,6 @@ if retry then
   track(task_prefix, id, {'state', 'delayed', 'at', now_ms(), 'due', due_ms})
 else
   push_dead(dead_letter, stats, max_dead, value)
-  if id and task_prefix and task_prefix ~= '' then
-    track(task_prefix, id, {'state', 'dead', 'at', now_ms(), 'error', record_error(value)})
-  end
+  track_dead(task_prefix, id, value)
 end
 return 1

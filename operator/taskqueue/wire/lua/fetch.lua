@@ -125,8 +125,8 @@ end
 for _, m in ipairs(moves) do
   redis.call('ZREM', delayed, m[1])
   if m[2] then
-    reject(dead_letter, stats, max_dead, m[3], m[5], m[2])
-    track_moved(task_prefix, m[5], 'dead', m[3], m[2])
+    local record = reject(dead_letter, stats, max_dead, m[3], m[5], m[2])
+    track_moved(task_prefix, m[5], 'dead', m[3], record)
   else
     put(m[3], m[4], m[5])
     track_moved(task_prefix, m[5], 'queued', m[3])

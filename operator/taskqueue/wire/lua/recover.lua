@@ -40,12 +40,12 @@ while true do
     if not attempts then reason = 'malformed envelope: ' .. bumped end
   end
   if reason then
-    reject(KEYS[3], KEYS[4], max_dead, queue, element, lost .. '; ' .. reason)
-    track_moved(task_prefix, element, 'dead', queue, lost .. '; ' .. reason)
+    local record = reject(KEYS[3], KEYS[4], max_dead, queue, element, lost .. '; ' .. reason)
+    track_moved(task_prefix, element, 'dead', queue, record)
     dead = dead + 1
   elseif attempts >= max_attempts then
-    reject(KEYS[3], KEYS[4], max_dead, queue, bumped, lost)
-    track_moved(task_prefix, bumped, 'dead', queue, lost)
+    local record = reject(KEYS[3], KEYS[4], max_dead, queue, bumped, lost)
+    track_moved(task_prefix, bumped, 'dead', queue, record)
     dead = dead + 1
   else
     put(queue, score, bumped)

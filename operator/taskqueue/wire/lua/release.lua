@@ -32,8 +32,8 @@ for i = first_entry, #ARGV do
   if redis.call('LREM', processing, -1, entry) > 0 then
     if flow_on then flow_tally(gone, entry) end
     if reason then
-      reject(dead_letter, stats, max_dead, queue, element, reason)
-      track_moved(task_prefix, element, 'dead', queue, reason)
+      local record = reject(dead_letter, stats, max_dead, queue, element, reason)
+      track_moved(task_prefix, element, 'dead', queue, record)
     else
       put(queue, score, element)
       track_moved(task_prefix, element, 'queued', queue)

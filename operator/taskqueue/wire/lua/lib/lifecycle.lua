@@ -6,7 +6,7 @@
 -- The cancels zset holds task id -> the time (unix ms) its cancel expires; a fetch checks it only
 -- when it is not empty (one ZCARD per call, then one ZSCORE per task taken).
 -- The task index `<prefix>:task:<id>` (a hash: state, queue, at, processing, attempt, due,
--- error) is written only when the caller passes its key prefix (spec.worker.tracking): by
+-- error, and for a dead task its dead-letter record) is written only when the caller passes its key prefix (spec.worker.tracking): by
 -- fetch.lua, fail.lua and cancelled.lua, and by recover.lua and release.lua when they put a task back or
 -- dead-letter it. Its keys are built here from the id, so they are not in KEYS: they share the
 -- TaskQueue's {hash tag}, hence its Redis Cluster slot. Each write sets its expiry to
@@ -41,26 +41,28 @@ local function track(task_prefix, id, fields)
   index_write(task_prefix .. id, fields)
 end
 
--- track_moved(task_prefix, element, state, queue, err): the index of the task `element`
+-- track_dead(task_prefix, id, record): the index of task `id`, dead-lettered with `record` (the
+-- JSON dead-letter record pushed): its error, and the record itself (`taskqueue status` shows
+-- its queue, attempts, failure time and payload; the index expires as every index does).
+local function track_dead(task_prefix, id, record)
+  if not task_prefix or task_prefix == '' or not id then return end
+  local ok, decoded = pcall(cjson.decode, record)
+  local err = ok and type(decoded) == 'table' and decoded['error']
+  track(task_prefix, id, {'state', 'dead', 'at', now_ms(),
+    'error', type(err) == 'string' and err or '', 'record', record})
+end
+
+-- track_moved(task_prefix, element, state, queue, record): the index of the task `element`
 -- carries, put back by a recovery or a give-back ('queued' in `queue`) or dead-lettered ('dead',
--- with `err`, the error of its dead-letter record).
-local function track_moved(task_prefix, element, state, queue, err)
+-- with `record`, its dead-letter record: `track_dead`).
+local function track_moved(task_prefix, element, state, queue, record)
   if not task_prefix or task_prefix == '' then return end
   local id = task_id(element)
   if state == 'queued' then
     track(task_prefix, id, {'state', state, 'queue', queue, 'at', now_ms()})
   else
-    track(task_prefix, id, {'state', state, 'at', now_ms(), 'error', err or ''})
+    track_dead(task_prefix, id, record)
   end
-end
-
--- record_error(record): the error of a dead-letter record (JSON), '' when it has none.
-local function record_error(record)
-  local ok, decoded = pcall(cjson.decode, record)
-  if ok and type(decoded) == 'table' and type(decoded['error']) == 'string' then
-    return decoded['error']
-  end
-  return ''
 end
 
 -- track_entries(task_prefix, entries, state, processing): `state` for every entry of `entries`

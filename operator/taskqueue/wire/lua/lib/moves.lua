@@ -33,12 +33,15 @@ local function push_dead(dead, stats, max_length, record)
   end
 end
 
--- reject(dead, stats, max_length, queue, element, reason): `element` of `queue` (or a whole
--- unreadable entry, queue "") to the dead-letter list, its payload byte for byte, with `reason`.
+-- reject(dead, stats, max_length, queue, element, reason) -> record: `element` of `queue` (or a
+-- whole unreadable entry, queue "") to the dead-letter list, its payload byte for byte, with
+-- `reason`; returns the record pushed.
 local function reject(dead, stats, max_length, queue, element, reason)
   local payload, id, attempts, problem = task_of(element)
   if problem then reason = reason .. '; ' .. problem end
-  push_dead(dead, stats, max_length, dead_record(queue, payload, id, attempts, reason))
+  local record = dead_record(queue, payload, id, attempts, reason)
+  push_dead(dead, stats, max_length, record)
+  return record
 end
 
 -- put(queue, score, element): an element `place` accepted, back to the right end of its list
