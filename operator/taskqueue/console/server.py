@@ -367,7 +367,8 @@ async def signin(request: web.Request) -> web.StreamResponse:
         return render(request, "signin.html", status=401, failed=True)
     response = web.HTTPSeeOther("/")
     response.set_cookie(cluster.SESSION_COOKIE, sid, httponly=True, samesite="Strict",
-                        path="/", secure=request.secure, max_age=int(cluster.SESSION_SECONDS))
+                        path="/", secure=security.cookies_secure(request),
+                        max_age=int(cluster.SESSION_SECONDS))
     return response
 
 
@@ -381,9 +382,12 @@ async def signout(request: web.Request) -> web.StreamResponse:
 
 def build(*, source: Source, access: Access, refresh_seconds: float,
           refusal: str, mode: str,
-          signin_access: cluster.ClusterAccess | None = None) -> web.Application:
-    """The application; `refusal` is what a viewer who may not act is told."""
+          signin_access: cluster.ClusterAccess | None = None,
+          secure_cookies: bool = False) -> web.Application:
+    """The application; `refusal` is what a viewer who may not act is told; `secure_cookies`:
+    a proxy in front serves the pages over HTTPS (cookies Secure, https:// origins accepted)."""
     app = web.Application(middlewares=[security.headers])
+    app[security.SECURE_COOKIES] = secure_cookies
     app[SOURCE] = source
     app[ACCESS] = access
     app[SHARED] = live.Shared(ttl=refresh_seconds)

@@ -13,7 +13,7 @@ Live refresh: without a reload, a running task's progress bar moves, a fired sch
 a pause and a new limit show (the TaskQueue page), the queues page's flow lines follow; twenty
 viewers at once cost one observe call and one read of the held tasks. Two hundred and thirty
 workers come a page of `reads.WORKERS_PAGE` at a time.
-Screenshot: docs/images/console-flow-schedules-progress.png.
+Screenshots: docs/images/console-flow-schedules-progress.png, docs/images/console-workers.png.
 """
 
 from __future__ import annotations
@@ -392,6 +392,7 @@ def test_two_hundred_and_thirty_workers_come_a_page_at_a_time(
         assert rows.count() == size
         assert rows.first.get_attribute("data-worker") == ids[size]
         assert "workers 51-100 of 230" in nav.inner_text()
+        page.screenshot(path=str(SCREENSHOTS / "console-workers.png"))
         # the last page: what is left, each worker with its held task and progress
         page.goto(base + NAME + "/workers?page=4")
         assert rows.count() == 230 - 4 * size
@@ -442,3 +443,22 @@ def test_viewers_share_the_observe_call_and_the_workers_read(
     assert one["evalsha"] + one["eval"] >= 1 and one["xrange"] == 1  # one refresh
     page = 80 - reads.WORKERS_PAGE  # one page's pipeline: an LRANGE and an HGETALL a worker
     assert (one["lrange"], one["hgetall"]) == (page, page + 2)  # + the refresh's flow hashes
+
+
+def test_secure_cookies_in_the_browser_and_its_forms_still_work(
+        page: Any, manifest: str, redis_sync: redis.Redis) -> None:
+    """--secure-cookies: Chromium keeps the Secure CSRF cookie of http://127.0.0.1 (a
+    trustworthy origin, as a port-forward is), and the page's pause form still works; without
+    the flag the cookie is not Secure (the cluster tier tests the session cookie and the
+    https:// origin of a TLS-terminating Ingress)."""
+    for flag, secure in ((["--secure-cookies"], True), ([], False)):
+        page.context.clear_cookies()
+        with console_process("-f", manifest, "--allow-actions", *flag) as base:
+            page.goto(base + NAME)
+            [csrf] = [c for c in page.context.cookies() if c["name"] == "tq_csrf"]
+            assert (csrf["secure"], csrf["httpOnly"], csrf["sameSite"]) == (secure, True,
+                                                                            "Strict")
+            page.locator("#queue-table tr[data-queue='normal'] button.pause").click()
+            assert redis_sync.hexists("vip:flow", "paused-cli:normal")
+            page.locator("#queue-table tr[data-queue='normal'] button.resume").click()
+            assert not redis_sync.hexists("vip:flow", "paused-cli:normal")
