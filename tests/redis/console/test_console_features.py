@@ -324,6 +324,9 @@ def test_workers_progress_schedules_and_flow_refresh_without_a_reload(
         first_fired = report.inner_text()
         assert first_fired == redis_sync.hget("vip:schedules", "id:report")
         _mark(page)
+        # the worker's heartbeat age follows (its beats and the refresh move it)
+        beat = page.locator("#workers tr[data-worker='w1'] [data-field=beat]")
+        expect(beat).not_to_have_text(beat.inner_text(), timeout=30_000)
         # the worker's handler reports further: the bar moves without a reload
         redis_sync.rpush(handlers.STEPS, "0.6 past half")
         expect(held.locator("progress")).to_have_attribute("value", "60", timeout=30_000)
