@@ -12,9 +12,9 @@ from typing import Any
 from taskqueue.cli.main import parser
 from taskqueue_devcluster import ControlPlane
 from tests.cluster.chart.test_cluster import can_i, helm_install
-from tests.cluster.console.test_console_access import viewer_token
 from tests.helpers.browser import Browser, console_process
 from tests.helpers.chart import NAMESPACE, Render, by_kind, run_helm, template_args
+from tests.helpers.kube import viewer_token
 
 CONSOLE = "tq-taskqueue-operator-console"
 
