@@ -8,13 +8,15 @@ Starts its own redis-server (random loopback port, no persistence) and `taskqueu
 (a real process, --refresh 2) on a manifest with flow control on both queues and `schedules`
 schedules, fills Redis (pipelined, outside the measurement): the queues and dead letters, the
 history and decision log, the flow hashes, the schedules' firing record, and `workers`
-registered workers each holding 4 tasks with a progress report (the one-TaskQueue page reads
-the held tasks and progress of up to 200 workers). Then:
+registered workers each holding 4 tasks with a progress report (the one-TaskQueue page and
+its live refresh show the first page of workers, `reads.WORKERS_PAGE`, the workers page the
+others a page at a time). Then:
 - each page is fetched 20 times; the time is the HTTP round trip on loopback (server time plus
   a few hundred microseconds of client), median and max;
-- `viewers` clients poll one TaskQueue's data.json every 0.5 s for 10 s; Redis's own
-  commandstats count the observe calls (EVALSHA) made meanwhile: one per refresh interval is
-  the goal, whatever the number of viewers.
+- `viewers` clients poll one TaskQueue's data.json as its page's script does (every part and
+  the first page of workers) every 0.5 s for 10 s; Redis's own commandstats count the observe
+  calls (EVALSHA) and the reads of the held tasks (one LRANGE per shown worker) made
+  meanwhile: one of each per refresh interval is the goal, whatever the number of viewers.
 """
 
 from __future__ import annotations
@@ -35,9 +37,13 @@ from pathlib import Path
 
 import redis
 
+from taskqueue.console import reads
 from taskqueue.wire import history, keys
 
-PAGES = ["/", "/tq/bench/big", "/tq/bench/big/data.json", "/tq/bench/big/queues",
+LIVE = "/tq/bench/big/data.json?parts=queues,schedules,workers&workers=0"
+"""What the TaskQueue page's script asks every refresh interval."""
+PAGES = ["/", "/tq/bench/big", "/tq/bench/big/data.json", LIVE, "/tq/bench/big/queues",
+         "/tq/bench/big/workers?page=3",
          "/tq/bench/big/dead", "/tq/bench/big/dead?page=3999",
          "/tq/bench/big/dead?q=needle-77"]
 
@@ -135,8 +141,8 @@ def get(url: str) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def evalsha_calls(r: redis.Redis) -> int:
-    return int(r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+def calls(r: redis.Redis, command: str) -> int:
+    return int(r.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
 
 
 def main() -> None:
@@ -172,22 +178,24 @@ def main() -> None:
         base = f"http://127.0.0.1:{cport}"
         pages = PAGES
         shown = urllib.request.urlopen(base + "/tq/bench/big", timeout=30).read().decode()
-        assert shown.count('class="held"') == 4 * min(args.workers, 200), "held tasks missing"
+        per_page = min(args.workers, reads.WORKERS_PAGE)
+        assert shown.count('class="held"') == 4 * per_page, "held tasks missing"
         assert shown.count("data-schedule=") == args.schedules, "schedules missing"
         print(f"load average {os.getloadavg()[0]:.2f} (2 cores, shared)")
-        print(f"{'page':40} {'median ms':>10} {'max ms':>8}")
+        print(f"{'page':62} {'median ms':>10} {'max ms':>8}")
         for page in pages:
             get(base + page)
             times = []
             for _ in range(20):
                 times.append(get(base + page))
                 time.sleep(0.05)
-            print(f"{page:40} {statistics.median(times):10.1f} {max(times):8.1f}")
-        before, stop = evalsha_calls(r), time.monotonic() + 10
+            print(f"{page:62} {statistics.median(times):10.1f} {max(times):8.1f}")
+        before, held_before = calls(r, "evalsha"), calls(r, "lrange")
+        stop = time.monotonic() + 10
 
         def viewer() -> None:
             while time.monotonic() < stop:
-                get(base + "/tq/bench/big/data.json")
+                get(base + LIVE)
                 time.sleep(0.5)
 
         threads = [threading.Thread(target=viewer) for _ in range(args.viewers)]
@@ -195,9 +203,12 @@ def main() -> None:
             t.start()
         for t in threads:
             t.join()
-        calls = evalsha_calls(r) - before
-        print(f"{args.viewers} viewers polling data.json every 0.5 s for 10 s: {calls} observe "
-              f"call(s) (refresh 2 s: 5 or 6 expected)")
+        observes = calls(r, "evalsha") - before
+        held_reads = (calls(r, "lrange") - held_before) / max(1, per_page)
+        print(f"{args.viewers} viewers polling data.json (every part, first page of workers) "
+              f"every 0.5 s for 10 s: {observes} observe call(s), {held_reads:g} read(s) of "
+              f"the {per_page} shown workers' held tasks (refresh 2 s: 5 or 6 of each "
+              f"expected)")
         print(f"load average {os.getloadavg()[0]:.2f}")
     finally:
         if console is not None:

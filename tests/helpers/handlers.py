@@ -329,6 +329,26 @@ def until_cancelled(payload: str, ctx: TaskContext) -> None:
     record(payload)
 
 
+STEPS = "test:steps"
+
+
+def progress_steps(payload: str, ctx: TaskContext) -> None:
+    """Notes its start; "quick" records at once, anything else reports as its progress each
+    `"<fraction> <message>"` the test pushes to STEPS, one at a time, and records the payload
+    on "done" (or after a minute)."""
+    client().rpush(STARTED, ctx.id)
+    deadline = time.monotonic() + 60
+    while payload != "quick" and time.monotonic() < deadline:
+        got = client().blpop([STEPS], timeout=1)
+        if got is None:
+            continue
+        if got[1] == "done":
+            break
+        fraction, _, message = got[1].partition(" ")
+        ctx.progress(float(fraction), message)
+    record(payload)
+
+
 async def async_until_cancelled(payload: str, ctx: TaskContext) -> None:
     """`until_cancelled` as a coroutine: it sleeps a minute and notes the CancelledError."""
     client().rpush(STARTED, ctx.id)

@@ -1,5 +1,6 @@
 """Helpers of the operator, e2e and bench tests: kubectl get/apply, a TaskQueue manifest, the
-operator run in a thread (`OperatorThread`, exactly what the console script runs)."""
+operator run in a thread (`OperatorThread`, exactly what the console script runs), a viewer's
+token with given rights on taskqueues (`viewer_token`, the console's sign-in)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,25 @@ def apply(cp: ControlPlane, namespace: str, manifest: dict[str, Any], *,
           check: bool = True) -> Any:
     return cp.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(manifest),
                       check=check)
+
+
+def viewer_token(cp: ControlPlane, namespace: str, name: str, verbs: list[str],
+                 grant_in: list[str]) -> str:
+    """A ServiceAccount `name` in `namespace` with `verbs` on taskqueues in each of `grant_in`,
+    and a token of it from the TokenRequest API (as `kubectl create token`)."""
+    cp.kubectl("create", "serviceaccount", name, "-n", namespace)
+    for ns in grant_in:
+        apply(cp, ns, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                       "metadata": {"name": f"{name}-tq", "namespace": ns},
+                       "rules": [{"apiGroups": ["taskqueue.dev"], "resources": ["taskqueues"],
+                                  "verbs": verbs}]})
+        apply(cp, ns, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                       "metadata": {"name": f"{name}-tq", "namespace": ns},
+                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                   "name": f"{name}-tq"},
+                       "subjects": [{"kind": "ServiceAccount", "name": name,
+                                     "namespace": namespace}]})
+    return str(cp.kubectl("create", "token", name, "-n", namespace).stdout).strip()
 
 
 def taskqueue(name: str, redis_url: str, **spec: Any) -> dict[str, Any]:

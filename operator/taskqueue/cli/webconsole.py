@@ -28,6 +28,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help
                         "(the chart's console.enabled; --kubeconfig/--context outside a pod)")
     p.add_argument("--watch-namespace", action="append", default=[], metavar="NS",
                    help="with --in-cluster: the namespaces to show (repeatable; default: all)")
+    p.add_argument("--secure-cookies", action="store_true",
+                   help="mark the session and CSRF cookies Secure (and accept https:// pages' "
+                        "forms) though the console sees plain HTTP: behind a TLS-terminating "
+                        "proxy or Ingress (the chart's console.secureCookies)")
     p.add_argument("--refresh", type=float, default=5.0,
                    help="seconds between refreshes of a page (default 5; all viewers share one)")
     p.set_defaults(run=run)
@@ -47,8 +51,9 @@ def run(target: Target, args: argparse.Namespace) -> int:
         return command.serve_cluster(host=args.host, port=args.port, kubeconfig=args.kubeconfig,
                                      context=args.context, allow_actions=args.allow_actions,
                                      refresh=args.refresh,
-                                     namespaces=tuple(args.watch_namespace))
+                                     namespaces=tuple(args.watch_namespace),
+                                     secure_cookies=args.secure_cookies)
     target.require_schema("console")
     return command.serve_local(target, host=args.host, port=args.port,
                                allow_actions=args.allow_actions, refresh=args.refresh,
-                               spec_file=args.file)
+                               spec_file=args.file, secure_cookies=args.secure_cookies)

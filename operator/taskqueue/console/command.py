@@ -35,16 +35,18 @@ def local_hosted(target: Target, *, spec_file: str | None) -> views.Hosted:
 
 
 def app_local(target: Target, *, allow_actions: bool, refresh: float,
-              spec_file: str | None) -> web.Application:
+              spec_file: str | None, secure_cookies: bool = False) -> web.Application:
     source = LocalSource(target=target, hosted=local_hosted(target, spec_file=spec_file))
     return server.build(source=source, access=access.LocalAccess(allow_actions=allow_actions),
                         refresh_seconds=refresh, refusal=LOCAL_REFUSAL,
-                        mode="actions enabled" if allow_actions else "read-only")
+                        mode="actions enabled" if allow_actions else "read-only",
+                        secure_cookies=secure_cookies)
 
 
 def serve_local(target: Target, *, host: str, port: int, allow_actions: bool, refresh: float,
-                spec_file: str | None) -> int:
-    app = app_local(target, allow_actions=allow_actions, refresh=refresh, spec_file=spec_file)
+                spec_file: str | None, secure_cookies: bool = False) -> int:
+    app = app_local(target, allow_actions=allow_actions, refresh=refresh, spec_file=spec_file,
+                    secure_cookies=secure_cookies)
     sys.stderr.write(f"taskqueue console: http://{host}:{port}/ "
                      f"({'actions enabled' if allow_actions else 'read-only'}; Ctrl-C stops)\n")
     web.run_app(app, host=host, port=port, print=None, handle_signals=True)
@@ -56,19 +58,22 @@ CLUSTER_REFUSAL = ("Read-only for you: acting on this TaskQueue needs `update ta
 
 
 def app_cluster(*, kubeconfig: str | None, context: str | None, allow_actions: bool,
-                refresh: float, namespaces: tuple[str, ...]) -> web.Application:
+                refresh: float, namespaces: tuple[str, ...],
+                secure_cookies: bool = False) -> web.Application:
     kube = Kube(kubeconfig=kubeconfig, context=context)
     signin = cluster.ClusterAccess(kube=kube, allow_actions=allow_actions)
     return server.build(source=cluster.ClusterSource(kube=kube, namespaces=namespaces),
                         access=signin,
                         refresh_seconds=refresh, refusal=CLUSTER_REFUSAL,
-                        mode="Kubernetes sign-in", signin_access=signin)
+                        mode="Kubernetes sign-in", signin_access=signin,
+                        secure_cookies=secure_cookies)
 
 
 def serve_cluster(*, host: str, port: int, kubeconfig: str | None, context: str | None,
-                  allow_actions: bool, refresh: float, namespaces: tuple[str, ...]) -> int:
+                  allow_actions: bool, refresh: float, namespaces: tuple[str, ...],
+                  secure_cookies: bool = False) -> int:
     app = app_cluster(kubeconfig=kubeconfig, context=context, allow_actions=allow_actions,
-                      refresh=refresh, namespaces=namespaces)
+                      refresh=refresh, namespaces=namespaces, secure_cookies=secure_cookies)
     sys.stderr.write(f"taskqueue console (in the cluster): http://{host}:{port}/\n")
     web.run_app(app, host=host, port=port, print=None, handle_signals=True)
     return 0

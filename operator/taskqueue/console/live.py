@@ -6,6 +6,10 @@ schedules' firing record. Viewers asking within `ttl`
 seconds get the same snapshot; viewers asking while a refresh runs wait for it (one flight per
 TaskQueue). The history points of the last hour stay in memory, so a refresh reads only the new
 ones. Errors are part of the snapshot: a page shows them, it never fails on them.
+
+The tasks the workers hold (and their progress) are a second shared read, per page of the
+workers table (`Workers`, `read_workers`): one pipeline per shown page per interval whoever
+looks, read only while someone looks at that page.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import redis
 
@@ -50,6 +54,25 @@ class Snapshot:
     fired_error: str = ""
 
 
+@dataclass
+class Workers:
+    """What one read of a page of workers found: the tasks they hold and their progress."""
+
+    at: float
+    held: reads.Held = field(default_factory=reads.Held)
+    error: str = ""
+    """Why Redis could not be read (redacted)."""
+
+
+async def read_workers(client: aioredis.Redis, schema: keys.KeySchema, worker_ids: Sequence[str], *,
+               now: float) -> Workers:
+    """The held tasks and progress reports of `worker_ids` (one page), errors kept."""
+    try:
+        return Workers(at=now, held=await reads.held(client, schema, worker_ids))
+    except (redis.RedisError, OSError) as exc:
+        return Workers(at=now, error=redact.scrub(str(exc)) or type(exc).__name__)
+
+
 async def refresh(client: aioredis.Redis, schema: keys.KeySchema, previous: Snapshot | None,
                   *, now: float, schedules: Sequence[str] = ()) -> Snapshot:
     """A new snapshot: one observe call, one pipeline of the streams after `previous`'s points,
@@ -70,19 +93,27 @@ async def refresh(client: aioredis.Redis, schema: keys.KeySchema, previous: Snap
                     fired_error=redact.scrub(got.fired_error))
 
 
-class Shared:
-    """The newest snapshot per TaskQueue, at most one refresh in flight each."""
+class Timed(Protocol):
+    @property
+    def at(self) -> float: ...
+
+
+T = TypeVar("T", bound=Timed)
+
+
+class Shared(Generic[T]):
+    """The newest read per key (a TaskQueue, or a page of its workers), at most one refresh in
+    flight each."""
 
     def __init__(self, *, ttl: float, clock: Callable[[], float] = time.time) -> None:
         self.ttl = ttl
         self._clock = clock
-        self._snapshots: dict[str, Snapshot] = {}
-        self._flights: dict[str, asyncio.Task[Snapshot]] = {}
+        self._snapshots: dict[str, T] = {}
+        self._flights: dict[str, asyncio.Task[T]] = {}
         self.refreshes = 0
         """Refreshes run (the benchmark and the tests read it)."""
 
-    async def get(self, key: str,
-                  load: Callable[[Snapshot | None], Awaitable[Snapshot]]) -> Snapshot:
+    async def get(self, key: str, load: Callable[[T | None], Awaitable[T]]) -> T:
         """The snapshot of `key`, refreshed through `load(previous)` when older than the TTL."""
         held = self._snapshots.get(key)
         if held is not None and self._clock() - held.at < self.ttl:
@@ -97,8 +128,8 @@ class Shared:
         """Drop the snapshot of `key`: the next viewer reads Redis (after an action)."""
         self._snapshots.pop(key, None)
 
-    async def _load(self, key: str, load: Callable[[Snapshot | None], Awaitable[Snapshot]],
-                    held: Snapshot | None) -> Snapshot:
+    async def _load(self, key: str, load: Callable[[T | None], Awaitable[T]],
+                    held: T | None) -> T:
         try:
             self.refreshes += 1
             snapshot = await load(held)

@@ -38,7 +38,9 @@ HISTORY_POINTS = 4000
 HELD_SHOWN = 20
 """Tasks shown per worker."""
 WORKERS_SHOWN = 200
-"""Workers whose held tasks are read."""
+"""Workers whose held tasks are read at most in one read."""
+WORKERS_PAGE = 50
+"""Workers per page of the workers table (the TaskQueue page shows the first page)."""
 
 
 @dataclass(frozen=True)

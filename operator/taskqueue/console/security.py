@@ -15,6 +15,9 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+SECURE_COOKIES = web.AppKey("secure_cookies", bool)
+"""`--secure-cookies`: the pages are served over HTTPS by a proxy in front (a TLS-terminating
+Ingress) though the console sees plain HTTP."""
 CSRF_COOKIE = "tq_csrf"
 CSRF_FIELD = "csrf"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -45,6 +48,12 @@ def token_ok(*, cookie: str | None, field: str | None) -> bool:
     return bool(cookie) and bool(field) and hmac.compare_digest(str(cookie), str(field))
 
 
+def cookies_secure(request: web.Request) -> bool:
+    """Whether cookies are marked Secure: the request is HTTPS, or the console was told
+    (`--secure-cookies`) that a proxy in front serves its pages over HTTPS."""
+    return request.secure or request.app.get(SECURE_COOKIES, False)
+
+
 def token(request: web.Request) -> str:
     """This viewer's CSRF token: the cookie's, or a new one `headers` sets."""
     current = request.cookies.get(CSRF_COOKIE)
@@ -57,9 +66,12 @@ def token(request: web.Request) -> str:
 async def check_form(request: web.Request) -> dict[str, str]:
     """The posted form, after the CSRF checks; HTTP 403 when they fail."""
     form = await request.post()
-    if not same_origin(origin=request.headers.get("Origin"),
-                       referer=request.headers.get("Referer"), host=request.host,
-                       scheme=request.scheme):
+    origin, referer = request.headers.get("Origin"), request.headers.get("Referer")
+    # behind a TLS-terminating proxy the page is https:// though this request is plain HTTP
+    schemes = {request.scheme, "https"} if request.app.get(SECURE_COOKIES, False) else {
+        request.scheme}
+    if not any(same_origin(origin=origin, referer=referer, host=request.host, scheme=scheme)
+               for scheme in schemes):
         raise web.HTTPForbidden(text="refused: the request does not come from this console")
     if not token_ok(cookie=request.cookies.get(CSRF_COOKIE), field=str(form.get(CSRF_FIELD, ""))):
         raise web.HTTPForbidden(text="refused: the form's CSRF token is missing or stale; "
@@ -79,5 +91,5 @@ async def headers(request: web.Request, handler: Handler) -> web.StreamResponse:
     fresh = request.get("csrf_new")
     if fresh:
         response.set_cookie(CSRF_COOKIE, fresh, httponly=True, samesite="Strict", path="/",
-                            secure=request.secure)
+                            secure=cookies_secure(request))
     return response

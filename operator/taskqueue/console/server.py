@@ -33,7 +33,8 @@ ACTIONS = ("requeue", "delete")
 
 SOURCE = web.AppKey("source", Source)
 ACCESS = web.AppKey("access", Access)
-SHARED = web.AppKey("shared", live.Shared)
+SHARED = web.AppKey("shared", live.Shared[live.Snapshot])
+HELD = web.AppKey("held", live.Shared[live.Workers])
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
 SETTINGS = web.AppKey("settings", dict[str, Any])
 SIGNIN = web.AppKey("signin", cluster.ClusterAccess)
@@ -98,35 +99,100 @@ async def index(request: web.Request) -> web.Response:
     return render(request, "index.html", rows=rows)
 
 
+def _page(request: web.Request, name: str = "page") -> int:
+    try:
+        return max(0, int(request.query.get(name, "0")))
+    except ValueError:
+        return 0
+
+
+async def workers_part(request: web.Request, tq: views.Hosted, snap: live.Snapshot,
+                       page: int) -> dict[str, Any]:
+    """Page `page` of the workers table: the snapshot's workers with the tasks they hold, read
+    once per refresh interval per page whoever looks (`HELD`)."""
+    wpage = views.worker_page(snap.observation, page, reads.WORKERS_PAGE)
+    got = live.Workers(at=time.time())
+    if wpage.ids:
+        client = request.app[SOURCE].client(tq)
+
+        async def load(previous: live.Workers | None) -> live.Workers:
+            try:
+                async with asyncio.timeout(READ_TIMEOUT):
+                    return await live.read_workers(client, tq.schema, wpage.ids,
+                                                   now=time.time())
+            except TimeoutError:
+                return live.Workers(at=time.time(), error="Redis did not answer in time")
+
+        got = await request.app[HELD].get(f"{tq.ref} workers {wpage.page}", load)
+    return {"workers": views.worker_rows(snap.observation, got.held, time.time(),
+                                         tq.heartbeat_seconds, only=wpage.ids),
+            "wpage": wpage.as_dict(), "workers_error": got.error,
+            "workers_url": _url(tq) + "/workers"}
+
+
+def _url(tq: views.Hosted) -> str:
+    return f"/tq/{quote(tq.namespace, safe='')}/{quote(tq.name, safe='')}"
+
+
 async def taskqueue(request: web.Request) -> web.Response:
     viewer, tq = await _one(request)
     snap = await snapshot(request, tq)
     now = time.time()
-    held = reads.Held()
-    error = snap.error
-    if snap.observation is not None:
-        try:
-            async with asyncio.timeout(READ_TIMEOUT):
-                held = await reads.held(request.app[SOURCE].client(tq), tq.schema,
-                                        [w.worker_id for w in snap.observation.workers])
-        except (redis.RedisError, OSError, TimeoutError) as exc:
-            error = redact.scrub(str(exc)) or type(exc).__name__
-    return render(request, "taskqueue.html", tq=views.summary(tq, snap), error=error,
+    return render(request, "taskqueue.html", tq=views.summary(tq, snap), error=snap.error,
                   decisions=views.decision_rows(snap.decisions, now),
                   schedules=views.schedule_rows(tq, snap.fired, now, request.app[SLOTS]),
                   fired_error=snap.fired_error,
-                  workers=views.worker_rows(snap.observation, held, now,
-                                            tq.heartbeat_seconds),
+                  **await workers_part(request, tq, snap, 0),
                   may_act=await viewer.may_act(tq.namespace))
 
 
-async def data(request: web.Request) -> web.Response:
-    """The live refresh of a TaskQueue page: its numbers, chart series and decision log."""
+async def workers(request: web.Request) -> web.Response:
+    """The workers table a page at a time (`reads.WORKERS_PAGE` workers)."""
     _, tq = await _one(request)
     snap = await snapshot(request, tq)
+    return render(request, "workers.html", tq=views.summary(tq, snap), error=snap.error,
+                  **await workers_part(request, tq, snap, _page(request)))
+
+
+PARTS = ("queues", "schedules", "workers")
+"""The parts of a page data.json renders again (besides `flow:<queue>`, a queues page line)."""
+
+
+async def _parts(request: web.Request, viewer: Viewer, tq: views.Hosted, snap: live.Snapshot,
+                 summary: dict[str, Any]) -> dict[str, str]:
+    """The page parts named in `?parts=`, rendered by the page's own partials from the shared
+    snapshot (autoescaped as the page is)."""
+    wanted = set(request.query.get("parts", "").split(","))
+    now = time.time()
+    env, base = request.app[TEMPLATES], {"csrf": security.token(request), "tq": summary}
+    out = {}
+    if "queues" in wanted:
+        out["queues"] = env.get_template("partials/queues.html").render(
+            **base, may_act=await viewer.may_act(tq.namespace))
+    if "schedules" in wanted:
+        out["schedules"] = env.get_template("partials/schedules.html").render(
+            **base, schedules=views.schedule_rows(tq, snap.fired, now, request.app[SLOTS]),
+            fired_error=snap.fired_error)
+    if "workers" in wanted:
+        out["workers"] = env.get_template("partials/workers.html").render(
+            **base, **await workers_part(request, tq, snap, _page(request, "workers")))
+    for q in summary["queues"]:
+        if f"flow:{q['key']}" in wanted:
+            out[f"flow:{q['key']}"] = env.get_template("partials/flow.html").render(q=q)
+    return out
+
+
+async def data(request: web.Request) -> web.Response:
+    """The live refresh of a TaskQueue's pages: its numbers, chart series, decision log and the
+    parts the page names (`?parts=queues,schedules,workers,flow:<queue>`; `?workers=N`: the
+    page of workers shown), all from the shared reads."""
+    viewer, tq = await _one(request)
+    snap = await snapshot(request, tq)
+    summary = views.summary(tq, snap)
     return web.json_response({
-        "summary": views.summary(tq, snap), "series": views.series(tq, snap.points),
-        "decisions": views.decision_rows(snap.decisions, time.time()), "at": snap.at})
+        "summary": summary, "series": views.series(tq, snap.points),
+        "decisions": views.decision_rows(snap.decisions, time.time()), "at": snap.at,
+        "parts": await _parts(request, viewer, tq, snap, summary)})
 
 
 async def _read(request: web.Request, tq: views.Hosted, read: Callable[[Any], Any]) -> Any:
@@ -157,13 +223,6 @@ async def queues(request: web.Request) -> web.Response:
                   delayed=[views.task_row(p, now) for p in later],
                   schedules=views.schedule_rows(tq, snap.fired, now, request.app[SLOTS]),
                   fired_error=snap.fired_error, shown=reads.PENDING_SHOWN)
-
-
-def _page(request: web.Request) -> int:
-    try:
-        return max(0, int(request.query.get("page", "0")))
-    except ValueError:
-        return 0
 
 
 async def dead(request: web.Request) -> web.Response:
@@ -288,7 +347,7 @@ async def flow_action(request: web.Request) -> web.StreamResponse:
     except redis.RedisError as exc:
         raise web.HTTPServiceUnavailable(text=f"Redis refused: {redact.scrub(str(exc))}") from None
     request.app[SHARED].forget(tq.ref)
-    raise web.HTTPSeeOther(f"/tq/{quote(tq.namespace, safe='')}/{quote(tq.name, safe='')}")
+    raise web.HTTPSeeOther(_url(tq))
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -308,7 +367,8 @@ async def signin(request: web.Request) -> web.StreamResponse:
         return render(request, "signin.html", status=401, failed=True)
     response = web.HTTPSeeOther("/")
     response.set_cookie(cluster.SESSION_COOKIE, sid, httponly=True, samesite="Strict",
-                        path="/", secure=request.secure, max_age=int(cluster.SESSION_SECONDS))
+                        path="/", secure=security.cookies_secure(request),
+                        max_age=int(cluster.SESSION_SECONDS))
     return response
 
 
@@ -322,12 +382,16 @@ async def signout(request: web.Request) -> web.StreamResponse:
 
 def build(*, source: Source, access: Access, refresh_seconds: float,
           refusal: str, mode: str,
-          signin_access: cluster.ClusterAccess | None = None) -> web.Application:
-    """The application; `refusal` is what a viewer who may not act is told."""
+          signin_access: cluster.ClusterAccess | None = None,
+          secure_cookies: bool = False) -> web.Application:
+    """The application; `refusal` is what a viewer who may not act is told; `secure_cookies`:
+    a proxy in front serves the pages over HTTPS (cookies Secure, https:// origins accepted)."""
     app = web.Application(middlewares=[security.headers])
+    app[security.SECURE_COOKIES] = secure_cookies
     app[SOURCE] = source
     app[ACCESS] = access
     app[SHARED] = live.Shared(ttl=refresh_seconds)
+    app[HELD] = live.Shared(ttl=refresh_seconds)
     app[SLOTS] = views.NextSlots()
     app[TEMPLATES] = environment()
     app[SETTINGS] = {"refresh_ms": int(refresh_seconds * 1000), "refusal": refusal,
@@ -339,6 +403,7 @@ def build(*, source: Source, access: Access, refresh_seconds: float,
     app.router.add_get("/tq/{namespace}/{name}", taskqueue)
     app.router.add_get("/tq/{namespace}/{name}/data.json", data)
     app.router.add_get("/tq/{namespace}/{name}/queues", queues)
+    app.router.add_get("/tq/{namespace}/{name}/workers", workers)
     app.router.add_get("/tq/{namespace}/{name}/dead", dead)
     app.router.add_post("/tq/{namespace}/{name}/dead/confirm", confirm)
     app.router.add_post("/tq/{namespace}/{name}/dead/act", act)

@@ -201,15 +201,45 @@ def decision_rows(entries: Sequence[tuple[str, history.DecisionEntry]],
             for _, d in entries]
 
 
+@dataclass(frozen=True)
+class WorkerPage:
+    """One page of the workers table: which workers, and where it is among the pages."""
+
+    ids: tuple[str, ...]
+    page: int
+    pages: int
+    total: int
+    first: int
+    """Index of the page's first worker (0-based)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"page": self.page, "pages": self.pages, "total": self.total,
+                "first": self.first + 1 if self.ids else 0, "last": self.first + len(self.ids),
+                "more": self.total - self.first - len(self.ids)}
+
+
+def worker_page(obs: QueueObservation | None, page: int, size: int) -> WorkerPage:
+    """Page `page` (0-based; past the end: the last) of the registered workers, ordered by id."""
+    ids = sorted(w.worker_id for w in obs.workers) if obs is not None else []
+    pages = max(1, -(-len(ids) // size))
+    page = min(max(0, page), pages - 1)
+    return WorkerPage(tuple(ids[page * size:(page + 1) * size]), page, pages, len(ids),
+                      page * size)
+
+
 def worker_rows(obs: QueueObservation | None, held: Held, now: float,
-                heartbeat_seconds: float | None = None) -> list[dict[str, Any]]:
-    """Each registered worker: its last heartbeat's age (known with the spec's period: the
-    deadline is the beat plus HEARTBEAT_DEADLINE_PERIODS periods), its deadline, alive,
-    quiesced, the tasks it holds with their last progress report."""
+                heartbeat_seconds: float | None = None,
+                only: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Each registered worker (or those of `only`, one page): its last heartbeat's age (known
+    with the spec's period: the deadline is the beat plus HEARTBEAT_DEADLINE_PERIODS periods),
+    its deadline, alive, quiesced, the tasks it holds with their last progress report."""
     if obs is None:
         return []
     rows = []
+    shown = None if only is None else set(only)
     for w in sorted(obs.workers, key=lambda w: w.worker_id):
+        if shown is not None and w.worker_id not in shown:
+            continue
         reports = held.progress.get(w.worker_id, {})
         tasks = []
         for entry in held.entries.get(w.worker_id, []):

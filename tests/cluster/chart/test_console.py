@@ -12,9 +12,9 @@ from typing import Any
 from taskqueue.cli.main import parser
 from taskqueue_devcluster import ControlPlane
 from tests.cluster.chart.test_cluster import can_i, helm_install
-from tests.cluster.console.test_console_access import viewer_token
 from tests.helpers.browser import Browser, console_process
 from tests.helpers.chart import NAMESPACE, Render, by_kind, run_helm, template_args
+from tests.helpers.kube import viewer_token
 
 CONSOLE = "tq-taskqueue-operator-console"
 
@@ -48,12 +48,25 @@ def test_enabled_it_is_a_locked_down_deployment_and_a_cluster_ip_service(render:
     args = parser(container["args"]).parse_args(container["args"])
     assert (args.in_cluster, args.allow_actions, args.watch_namespace) == (True, False,
                                                                            [NAMESPACE])
+    assert args.secure_cookies is False
     assert deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == \
         "console"
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     # sessions are in the one process's memory: one replica, never two during an upgrade
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_secure_cookies_reach_the_console_and_must_be_a_boolean(render: Render,
+                                                                 helm: Path) -> None:
+    objs = console_objects(render(sets=["console.enabled=true", "console.secureCookies=true"]))
+    [container] = by_kind(objs, "Deployment")[0]["spec"]["template"]["spec"]["containers"]
+    args = parser(container["args"]).parse_args(container["args"])
+    assert args.secure_cookies is True
+    proc = run_helm(helm, *template_args((), ["console.enabled=true",
+                                              "console.secureCookies=yes"], NAMESPACE),
+                    check=False)
+    assert proc.returncode != 0 and "secureCookies" in proc.stderr, proc.stderr
 
 
 def test_a_second_replica_cannot_be_asked_for(helm: Path) -> None:

@@ -5,77 +5,21 @@ act (`update taskqueues`)."""
 
 from __future__ import annotations
 
-import json
+import http.client
 import re
-import time
-from collections.abc import Iterator
-from typing import Any
+from urllib.parse import urlencode, urlsplit
 
-import pytest
 import redis
 
+from taskqueue.console import cluster, security
 from taskqueue_devcluster import ControlPlane
+from tests.cluster.console.conftest import Viewers
 from tests.helpers.browser import Browser, console_process
-
-CRD_PATH = "crds/taskqueue.dev_taskqueues.yaml"
-
-
-def apply(cp: ControlPlane, obj: dict[str, Any]) -> None:
-    cp.kubectl("apply", "-f", "-", input=json.dumps(obj))
-
-
-@pytest.fixture
-def two_namespaces(control_plane: ControlPlane, redis_url: str) -> Iterator[tuple[str, str]]:
-    """Namespaces `<id>-a` and `<id>-b`, each with a TaskQueue `thumbs` on the test's Redis
-    (a: queues a-q, b: queues b-q)."""
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[3]
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                          str(root / CRD_PATH))
-    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                          "crd/taskqueues.taskqueue.dev")
-    suffix = str(int(time.time() * 1000))[-8:]
-    names = (f"console-a-{suffix}", f"console-b-{suffix}")
-    for ns, prefix in zip(names, ("a", "b"), strict=True):
-        control_plane.kubectl("create", "namespace", ns)
-        apply(control_plane, {
-            "apiVersion": "taskqueue.dev/v1alpha1", "kind": "TaskQueue",
-            "metadata": {"name": "thumbs", "namespace": ns},
-            "spec": {"redis": {"url": redis_url}, "queues": [{"key": f"{prefix}-q"}],
-                     "scaleTargetRef": {"name": "none"}}})
-    yield names
-    for ns in names:
-        control_plane.kubectl("delete", "namespace", ns, "--wait=false")
-
-
-def viewer_token(cp: ControlPlane, namespace: str, name: str, verbs: list[str],
-                 grant_in: list[str]) -> str:
-    """A ServiceAccount `name` in `namespace` with `verbs` on taskqueues in each of `grant_in`,
-    and a token of it from the TokenRequest API."""
-    cp.kubectl("create", "serviceaccount", name, "-n", namespace)
-    for ns in grant_in:
-        apply(cp, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                   "metadata": {"name": f"{name}-tq", "namespace": ns},
-                   "rules": [{"apiGroups": ["taskqueue.dev"], "resources": ["taskqueues"],
-                              "verbs": verbs}]})
-        apply(cp, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                   "metadata": {"name": f"{name}-tq", "namespace": ns},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                               "name": f"{name}-tq"},
-                   "subjects": [{"kind": "ServiceAccount", "name": name,
-                                 "namespace": namespace}]})
-    return str(cp.kubectl("create", "token", name, "-n", namespace).stdout).strip()
 
 
 def test_tokens_see_only_the_namespaces_they_may_get_and_act_only_where_they_may_update(
-        control_plane: ControlPlane, two_namespaces: tuple[str, str],
-        redis_sync: redis.Redis) -> None:
-    ns_a, ns_b = two_namespaces
-    for q in ("a-q", "b-q"):
-        redis_sync.lpush(f"{q}:dead", json.dumps({"queue": q, "payload": "p", "attempts": 3,
-                                                  "error": "e", "failed_at": 1.0, "id": q}))
-    reader = viewer_token(control_plane, ns_a, "reader", ["get", "list"], [ns_a])
-    actor = viewer_token(control_plane, ns_a, "actor", ["get", "list", "update"], [ns_a])
+        control_plane: ControlPlane, viewers: Viewers, redis_sync: redis.Redis) -> None:
+    ns_a, ns_b, reader, actor = viewers.ns_a, viewers.ns_b, viewers.reader, viewers.actor
     with console_process("--in-cluster", "--kubeconfig", str(control_plane.kubeconfig),
                          "--allow-actions") as base:
         anonymous = Browser(base)
@@ -109,3 +53,72 @@ def test_tokens_see_only_the_namespaces_they_may_get_and_act_only_where_they_may
         assert redis_sync.llen("a-q:dead") == 0 and redis_sync.llen("a-q") == 1
         assert a.get(f"/tq/{ns_b}/thumbs")[0] == 404
         assert redis_sync.llen("b-q:dead") == 1
+
+
+def _request(base: str, method: str, path: str, *, cookies: dict[str, str],
+             origin: str | None = None,
+             form: dict[str, str] | None = None) -> tuple[int, list[str], str]:
+    """One plain HTTP request, cookies sent as given (a cookie jar would keep Secure cookies
+    off plain HTTP): (status, its Set-Cookie headers, body)."""
+    parts = urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+    headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
+    if origin:
+        headers["Origin"] = origin
+    if form is not None:
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+    try:
+        conn.request(method, path, body=None if form is None else urlencode(form),
+                     headers=headers)
+        reply = conn.getresponse()
+        return reply.status, reply.msg.get_all("Set-Cookie") or [], reply.read().decode()
+    finally:
+        conn.close()
+
+
+def _cookie(set_cookies: list[str], name: str) -> tuple[str, set[str]]:
+    """The value of cookie `name` and its attributes, lowercased (`secure`, `httponly`, ...)."""
+    for header in set_cookies:
+        first, *attrs = (part.strip() for part in header.split(";"))
+        key, _, value = first.partition("=")
+        if key == name:
+            return value, {a.lower() for a in attrs}
+    raise AssertionError(f"no {name} cookie in {set_cookies}")
+
+
+def test_secure_cookies_behind_a_tls_terminating_ingress(
+        control_plane: ControlPlane, viewers: Viewers) -> None:
+    """The console sees plain HTTP, as behind an Ingress terminating TLS. With --secure-cookies
+    (the chart's console.secureCookies) its CSRF and session cookies are Secure, HttpOnly and
+    SameSite=Strict, and the sign-in form posted from the https:// page of its host is accepted
+    (and still from the http:// one of a port-forward); without it neither cookie is Secure and
+    an https:// origin is refused."""
+    for secure in (True, False):
+        with console_process("--in-cluster", "--kubeconfig", str(control_plane.kubeconfig),
+                             *(["--secure-cookies"] if secure else [])) as base:
+            ingress = "https://" + urlsplit(base).netloc
+            status, set_cookies, page = _request(base, "GET", "/signin", cookies={})
+            csrf, attrs = _cookie(set_cookies, security.CSRF_COOKIE)
+            assert status == 200 and ("secure" in attrs) is secure
+            assert {"httponly", "samesite=strict"} <= attrs
+            assert f'name="csrf" value="{csrf}"' in page
+            jar = {security.CSRF_COOKIE: csrf}
+            form = {"csrf": csrf, "token": viewers.reader}
+            status, set_cookies, _ = _request(base, "POST", "/signin", cookies=jar,
+                                              origin=ingress, form=form)
+            if not secure:
+                assert status == 403  # an https:// page is not this plain-HTTP console's
+                status, set_cookies, _ = _request(base, "POST", "/signin", cookies=jar,
+                                                  origin=base, form=form)
+                assert status == 303
+                assert "secure" not in _cookie(set_cookies, cluster.SESSION_COOKIE)[1]
+                continue
+            assert status == 303
+            sid, attrs = _cookie(set_cookies, cluster.SESSION_COOKIE)
+            assert {"secure", "httponly", "samesite=strict"} <= attrs
+            status, _, page = _request(base, "GET", "/", cookies={cluster.SESSION_COOKIE: sid})
+            assert status == 200
+            assert f"{viewers.ns_a}/thumbs" in page and viewers.ns_b not in page
+            status, _, _ = _request(base, "POST", "/signin", cookies=jar, origin=base,
+                                    form=form)
+            assert status == 303  # the http:// page of a port-forward

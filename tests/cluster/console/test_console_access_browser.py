@@ -7,16 +7,13 @@ Screenshot: docs/images/console-signin.png.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import redis
 
 from taskqueue_devcluster import ControlPlane
-from tests.cluster.console.test_console_access import two_namespaces, viewer_token
+from tests.cluster.console.conftest import Viewers
 from tests.helpers.browser import SCREENSHOTS, console_process
-
-__all__ = ["two_namespaces"]  # the fixture, used here
 
 
 def sign_in(page: Any, base: str, token: str) -> None:
@@ -28,14 +25,9 @@ def sign_in(page: Any, base: str, token: str) -> None:
 
 
 def test_what_a_token_may_see_and_do_in_the_browser(
-        page: Any, control_plane: ControlPlane, two_namespaces: tuple[str, str],
+        page: Any, control_plane: ControlPlane, viewers: Viewers,
         redis_sync: redis.Redis) -> None:
-    ns_a, ns_b = two_namespaces
-    for q in ("a-q", "b-q"):
-        redis_sync.lpush(f"{q}:dead", json.dumps({"queue": q, "payload": "p", "attempts": 3,
-                                                  "error": "e", "failed_at": 1.0, "id": q}))
-    reader = viewer_token(control_plane, ns_a, "reader", ["get", "list"], [ns_a])
-    actor = viewer_token(control_plane, ns_a, "actor", ["get", "list", "update"], [ns_a])
+    ns_a, ns_b, reader, actor = viewers.ns_a, viewers.ns_b, viewers.reader, viewers.actor
     with console_process("--in-cluster", "--kubeconfig", str(control_plane.kubeconfig),
                          "--allow-actions") as base:
         page.goto(base + "/signin")

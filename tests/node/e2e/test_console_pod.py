@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import redis
 
-from tests.cluster.console.test_console_access import viewer_token
 from tests.helpers.browser import Browser, free_port
+from tests.helpers.kube import viewer_token
 from tests.node.e2e.conftest import HANDLER_IMAGE, NodeCluster
 from tests.node.e2e.test_real_pods import wait_for
 

@@ -9,7 +9,11 @@ slot fired with its task id as Redis records it, a due slot not fired as late, a
 a running task shows its progress; a queue is paused and resumed from the page as `taskqueue
 pause|resume` does (read-only: no button, a forged POST refused); all of it under exactly the
 console's ACL rule.
-Screenshot: docs/images/console-flow-schedules-progress.png.
+Live refresh: without a reload, a running task's progress bar moves, a fired schedule's row,
+a pause and a new limit show (the TaskQueue page), the queues page's flow lines follow; twenty
+viewers at once cost one observe call and one read of the held tasks. Two hundred and thirty
+workers come a page of `reads.WORKERS_PAGE` at a time.
+Screenshots: docs/images/console-flow-schedules-progress.png, docs/images/console-workers.png.
 """
 
 from __future__ import annotations
@@ -33,9 +37,10 @@ from playwright.sync_api import expect
 from taskqueue import client
 from taskqueue.api import manifest as manifests
 from taskqueue.api import schedulespec
+from taskqueue.console import reads
 from taskqueue.controller import schedules
 from taskqueue.redisio import acl, flowops, queueops
-from taskqueue.wire import flow, keys
+from taskqueue.wire import flow, keys, lifecycle
 from tests.helpers import handlers
 from tests.helpers.browser import SCREENSHOTS, Browser, console_process
 from tests.helpers.cli import console_script
@@ -283,3 +288,180 @@ def test_read_only_has_no_pause_and_refuses_a_forged_one(
                                      form={"action": "pause", "queue": "normal"})
         assert no_token.status == 403
     assert not redis_sync.exists("vip:flow")
+
+
+def _reloaded(page: Any) -> bool:
+    """False while the page is the one `_mark`ed (a reload or a navigation drops the mark)."""
+    return not page.evaluate("window.__tqMarked === true")
+
+
+def _mark(page: Any) -> None:
+    page.evaluate("window.__tqMarked = true")
+
+
+def _respec(path: str, queues: list[dict[str, Any]]) -> None:
+    doc = json.loads(Path(path).read_text())
+    doc["spec"]["queues"] = queues
+    Path(path).write_text(json.dumps(doc))
+
+
+def test_workers_progress_schedules_and_flow_refresh_without_a_reload(
+        page: Any, manifest: str, redis_url: str, redis_sync: redis.Redis, make_worker: Any,
+        handler_env: None) -> None:
+    seen = in_thread(lambda: operator_poll(redis_url, manifest, now=time.time() - 600))
+    make_worker(handler="tests.helpers.handlers:progress_steps", queues=QUEUES)
+    client.enqueue_sync(redis_sync, "vip", "stepped", task_id="steps-1")
+    redis_sync.rpush(handlers.STEPS, "0.1 warming up")
+    deadline = time.monotonic() + 60
+    while "warming up" not in (redis_sync.hget("vip:progress:w1", "steps-1") or ""):
+        assert time.monotonic() < deadline, "the task never reported its progress"
+        time.sleep(0.1)
+    with console_process("-f", manifest, "--refresh", "1", "--allow-actions") as base:
+        page.goto(base + NAME)
+        held = page.locator("#workers [data-task='steps-1']")
+        expect(held.locator("progress")).to_have_attribute("value", "10")
+        report = page.locator("#schedules tr[data-schedule='report'] [data-field=last-task]")
+        first_fired = report.inner_text()
+        assert first_fired == redis_sync.hget("vip:schedules", "id:report")
+        _mark(page)
+        # the worker's heartbeat age follows (its beats and the refresh move it)
+        beat = page.locator("#workers tr[data-worker='w1'] [data-field=beat]")
+        expect(beat).not_to_have_text(beat.inner_text(), timeout=30_000)
+        # the worker's handler reports further: the bar moves without a reload
+        redis_sync.rpush(handlers.STEPS, "0.6 past half")
+        expect(held.locator("progress")).to_have_attribute("value", "60", timeout=30_000)
+        expect(held).to_contain_text("past half")
+        # the operator's next poll fires the schedule's due slots: the table follows
+        in_thread(lambda: operator_poll(redis_url, manifest, now=time.time(), seen=seen))
+        fired = redis_sync.hget("vip:schedules", "id:report")
+        assert fired and fired != first_fired
+        expect(report).to_have_text(fired, timeout=30_000)
+        expect(page.locator("#schedules tr[data-schedule='stalled'] [data-field=late]")
+               ).to_have_text("no", timeout=30_000)  # its due slots were fired too
+        # flow: a pause from the CLI turns the page's button into resume, a new limit shows
+        pause(manifest, "normal")
+        expect(page.locator("#queue-table tr[data-queue='normal'] button.resume")
+               ).to_have_count(1, timeout=30_000)
+        _respec(manifest, [{**QUEUES[0], "maxInFlight": 6}, QUEUES[1]])
+        in_thread(lambda: operator_poll(redis_url, manifest, now=time.time(), seen=seen))
+        expect(page.locator("#queue-table [data-field='max:vip']")).to_have_text(
+            "1 / 6", timeout=30_000)
+        # the task ends: it leaves the worker's row
+        redis_sync.rpush(handlers.STEPS, "done")
+        expect(held).to_have_count(0, timeout=30_000)
+        assert not _reloaded(page)
+        # the queues page: its flow lines and schedules follow too
+        page.goto(base + NAME + "/queues")
+        _mark(page)
+        assert "taskqueue pause" in page.locator("p[data-flow='normal']").inner_text()
+        done = subprocess.run([*console_script(), "resume", "normal", "-f", manifest],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        expect(page.locator("p[data-flow='normal']")).not_to_contain_text(
+            "taskqueue pause", timeout=30_000)
+        assert not _reloaded(page)
+
+
+def _register(redis_sync: redis.Redis, schema: keys.KeySchema, count: int) -> list[str]:
+    """`count` live workers in the registry, each holding one task of vip with a progress
+    report (the formats workers write, docs/contracts.md)."""
+    now = time.time()
+    ids = [f"pod-{i:03d}" for i in range(count)]
+    pipe = redis_sync.pipeline(transaction=False)
+    for i, wid in enumerate(ids):
+        pipe.zadd(schema.workers, {wid: (now + 3600) * 1000})
+        task = keys.wrap(f"job {i}", task_id=f"job-{i}", enqueued_at=now - 5)
+        pipe.rpush(schema.processing(wid), keys.Entry("vip", "", task).encode())
+        pipe.hset(schema.progress(wid), f"job-{i}",
+                  lifecycle.Progress(fraction=i / count, message=f"step {i}", at=now).encode())
+    pipe.execute()
+    return ids
+
+
+def test_two_hundred_and_thirty_workers_come_a_page_at_a_time(
+        page: Any, manifest: str, redis_sync: redis.Redis) -> None:
+    schema = keys.KeySchema.from_spec(manifests.load(manifest).spec)
+    ids = _register(redis_sync, schema, 230)
+    size = reads.WORKERS_PAGE
+    with console_process("-f", manifest, "--refresh", "1") as base:
+        page.goto(base + NAME)
+        rows = page.locator("#workers tr[data-worker]")
+        assert rows.count() == size
+        assert rows.first.get_attribute("data-worker") == ids[0]
+        nav = page.locator("#workers-pages")
+        assert "workers 1-50 of 230 (page 1 of 5)" in nav.inner_text()
+        nav.locator("a[rel=next]").click()
+        assert page.url == base + NAME + "/workers?page=1"
+        assert rows.count() == size
+        assert rows.first.get_attribute("data-worker") == ids[size]
+        assert "workers 51-100 of 230" in nav.inner_text()
+        page.screenshot(path=str(SCREENSHOTS / "console-workers.png"))
+        # the last page: what is left, each worker with its held task and progress
+        page.goto(base + NAME + "/workers?page=4")
+        assert rows.count() == 230 - 4 * size
+        assert nav.locator("a[rel=next]").count() == 0
+        last = page.locator(f"#workers tr[data-worker='{ids[-1]}'] [data-task='job-229']")
+        expect(last.locator("progress")).to_have_attribute("value", str(round(100 * 229 / 230)))
+        # it refreshes its own page of workers
+        _mark(page)
+        redis_sync.hset(schema.progress(ids[-1]), "job-229", lifecycle.Progress(
+            fraction=0.05, message="restarted", at=time.time()).encode())
+        expect(last).to_contain_text("restarted", timeout=30_000)
+        assert rows.count() == 230 - 4 * size and not _reloaded(page)
+        page.goto(base + NAME + "/workers?page=99")  # past the end: the last page
+        assert rows.count() == 230 - 4 * size
+
+
+def test_viewers_share_the_observe_call_and_the_workers_read(
+        manifest: str, redis_sync: redis.Redis) -> None:
+    """Twenty viewers asking at once for everything a page refreshes (its parts and a page of
+    workers) cost Redis what one viewer costs: one refresh (its observe call) and one read of
+    the held tasks (refresh 60 s: no second within the test)."""
+    schema = keys.KeySchema.from_spec(manifests.load(manifest).spec)
+    ids = _register(redis_sync, schema, 80)
+    query = NAME + "/data.json?parts=queues,schedules,workers&workers=1"
+
+    def calls() -> dict[str, int]:
+        stats = redis_sync.info("commandstats")
+        return {c: int(stats.get(f"cmdstat_{c}", {}).get("calls", 0))
+                for c in ("evalsha", "eval", "xrange", "hgetall", "lrange")}
+
+    def cost(viewers: int) -> tuple[dict[str, int], list[tuple[int, str]]]:
+        with console_process("-f", manifest, "--refresh", "60") as base:
+            b = Browser(base)
+            before = calls()
+            with ThreadPoolExecutor(viewers) as pool:
+                replies = list(pool.map(lambda _: b.get(query), range(viewers)))
+            after = calls()
+        return {c: after[c] - before[c] for c in after}, replies
+
+    cost(1)  # Redis now caches the scripts: no NOSCRIPT retry counted below
+    one, _ = cost(1)
+    twenty, replies = cost(20)
+    assert all(status == 200 for status, _ in replies)
+    shown = {tuple(re.findall(r'data-worker="([^"]+)"', json.loads(body)["parts"]["workers"]))
+             for _, body in replies}
+    assert shown == {tuple(sorted(ids)[reads.WORKERS_PAGE:])}  # the second page, for each
+    assert twenty == one
+    assert one["evalsha"] + one["eval"] >= 1 and one["xrange"] == 1  # one refresh
+    page = 80 - reads.WORKERS_PAGE  # one page's pipeline: an LRANGE and an HGETALL a worker
+    assert (one["lrange"], one["hgetall"]) == (page, page + 2)  # + the refresh's flow hashes
+
+
+def test_secure_cookies_in_the_browser_and_its_forms_still_work(
+        page: Any, manifest: str, redis_sync: redis.Redis) -> None:
+    """--secure-cookies: Chromium keeps the Secure CSRF cookie of http://127.0.0.1 (a
+    trustworthy origin, as a port-forward is), and the page's pause form still works; without
+    the flag the cookie is not Secure (the cluster tier tests the session cookie and the
+    https:// origin of a TLS-terminating Ingress)."""
+    for flag, secure in ((["--secure-cookies"], True), ([], False)):
+        page.context.clear_cookies()
+        with console_process("-f", manifest, "--allow-actions", *flag) as base:
+            page.goto(base + NAME)
+            [csrf] = [c for c in page.context.cookies() if c["name"] == "tq_csrf"]
+            assert (csrf["secure"], csrf["httpOnly"], csrf["sameSite"]) == (secure, True,
+                                                                            "Strict")
+            page.locator("#queue-table tr[data-queue='normal'] button.pause").click()
+            assert redis_sync.hexists("vip:flow", "paused-cli:normal")
+            page.locator("#queue-table tr[data-queue='normal'] button.resume").click()
+            assert not redis_sync.hexists("vip:flow", "paused-cli:normal")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
@@ -226,3 +227,22 @@ def test_a_workers_heartbeat_age_is_its_deadline_less_the_periods_it_is_given() 
     assert views.worker_rows(obs, reads.Held(), now=100.0)[0]["beat"] == "-"  # no spec
     row = views.worker_rows(obs, reads.Held(), now=100.0, heartbeat_seconds=5.0)[0]
     assert (row["beat"], row["deadline"]) == ("2.0s", "13.0s")  # beat at 98 + 3 x 5 s = 113
+
+
+@pytest.mark.parametrize(("count", "page", "expected"), [
+    (0, 0, ((), 0, 1, 0, 0, 0)),
+    (2, 0, (("w0", "w1"), 0, 1, 1, 2, 0)),
+    (5, 0, (("w0", "w1"), 0, 3, 1, 2, 3)),
+    (5, 1, (("w2", "w3"), 1, 3, 3, 4, 1)),
+    (5, 2, (("w4",), 2, 3, 5, 5, 0)),
+    (5, 9, (("w4",), 2, 3, 5, 5, 0)),  # past the end: the last page
+])
+def test_workers_come_a_page_at_a_time_ordered_by_id(
+        count: int, page: int, expected: tuple[Any, ...]) -> None:
+    workers = tuple(WorkerObservation(f"w{i}", 113_000, 0) for i in reversed(range(count)))
+    got = views.worker_page(QueueObservation(at=100.0, backlog={}, workers=workers), page, 2)
+    d = got.as_dict()
+    assert (got.ids, got.page, got.pages, d["first"], d["last"], d["more"]) == expected
+    rows = views.worker_rows(QueueObservation(at=100.0, backlog={}, workers=workers),
+                             reads.Held(), now=100.0, only=got.ids)
+    assert tuple(r["id"] for r in rows) == got.ids

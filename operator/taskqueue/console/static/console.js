@@ -1,11 +1,16 @@
 // The console's only script (the Content-Security-Policy allows no inline one): the live refresh
-// of a TaskQueue page. It fetches data.json every data-refresh ms (the server shares one observe
-// call among all viewers), sets the numbers as text (never as HTML) and draws the charts (uPlot).
+// of a TaskQueue's pages. It fetches data.json every data-refresh ms (the server shares one observe
+// call among all viewers), sets the numbers as text (never as HTML), draws the charts (uPlot) and
+// puts in the page's parts (data-part: queues, schedules, workers, a queue's flow line) as the
+// server rendered them again from its shared reads with the page's own escaping templates (parsed
+// in an inert <template>: nothing in them runs).
 "use strict";
 (function () {
+  const live = document.getElementById("live");
+  if (!live) return;
   const root = document.getElementById("charts");
-  if (!root) return;
-  const src = root.dataset.src, every = Math.max(1000, Number(root.dataset.refresh) || 5000);
+  const note = document.getElementById("charts-note");
+  const src = live.dataset.liveSrc, every = Math.max(1000, Number(live.dataset.refresh) || 5000);
   const plots = {};
   const colors = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563"];
 
@@ -49,18 +54,36 @@
     }
   }
 
+  function parts(doc) {
+    for (const el of document.querySelectorAll("[data-part]")) {
+      const html = doc.parts[el.dataset.part];
+      if (typeof html !== "string") continue;
+      const inert = document.createElement("template");
+      inert.innerHTML = html;
+      el.replaceChildren(inert.content);
+    }
+  }
+
+  function url() {
+    const names = Array.from(document.querySelectorAll("[data-part]"), (el) => el.dataset.part);
+    const query = new URLSearchParams({ parts: names.join(","), workers: live.dataset.workersPage || "0" });
+    return src + "?" + query.toString();
+  }
+
   async function tick() {
     try {
-      const res = await fetch(src, { credentials: "same-origin" });
+      const res = await fetch(url(), { credentials: "same-origin" });
       if (!res.ok) throw new Error("HTTP " + res.status);
       const doc = await res.json();
       numbers(doc.summary);
-      if (window.uPlot) for (const el of root.querySelectorAll("[data-chart]")) draw(el, doc.series);
-      root.dataset.loaded = String(doc.at);
-      document.getElementById("charts-note").textContent =
+      parts(doc);
+      if (root && window.uPlot) for (const el of root.querySelectorAll("[data-chart]")) draw(el, doc.series);
+      live.dataset.loaded = String(doc.at);
+      if (note) note.textContent =
         doc.series.t.length + " history point(s) in the last hour; refreshed every " + every / 1000 + " s";
     } catch (err) {
-      document.getElementById("charts-note").textContent = "refresh failed: " + err.message;
+      if (note) note.textContent = "refresh failed: " + err.message;
+      live.dataset.failed = err.message;
     }
   }
 
