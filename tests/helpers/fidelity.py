@@ -189,7 +189,11 @@ class Measured:
 
     # -- the figures compared ------------------------------------------------------------------
     def worker_seconds(self) -> float:
-        return sum((p.gone or self.end) - p.added for p in self.pods)
+        """Pod-seconds from creation to removal; a pod whose removal no event showed (deleted,
+        then not seen again) until its deletion plus the median exit."""
+        exit_ = median(self.exits())
+        return sum((p.gone or (p.deleting + exit_ if p.deleting else self.end)) - p.added
+                   for p in self.pods)
 
     def waits(self) -> list[float]:
         """Each task's wait; a task never started waits until the end."""
@@ -219,7 +223,7 @@ class Measured:
     def exits(self) -> list[float]:
         """Seconds from an idle pod's deletion to its removal (drained ones hold no task)."""
         return [p.gone - p.deleting for p in self.pods
-                if p.gone is not None and p.deleting is not None]
+                if p.gone is not None and p.deleting is not None and p.gone > p.deleting]
 
     def api_delays(self) -> list[float]:
         """Seconds from a scale-up decision (the poll's clock) to its first new pod."""

@@ -33,21 +33,22 @@ from taskqueue.wire.keys import WAIT_EDGES_SECONDS, edges_below
 Dispatch = Literal["pack", "spread"]
 
 # The cluster's delays, measured on the real node (kubelet, containerd, runc, the chart's
-# operator as a pod, images cached; a 2-core machine) by bench/scaling/fidelity.py, medians over
-# its 10-minute run (docs/benchmarks.md, "Simulator fidelity"):
+# operator as a pod, images cached; a shared 2-core machine) by bench/scaling/fidelity.py in its
+# 10-minute run: medians, the start-up a least-squares fit (docs/benchmarks.md, "Simulator
+# fidelity on the real node").
 API_DELAY_SECONDS = 0.1
 """A poll's decision to the new pod object: the Deployment write, the deployment and replicaset
 controllers. The pod is billed from then."""
-EXIT_SECONDS = 1.3
+EXIT_SECONDS = 1.8
 """An idle pod deleted by the ReplicaSet to its removal: SIGTERM, the worker's deregistration
 and exit, the kubelet's clean-up. Billed until then."""
-NODE_STARTUP_SECONDS = 1.0
+NODE_STARTUP_SECONDS = 1.6
 """A pod created to its worker registered, alone on that node (`--startup` there)."""
-NODE_STARTUP_PER_POD_SECONDS = 0.55
+NODE_STARTUP_PER_POD_SECONDS = 0.8
 """What each other pod starting on the node at the same time adds to a pod's start-up
-(`--startup-per-pod` there): 8 pods created at once took 3.4-5.5 s, one 0.7-1.1 s. A cluster
-whose pods land on several nodes spreads this; the default start-up (`POD_STARTUP_SECONDS`, a
-pull or a node to wait for) leaves it out."""
+(`--startup-per-pod` there; the least-squares line with NODE_STARTUP_SECONDS): 6 pods created
+at once took 3.5-6.9 s, one 1.0-2.2 s. A cluster whose pods land on several nodes spreads this;
+the default start-up (`POD_STARTUP_SECONDS`, a pull or a node to wait for) leaves it out."""
 POD_STARTUP_SECONDS = 5.0
 """The default start-up (`--startup`): a cluster that pulls the image or waits for a node takes
 longer than the measured node (NODE_STARTUP_SECONDS), and its pods start in parallel."""
