@@ -1,7 +1,8 @@
 """The simulator against the real node: a 2.5-minute trace (steady, burst, lull, batch, steady)
 replayed at real time with real worker pods whose handler sleeps each task's service time, then
-`taskqueue simulate` on the same trace and manifest (tests/helpers/fidelity.py). The simulation's
-worker-seconds and p95 wait are within 15 % of the real run's and its max replicas within 1.
+`taskqueue simulate` on the same trace and manifest with the node's measured start-up and the
+run's poll phase at the batch (tests/helpers/fidelity.py). The simulation's worker-seconds and p95
+wait are within 15 % of the real run's and its max replicas within 1.
 bench/scaling/fidelity.py runs the 10-minute version (docs/benchmarks.md).
 """
 
@@ -43,7 +44,8 @@ def test_simulation_matches_the_real_node(operator: NodeCluster) -> None:
     r = redis.Redis(port=operator.redis.port)
     measured = fidelity.record(arrivals, kubeconfig=operator.cp.kubeconfig, namespace=NS,
                                name=NAME, r=r, queue=QUEUE)
-    simulated = fidelity.simulate(arrivals, tq)
+    phase = fidelity.batch_phase(measured, fidelity.REDUCED, arrivals, tq)
+    simulated = fidelity.simulate(arrivals, tq, poll_phase=phase)
     checks = fidelity.compare(measured, simulated)
     text = fidelity.report(measured, simulated, checks)
     print(text)
