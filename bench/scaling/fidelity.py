@@ -141,7 +141,8 @@ def plot(real: Sequence[tuple[float, int]], sim: Sequence[tuple[float, int]],
          enqueued: dict[str, float], start: float) -> str:
     """An SVG: live pods over time, real and simulated, and the arrivals per 10 s below."""
     width, height, left, top = 900, 360, 50, 20
-    end = max(max(t for t, _ in real), max(t for t, _ in sim))
+    end = max(t for t, _ in real)  # the simulation's tail after the fleet is at zero left out
+    sim = [(t, n) for t, n in sim if t <= end]
     peak = max(max(n for _, n in real), max(n for _, n in sim), 1)
     plot_h = 220
 
