@@ -34,8 +34,9 @@ Dispatch = Literal["pack", "spread"]
 
 # The cluster's delays, measured on the real node (kubelet, containerd, runc, the chart's
 # operator as a pod, images cached; a shared 2-core machine) by bench/scaling/fidelity.py in its
-# 10-minute run: medians, the start-up a least-squares fit (docs/benchmarks.md, "Simulator
-# fidelity on the real node").
+# 10-minute runs (bench/scaling/fidelity/): medians, the start-up a least-squares fit of the
+# loaded run, which keeps the quiet run within the tolerances too (docs/benchmarks.md,
+# "Simulator fidelity on the real node").
 API_DELAY_SECONDS = 0.1
 """A poll's decision to the new pod object: the Deployment write, the deployment and replicaset
 controllers. The pod is billed from then."""
