@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> None:
         print(f"replaying {len(arrivals)} tasks over {shape.duration:.0f} s", flush=True)
         measured = fidelity.record(arrivals, kubeconfig=cp.kubeconfig, namespace=NS, name=NAME,
                                    r=r, queue=QUEUE)
-    measured.notes.append(json.dumps({"shape": "reduced" if args.reduced else "full",
+    measured.notes.append(json.dumps({"shape": dataclasses.asdict(shape),
                                       "pod_startup": args.pod_startup}))
     measured.dump_json(Path(args.out))
     print(f"wrote {args.out}")
@@ -128,7 +129,7 @@ def show(measured: fidelity.Measured, tq: dict[str, Any], shape: fidelity.Shape,
 def compare(args: argparse.Namespace) -> None:
     measured = fidelity.Measured.load_json(Path(args.measured))
     setting = json.loads(measured.notes[0])
-    shape = fidelity.REDUCED if setting["shape"] == "reduced" else fidelity.FULL
+    shape = fidelity.Shape(**setting["shape"])
     arrivals = fidelity.make_trace(shape, queue=QUEUE)
     tq = fidelity.manifest(name=NAME, namespace=NS, redis_url="redis://redis:6379/0",
                            image="worker", queue=QUEUE, startup=setting["pod_startup"])
