@@ -35,7 +35,8 @@ def test_the_operator_process_serves_operator_metrics_only(
 
 
 def test_the_operator_reports_how_late_its_polls_start(
-        control_plane: ControlPlane, namespace: str, redis_url: str, tmp_path: Path) -> None:
+        control_plane: ControlPlane, crd: None, namespace: str, redis_url: str,
+        tmp_path: Path) -> None:
     """`taskqueue_poll_lag_seconds` counts the polls after the first (each has a due time) and
     sums how late each started: an idle operator with one TaskQueue polled every second starts
     them on time (a lag near 0, not the interval: the due time is the previous start plus it)."""
