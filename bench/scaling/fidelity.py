@@ -33,7 +33,6 @@ from typing import Any
 
 import redis
 
-from taskqueue.simulate import world
 from taskqueue.simulate.trace import Arrival
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,13 +110,12 @@ def run(args: argparse.Namespace) -> None:
 
 def show(measured: fidelity.Measured, tq: dict[str, Any], shape: fidelity.Shape,
          arrivals: Sequence[Arrival], *, svg: Path | None,
-         startup: float = world.NODE_STARTUP_SECONDS,
-         per_pod: float = world.NODE_STARTUP_PER_POD_SECONDS) -> None:
+         delays: fidelity.Delays | None = None) -> None:
+    """The comparison, the simulation calibrated on the run's own delays unless `delays`."""
+    delays = delays or measured.delays()
     phase = fidelity.batch_phase(measured, shape, arrivals, tq)
-    print(f"simulated with --startup {startup:g} --startup-per-pod {per_pod:g} "
-          f"--poll-phase {phase:.2f}")
-    simulated = fidelity.simulate(arrivals, tq, startup=startup, per_pod=per_pod,
-                                  poll_phase=phase)
+    print(f"simulated with {' '.join(delays.flags())} --poll-phase {phase:.2f}")
+    simulated = fidelity.simulate(arrivals, tq, delays=delays, poll_phase=phase)
     checks = fidelity.compare(measured, simulated)
     print(fidelity.report(measured, simulated, checks))
     if svg is not None:
@@ -133,9 +131,8 @@ def compare(args: argparse.Namespace) -> None:
     arrivals = fidelity.make_trace(shape, queue=QUEUE)
     tq = fidelity.manifest(name=NAME, namespace=NS, redis_url="redis://redis:6379/0",
                            image="worker", queue=QUEUE, startup=setting["pod_startup"])
-    show(measured, tq, shape, arrivals, svg=Path(args.svg) if args.svg else None,
-         startup=args.startup,
-         per_pod=args.startup_per_pod)
+    fixed = fidelity.Delays() if args.constants else None
+    show(measured, tq, shape, arrivals, svg=Path(args.svg) if args.svg else None, delays=fixed)
 
 
 def plot(real: Sequence[tuple[float, int]], sim: Sequence[tuple[float, int]],
@@ -205,10 +202,9 @@ def main() -> None:
     c = sub.add_parser("compare", help="simulate the measured run's trace, compare")
     c.add_argument("measured", help="JSON written by `run`")
     c.add_argument("--svg", help="write the replicas over time here")
-    c.add_argument("--startup", type=float, default=world.NODE_STARTUP_SECONDS,
-                   help="simulate with this start-up instead of the measured one")
-    c.add_argument("--startup-per-pod", type=float, default=world.NODE_STARTUP_PER_POD_SECONDS,
-                   help="and this much more per other pod starting at the same time")
+    c.add_argument("--constants", action="store_true",
+                   help="simulate with the default node delays of taskqueue.simulate.world "
+                   "instead of the ones this run measured")
     c.set_defaults(func=compare)
     args = p.parse_args()
     args.func(args)

@@ -156,6 +156,21 @@ class PodLife:
     gone: float | None = None
 
 
+@dataclass(frozen=True)
+class Delays:
+    """The simulator's cluster model (`taskqueue simulate --startup --startup-per-pod
+    --api-delay --exit-delay`)."""
+
+    startup: float = world.NODE_STARTUP_SECONDS
+    per_pod: float = world.NODE_STARTUP_PER_POD_SECONDS
+    api: float = world.API_DELAY_SECONDS
+    exit: float = world.EXIT_SECONDS
+
+    def flags(self) -> list[str]:
+        return ["--startup", f"{self.startup:.3f}", "--startup-per-pod", f"{self.per_pod:.3f}",
+                "--api-delay", f"{self.api:.3f}", "--exit-delay", f"{self.exit:.3f}"]
+
+
 @dataclass
 class Measured:
     """What the real run recorded."""
@@ -240,14 +255,27 @@ class Measured:
 
     def startup_fit(self) -> tuple[float, float]:
         """(alone, per other pod): the least-squares line through each pod's start-up against
-        how many other pods were created within a second of it (started at the same time)."""
+        how many other pods were created within a second of it (started at the same time),
+        neither below 0 (a run whose pods all started together has no slope to fit)."""
         points = [(sum(1 for q in self.pods if q is not p and abs(q.added - p.added) < 1.0),
                    p.registered - p.added) for p in self.pods if p.registered is not None]
+        if not points:
+            return world.NODE_STARTUP_SECONDS, world.NODE_STARTUP_PER_POD_SECONDS
         n = len(points)
         mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
         sxx = sum((x - mx) ** 2 for x, _ in points)
-        slope = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
-        return my - slope * mx, slope
+        slope = max(0.0, sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0)
+        return max(0.0, my - slope * mx), slope
+
+    def delays(self) -> Delays:
+        """The cluster's delays as this run measured them: the simulator is calibrated on the
+        node as it was during the run (its load moves the pods' start-up 2x), not on another
+        run's constants."""
+        alone, per_pod = self.startup_fit()
+        api, exits = self.api_delays(), self.exits()
+        return Delays(startup=alone, per_pod=per_pod,
+                      api=median(api) if api else world.API_DELAY_SECONDS,
+                      exit=median(exits) if exits else world.EXIT_SECONDS)
 
     def poll_phase(self, at: float, *, interval: float, origin: float) -> float:
         """Where the real operator's polls fell in the interval at `at` (seconds from the
@@ -438,12 +466,11 @@ class Simulated:
     timeline: list[tuple[float, int]]
 
 
-def simulate(arrivals: Sequence[Arrival], tq: dict[str, Any], *, poll_phase: float = 0.0,
-             startup: float = world.NODE_STARTUP_SECONDS,
-             per_pod: float = world.NODE_STARTUP_PER_POD_SECONDS) -> Simulated:
+def simulate(arrivals: Sequence[Arrival], tq: dict[str, Any], *, delays: Delays,
+             poll_phase: float = 0.0) -> Simulated:
     """`taskqueue simulate` (the CLI, as a user runs it) on the same trace and manifest, with
-    the node's measured start-up (`taskqueue.simulate.world`) and the real run's poll phase at
-    the batch (`Measured.poll_phase`: a batch's waits move with where it lands in the poll
+    the cluster's delays the real run measured (`Measured.delays`) and its poll phase at the
+    batch (`Measured.poll_phase`: a batch's waits move with where it lands in the poll
     interval, a chance the simulation should share, not average away)."""
     with tempfile.TemporaryDirectory() as tmp:
         trace_csv, manifest_yaml = Path(tmp) / "trace.csv", Path(tmp) / "tq.yaml"
@@ -452,8 +479,7 @@ def simulate(arrivals: Sequence[Arrival], tq: dict[str, Any], *, poll_phase: flo
         manifest_yaml.write_text(yaml.safe_dump(tq))
         argv = ["taskqueue", "simulate", "-f", str(manifest_yaml), "--trace", str(trace_csv),
                 "--compare", "", "--json", "--timeline", str(timeline_csv),
-                "--startup", str(startup), "--startup-per-pod", str(per_pod),
-                "--poll-phase", f"{poll_phase:.3f}"]
+                *delays.flags(), "--poll-phase", f"{poll_phase:.3f}"]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=True)
         [result] = json.loads(proc.stdout)
         rows = list(csv.DictReader(timeline_csv.open()))
@@ -493,7 +519,7 @@ def report(m: Measured, s: Simulated, checks: Sequence[Check]) -> str:
     lines += [f"{c.figure:<16} {c.real:>9.2f} {c.simulated:>10.2f} {c.off:>7}  "
               f"{'yes' if c.ok else 'NO'}" for c in checks]
     st, ex, api = m.startups(), m.exits(), m.api_delays()
-    alone, per_pod = m.startup_fit()
+    d = m.delays()
     lines.append(
         f"tasks {len(m.enqueued)} (unserved real {m.unserved()}, simulated {s.unserved}); "
         f"pods {len(m.pods)}; push lag max {m.push_lag_max:.2f} s; "
@@ -503,5 +529,5 @@ def report(m: Measured, s: Simulated, checks: Sequence[Check]) -> str:
         f"(min {min(st, default=0):.2f}, max {max(st, default=0):.2f}, n {len(st)}); "
         f"decision -> pod created median {median(api):.2f} s (n {len(api)}); "
         f"deletion -> pod removed median {median(ex):.2f} s (n {len(ex)}); start-up fit "
-        f"{alone:.2f} s + {per_pod:.2f} s per other pod starting")
+        f"{d.startup:.2f} s + {d.per_pod:.2f} s per other pod starting")
     return "\n".join(lines)

@@ -61,6 +61,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help
     p.add_argument("--startup-per-pod", type=float, default=0.0, metavar="SECONDS",
                    help="added to a pod's start-up for each other pod starting at the same "
                         "time (pods that share a small node; default 0)")
+    p.add_argument("--api-delay", type=float, default=None, metavar="SECONDS",
+                   help="from a poll's decision to the new pod object (default 0.1: "
+                        "taskqueue.simulate.world.API_DELAY_SECONDS)")
+    p.add_argument("--exit-delay", type=float, default=None, metavar="SECONDS",
+                   help="from a drained pod's deletion to its exit, billed (default 1.8: "
+                        "taskqueue.simulate.world.EXIT_SECONDS)")
     p.add_argument("--poll-phase", type=float, default=0.0, metavar="SECONDS",
                    help="the operator's first poll this long after the trace starts (default "
                         "0; a burst's wait moves with where it lands in the poll interval)")
@@ -106,6 +112,9 @@ def _check(args: argparse.Namespace) -> None:
         require("--startup", args.startup, STARTUP)
     require("--startup-per-pod", args.startup_per_pod, STARTUP)
     require("--poll-phase", args.poll_phase, STARTUP)
+    for flag, value in (("--api-delay", args.api_delay), ("--exit-delay", args.exit_delay)):
+        if value is not None:
+            require(flag, value, STARTUP)
     if args.history is not None:
         require("--history", args.history, HISTORY)
     if args.grace is not None:
@@ -117,14 +126,17 @@ def _check(args: argparse.Namespace) -> None:
                        EXIT_USAGE)
 
 
-def scalers(tq: TaskQueue, compare: str, *, poll_phase: float = 0.0) -> list[Scaler]:
+def scalers(tq: TaskQueue, compare: str, *, poll_phase: float = 0.0,
+            api_delay: float | None = None) -> list[Scaler]:
     from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
+    from taskqueue.simulate.world import API_DELAY_SECONDS
 
     keda = {"keda": KEDA_DEFAULTS, "keda-tuned": KEDA_TUNED}
-    out: list[Scaler] = [OperatorScaler(tq, first_poll=poll_phase)]
+    delay = API_DELAY_SECONDS if api_delay is None else api_delay
+    out: list[Scaler] = [OperatorScaler(tq, first_poll=poll_phase, api_delay=delay)]
     for name in filter(None, (c.strip() for c in compare.split(","))):
         if name == "no-quiesce":
-            out.append(OperatorScaler(tq, quiesce=False))
+            out.append(OperatorScaler(tq, quiesce=False, api_delay=delay))
         elif name in keda:
             out.append(KedaScaler(tq, keda[name]))
         else:
@@ -178,6 +190,8 @@ def run_settings(args: argparse.Namespace, make: type[Settings], *, history: int
     --startup)."""
     settings = make(tick=args.tick, grace=args.grace, dispatch=args.dispatch, seed=args.seed,
                     history=history, startup_per_pod=args.startup_per_pod)
+    if args.exit_delay is not None:
+        settings = replace(settings, exit_delay=args.exit_delay)
     return settings if args.startup is None else replace(settings, startup=args.startup)
 
 
@@ -202,7 +216,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"cannot read: {exc}", EXIT_TARGET) from None
     settings = run_settings(args, Settings, history=args.history or 0)
     results: list[Result] = []
-    for scaler in scalers(tq, args.compare, poll_phase=args.poll_phase):
+    for scaler in scalers(tq, args.compare, poll_phase=args.poll_phase,
+                          api_delay=args.api_delay):
         try:
             results.append(simulate(tq, arrivals, scaler, settings))
         except ValueError as exc:

@@ -45,7 +45,7 @@ def test_simulation_matches_the_real_node(operator: NodeCluster) -> None:
     measured = fidelity.record(arrivals, kubeconfig=operator.cp.kubeconfig, namespace=NS,
                                name=NAME, r=r, queue=QUEUE)
     phase = fidelity.batch_phase(measured, fidelity.REDUCED, arrivals, tq)
-    simulated = fidelity.simulate(arrivals, tq, poll_phase=phase)
+    simulated = fidelity.simulate(arrivals, tq, delays=measured.delays(), poll_phase=phase)
     checks = fidelity.compare(measured, simulated)
     text = fidelity.report(measured, simulated, checks)
     print(text)
