@@ -33,10 +33,12 @@ from taskqueue.wire.keys import WAIT_EDGES_SECONDS, edges_below
 Dispatch = Literal["pack", "spread"]
 
 # The cluster's delays, measured on the real node (kubelet, containerd, runc, the chart's
-# operator as a pod, images cached; a shared 2-core machine) by bench/scaling/fidelity.py in its
-# 10-minute runs (bench/scaling/fidelity/): medians, the start-up a least-squares fit of the
-# loaded run, which keeps the quiet run within the tolerances too (docs/benchmarks.md,
-# "Simulator fidelity on the real node").
+# operator as a pod, images cached; a shared 2-core machine) by bench/scaling/fidelity.py
+# (bench/scaling/fidelity/, docs/benchmarks.md "Simulator fidelity on the real node"). The
+# defaults below come from those runs (API and exit: medians; start-up: the loaded run's
+# least-squares line); a pod's start-up there moves 2x with the machine's load, so the
+# fidelity harness simulates each run with the delays that run measured (`--startup`,
+# `--startup-per-pod`, `--api-delay`, `--exit-delay`).
 API_DELAY_SECONDS = 0.1
 """A poll's decision to the new pod object: the Deployment write, the deployment and replicaset
 controllers. The pod is billed from then."""
@@ -44,7 +46,8 @@ EXIT_SECONDS = 1.8
 """An idle pod deleted by the ReplicaSet to its removal: SIGTERM, the worker's deregistration
 and exit, the kubelet's clean-up. Billed until then."""
 NODE_STARTUP_SECONDS = 1.6
-"""A pod created to its worker registered, alone on that node (`--startup` there)."""
+"""A pod created to its worker registered, alone on that node (`--startup` there; 0.8-1.6 s
+measured, with the machine's load)."""
 NODE_STARTUP_PER_POD_SECONDS = 0.8
 """What each other pod starting on the node at the same time adds to a pod's start-up
 (`--startup-per-pod` there; the least-squares line with NODE_STARTUP_SECONDS): 6 pods created
