@@ -6,8 +6,9 @@ a control plane, a real node: kubelet, containerd, runc; the chart's operator as
 redis-server), applies the TaskQueue of `tests/helpers/fidelity.manifest`, replays the 10-minute
 trace (steady, burst, lull, batch, steady) at real time, records until the fleet is back at zero
 and writes the measurement as JSON. `compare` runs `taskqueue simulate` on the same trace and
-manifest and prints both side by side with the tolerances (worker-seconds and p95 wait within
-15 %, max replicas within 1), the start-up, API and exit delays measured, and, with `--svg`,
+manifest, with the start-up, API and exit delays that run measured (`--constants`: the
+defaults of `taskqueue.simulate.world` instead), and prints both side by side with the
+tolerances (worker-seconds and p95 wait within 15 %, max replicas within 1) and, with `--svg`,
 writes the replicas of both over time.
 
     python bench/scaling/fidelity.py run --out /tmp/fidelity.json        # ~13 min, node lock

@@ -1,7 +1,8 @@
 """The simulator against the real node: a 2.5-minute trace (steady, burst, lull, batch, steady)
 replayed at real time with real worker pods whose handler sleeps each task's service time, then
-`taskqueue simulate` on the same trace and manifest with the node's measured start-up and the
-run's poll phase at the batch (tests/helpers/fidelity.py). The simulation's worker-seconds and p95
+`taskqueue simulate` on the same trace and manifest with the delays this run measured (the pods'
+start-up line, the API and exit medians: `Measured.delays`) and its poll phase at the batch
+(tests/helpers/fidelity.py). The simulation's worker-seconds and p95
 wait are within 15 % of the real run's and its max replicas within 1.
 bench/scaling/fidelity.py runs the 10-minute version (docs/benchmarks.md).
 """
