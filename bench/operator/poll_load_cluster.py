@@ -16,9 +16,21 @@ new Deployments (10 s without such writes), it measures over a steady-state wind
   (it is idle at steady state: no replica changes, no kubelet). The same requests are also
   split by API Priority and Fairness flow schema, which tells the operator (admin kubeconfig:
   `exempt`) from the controller-manager (service accounts);
-- CPU of kube-apiserver, etcd, controller-manager and redis-server over the same window.
+- CPU of kube-apiserver, etcd, controller-manager and redis-server over the same window;
+- poll lag: how late each poll started after it was due, from the operator's
+  `taskqueue_poll_lag_seconds` histogram over the window (p50/p99 read from its buckets: the
+  bucket's upper bound, so "p99 <= 0.1 s"), and its mean (sum / count);
+- the operator's RSS, sampled every 5 s in the window (the largest), and the API server's and
+  etcd's.
 
     python bench/operator/poll_load_cluster.py --taskqueues 500 --interval 5 --seconds 60
+    python bench/operator/poll_load_cluster.py --taskqueues 3000 --interval 5 --seconds 60 \
+        --no-workload-controllers
+
+`--no-workload-controllers` runs the controller-manager without its deployment and replicaset
+controllers: the operator's Deployments then get no ReplicaSets and no Pending pods (at 20
+requests/s the controller-manager needs minutes for thousands), which changes nothing the
+operator does at steady state (no kubelet: the pods would stay Pending anyway).
 
 Not part of the tests.
 """
@@ -50,6 +62,7 @@ from tests.fixtures.redis_server import RedisServer, free_port  # noqa: E402
 from tests.helpers.kube import taskqueue  # noqa: E402
 
 from taskqueue_devcluster import ControlPlane  # noqa: E402
+from taskqueue_devcluster.controlplane import DEFAULT_CONTROLLERS  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 SAMPLE = re.compile(r'^(\w+)\{(.*)\}\s+(\S+)$')
@@ -82,7 +95,7 @@ def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
 
 def operator_polls(metrics_port: int) -> tuple[int, int]:
     """(polls so far, TaskQueues polled at least once) from the operator's /metrics."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=60) as r:
         text = r.read().decode()
     counts = [v for _, v in samples(text, "taskqueue_poll_duration_seconds_count")]
     return int(sum(counts)), sum(1 for v in counts if v > 0)
@@ -109,6 +122,31 @@ def controller_writes(requests: collections.Counter[str]) -> int:
     return sum(n for k, n in requests.items() if k.startswith(("POST ", "PUT "))
                and k.split()[1] in ("replicasets", "replicasets/status", "pods",
                                     "deployments/status"))
+
+
+def lag_buckets(metrics_port: int) -> tuple[dict[float, float], float, float]:
+    """The poll-lag histogram: cumulative counts by upper bound, its sum and its count."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=60) as r:
+        text = r.read().decode()
+    buckets = {float(labels["le"]): v
+               for labels, v in samples(text, "taskqueue_poll_lag_seconds_bucket")}
+    total = sum(v for line in text.splitlines()
+                if line.startswith("taskqueue_poll_lag_seconds_sum ")
+                for v in [float(line.split()[1])])
+    count = sum(v for line in text.splitlines()
+                if line.startswith("taskqueue_poll_lag_seconds_count ")
+                for v in [float(line.split()[1])])
+    return buckets, total, count
+
+
+def quantile_bound(before: dict[float, float], after: dict[float, float], q: float) -> float:
+    """The upper bound of the bucket holding the q-quantile of the observations in between."""
+    deltas = sorted((le, after[le] - before.get(le, 0.0)) for le in after)
+    total = deltas[-1][1] if deltas else 0.0
+    for le, cumulative in deltas:
+        if total and cumulative >= q * total:
+            return le
+    return float("nan")
 
 
 def script_calls(url: str) -> tuple[int, int]:
@@ -181,7 +219,7 @@ def measure(args: argparse.Namespace, cp: ControlPlane, server: RedisServer, pid
             _, polled = operator_polls(metrics_port)
         if polled >= args.taskqueues:
             break
-        time.sleep(1)
+        time.sleep(max(1.0, args.taskqueues / 1000))  # each scrape costs the operator too
     startup = time.monotonic() - started
     startup_cpu = cpu_seconds(pid)
     print(f"{polled}/{args.taskqueues} TaskQueues polled at least once {startup:.1f}s after "
@@ -205,11 +243,18 @@ def measure(args: argparse.Namespace, cp: ControlPlane, server: RedisServer, pid
     # Redis first, then the poll count, at both ends: a poll's EVALSHA comes before its count.
     scripts0, total0 = script_calls(server.url)
     polls0, _ = operator_polls(metrics_port)
+    lag0, lag_sum0, lag_n0 = lag_buckets(metrics_port)
     api0 = apiserver_requests(cp)
     wall0 = time.monotonic()
-    time.sleep(args.seconds)
+    rss = {k: 0.0 for k in ("operator", "kube-apiserver", "etcd")}
+    while time.monotonic() - wall0 < args.seconds:
+        for k in rss:
+            with contextlib.suppress(OSError):
+                rss[k] = max(rss[k], rss_mib(pids[k]))
+        time.sleep(min(5.0, max(0.0, args.seconds - (time.monotonic() - wall0))))
     api1 = apiserver_requests(cp)
     scripts1, total1 = script_calls(server.url)
+    lag1, lag_sum1, lag_n1 = lag_buckets(metrics_port)
     polls1, polled = operator_polls(metrics_port)
     wall = time.monotonic() - wall0
     cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
@@ -218,9 +263,17 @@ def measure(args: argparse.Namespace, cp: ControlPlane, server: RedisServer, pid
     print(f"taskqueues={args.taskqueues} interval={args.interval:g}s window={wall:.1f}s "
           f"(after {args.settle:g}s settle) polls={polls} ({polls / wall:.1f}/s; "
           f"{args.taskqueues / args.interval:.1f}/s expected)")
-    print(f"operator CPU: {cpu1['operator'] - cpu0['operator']:.2f}s = "
-          f"{(cpu1['operator'] - cpu0['operator']) / wall:.3f} cores; "
-          f"RSS {rss_mib(pid):.0f} MiB")
+    cores = (cpu1['operator'] - cpu0['operator']) / wall
+    print(f"operator CPU: {cpu1['operator'] - cpu0['operator']:.2f}s = {cores:.3f} cores "
+          f"({1000 * cores / args.taskqueues:.3f} millicores per TaskQueue); RSS max "
+          f"{rss['operator']:.0f} MiB ({1024 * rss['operator'] / args.taskqueues:.0f} KiB per "
+          f"TaskQueue); kube-apiserver RSS {rss['kube-apiserver']:.0f} MiB, etcd RSS "
+          f"{rss['etcd']:.0f} MiB")
+    lags = lag_n1 - lag_n0
+    if lags:
+        print(f"poll lag over {lags:.0f} polls: p50 <= {quantile_bound(lag0, lag1, 0.5):g} s, "
+              f"p99 <= {quantile_bound(lag0, lag1, 0.99):g} s, mean "
+              f"{(lag_sum1 - lag_sum0) / lags:.3f} s (interval {args.interval:g} s)")
     others = ", ".join(f"{k} {(cpu1[k] - cpu0[k]) / wall:.3f}" for k in pids if k != "operator")
     print(f"other processes (cores): {others}")
     if polls:
@@ -252,8 +305,13 @@ def main() -> None:
     p.add_argument("--startup-timeout", type=float, default=180.0,
                    help="give up waiting for every TaskQueue's first poll after this")
     p.add_argument("--log-level", default="WARNING", help="the operator's")
+    p.add_argument("--no-workload-controllers", action="store_true",
+                   help="no deployment and replicaset controllers in the controller-manager")
     args = p.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, ControlPlane() as cp:
+    controllers = [c for c in DEFAULT_CONTROLLERS
+                   if not (args.no_workload_controllers
+                           and c in ("deployment-controller", "replicaset-controller"))]
+    with tempfile.TemporaryDirectory() as tmp, ControlPlane(controllers=controllers) as cp:
         server = RedisServer(data_dir=Path(tmp) / "redis")
         server.start()
         try:

@@ -28,6 +28,7 @@ import redis
 from taskqueue.api.limits import MAX_HISTORY_RETENTION_SECONDS
 from taskqueue.cli import target
 from taskqueue.cli.errors import EXIT_TARGET, EXIT_USAGE, CliError
+from taskqueue.cli.simulate import run_settings
 from taskqueue.simulate import replay, report
 from taskqueue.simulate.run import Result, Settings, simulate
 from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
@@ -126,9 +127,8 @@ def run(args: argparse.Namespace) -> int:
         rebuilt = replay.rebuild(window, queues=queues, seed=args.seed)
     except replay.HistoryError as exc:
         raise CliError(str(exc), EXIT_TARGET) from None
-    settings = Settings(tick=args.tick, startup=args.startup, grace=args.grace,
-                        dispatch=args.dispatch, seed=args.seed,
-                        history=KNOWN_ATTEMPTS if args.history is None else args.history)
+    settings = run_settings(args, Settings,
+                            history=KNOWN_ATTEMPTS if args.history is None else args.history)
     results = _simulate(current, proposed, rebuilt, settings)
     kept = replay.recorded(window, queues=queues)
     if args.timeline:

@@ -14,6 +14,7 @@ import argparse
 import datetime
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,7 @@ from taskqueue.simulate import trace
 
 if TYPE_CHECKING:  # the models and the simulator load when a simulation runs
     from taskqueue.api.models import TaskQueue
-    from taskqueue.simulate.run import Result, Scaler
+    from taskqueue.simulate.run import Result, Scaler, Settings
 
 RATE = Bounds(0, 1e6, "tasks per second > 0 and <= 1000000", above=True)
 SERVICE = Bounds(0, 86400, "seconds > 0 and <= 86400", above=True)
@@ -54,8 +55,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, help
     p.add_argument("--start", default=None, metavar="TIME",
                    help="spec.schedules: the wall-clock start of the run, ISO 8601 (default: "
                    "now); their tasks join the trace, fired ahead as the operator does")
-    p.add_argument("--startup", type=float, default=5.0,
-                   help="seconds from pod creation to a worker taking tasks (default 5)")
+    p.add_argument("--startup", type=float, default=None,
+                   help="seconds from pod creation to a worker taking tasks (default 5: "
+                        "taskqueue.simulate.world.POD_STARTUP_SECONDS)")
+    p.add_argument("--startup-per-pod", type=float, default=0.0, metavar="SECONDS",
+                   help="added to a pod's start-up for each other pod starting at the same "
+                        "time (pods that share a small node; default 0)")
+    p.add_argument("--api-delay", type=float, default=None, metavar="SECONDS",
+                   help="from a poll's decision to the new pod object (default 0.1: "
+                        "taskqueue.simulate.world.API_DELAY_SECONDS)")
+    p.add_argument("--exit-delay", type=float, default=None, metavar="SECONDS",
+                   help="from a drained pod's deletion to its exit, billed (default 1.8: "
+                        "taskqueue.simulate.world.EXIT_SECONDS)")
+    p.add_argument("--poll-phase", type=float, default=0.0, metavar="SECONDS",
+                   help="the operator's first poll this long after the trace starts (default "
+                        "0; a burst's wait moves with where it lands in the poll interval)")
     p.add_argument("--grace", type=float, default=None,
                    help="SIGTERM grace (default: the manifest's terminationGracePeriodSeconds)")
     p.add_argument("--dispatch", choices=["pack", "spread"], default="pack",
@@ -94,7 +108,13 @@ def _history_arguments(p: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> None:
     """CliError naming an option out of its range, or of --from-history given without it."""
     require("--tick", args.tick, TICK)
-    require("--startup", args.startup, STARTUP)
+    if args.startup is not None:
+        require("--startup", args.startup, STARTUP)
+    require("--startup-per-pod", args.startup_per_pod, STARTUP)
+    require("--poll-phase", args.poll_phase, STARTUP)
+    for flag, value in (("--api-delay", args.api_delay), ("--exit-delay", args.exit_delay)):
+        if value is not None:
+            require(flag, value, STARTUP)
     if args.history is not None:
         require("--history", args.history, HISTORY)
     if args.grace is not None:
@@ -106,14 +126,17 @@ def _check(args: argparse.Namespace) -> None:
                        EXIT_USAGE)
 
 
-def scalers(tq: TaskQueue, compare: str) -> list[Scaler]:
+def scalers(tq: TaskQueue, compare: str, *, poll_phase: float = 0.0,
+            api_delay: float | None = None) -> list[Scaler]:
     from taskqueue.simulate.scalers import KEDA_DEFAULTS, KEDA_TUNED, KedaScaler, OperatorScaler
+    from taskqueue.simulate.world import API_DELAY_SECONDS
 
     keda = {"keda": KEDA_DEFAULTS, "keda-tuned": KEDA_TUNED}
-    out: list[Scaler] = [OperatorScaler(tq)]
+    delay = API_DELAY_SECONDS if api_delay is None else api_delay
+    out: list[Scaler] = [OperatorScaler(tq, first_poll=poll_phase, api_delay=delay)]
     for name in filter(None, (c.strip() for c in compare.split(","))):
         if name == "no-quiesce":
-            out.append(OperatorScaler(tq, quiesce=False))
+            out.append(OperatorScaler(tq, quiesce=False, api_delay=delay))
         elif name in keda:
             out.append(KedaScaler(tq, keda[name]))
         else:
@@ -162,6 +185,16 @@ def _load(args: argparse.Namespace, tq: TaskQueue) -> list[trace.Arrival]:
     return arrivals
 
 
+def run_settings(args: argparse.Namespace, make: type[Settings], *, history: int) -> Settings:
+    """The run's settings from the flags `_check` passed (the world's measured start-up unless
+    --startup)."""
+    settings = make(tick=args.tick, grace=args.grace, dispatch=args.dispatch, seed=args.seed,
+                    history=history, startup_per_pod=args.startup_per_pod)
+    if args.exit_delay is not None:
+        settings = replace(settings, exit_delay=args.exit_delay)
+    return settings if args.startup is None else replace(settings, startup=args.startup)
+
+
 def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.from_history:
@@ -181,10 +214,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), EXIT_TARGET) from None
     except OSError as exc:
         raise CliError(f"cannot read: {exc}", EXIT_TARGET) from None
-    settings = Settings(tick=args.tick, startup=args.startup, grace=args.grace,
-                        dispatch=args.dispatch, seed=args.seed, history=args.history or 0)
+    settings = run_settings(args, Settings, history=args.history or 0)
     results: list[Result] = []
-    for scaler in scalers(tq, args.compare):
+    for scaler in scalers(tq, args.compare, poll_phase=args.poll_phase,
+                          api_delay=args.api_delay):
         try:
             results.append(simulate(tq, arrivals, scaler, settings))
         except ValueError as exc:

@@ -23,6 +23,7 @@ from taskqueue.api import models, redact
 from taskqueue.controller import kube, workload
 from taskqueue.controller.poller import Poller
 from taskqueue.controller.record import Record, SpecError, parse
+from taskqueue.telemetry import metrics
 
 log = logging.getLogger("taskqueue.operator")
 TQ = (models.GROUP, models.VERSION, models.PLURAL)
@@ -81,10 +82,14 @@ async def poll(body: kopf.Body, meta: kopf.Meta, memo: Any, stopped: kopf.Daemon
     loop = asyncio.get_running_loop()
     record = record_of(memo, meta)
     _poller(memo).resume(record, body.get("status"))
+    due: float | None = None
     while not stopped:
         started = loop.time()
+        if due is not None and not record.wake.is_set():  # a spec change polls early
+            metrics.POLL_LAG.observe(max(0.0, started - due))
         record.wake.clear()
         interval = await poll_once(_poller(memo), body, record)
+        due = started + interval
         await _sleep(stopped, record.wake, max(0.0, interval - (loop.time() - started)))
 
 

@@ -19,7 +19,7 @@ from taskqueue.api.models import TaskQueue
 from taskqueue.scaling import policy
 from taskqueue.simulate.flowsim import FlowSim
 from taskqueue.simulate.trace import Arrival
-from taskqueue.simulate.world import Dispatch, World
+from taskqueue.simulate.world import EXIT_SECONDS, POD_STARTUP_SECONDS, Dispatch, World
 from taskqueue.wire import flow
 
 
@@ -34,8 +34,13 @@ class Settings:
     """The cluster the simulation models."""
 
     tick: float = 0.1
-    startup: float = 5.0
+    startup: float = POD_STARTUP_SECONDS
     """Seconds from pod creation to a worker taking tasks."""
+    exit_delay: float = EXIT_SECONDS
+    """Seconds from a drained pod's deletion to its exit (billed)."""
+    startup_per_pod: float = 0.0
+    """Seconds each other pod starting at the same time adds to a pod's start-up (one small
+    node: `world.NODE_STARTUP_PER_POD_SECONDS`)."""
     grace: float | None = None
     """SIGTERM grace (default: the TaskQueue's terminationGracePeriodSeconds)."""
     dispatch: Dispatch = "pack"
@@ -128,7 +133,8 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
                   dispatch=settings.dispatch, seed=settings.seed,
                   heartbeat=tq.spec.worker.heartbeatSeconds,
                   flow=FlowSim.of(flow.declared(tq.spec.queues)),
-                  horizon=policy.due_horizon(tq.spec.scaling))
+                  horizon=policy.due_horizon(tq.spec.scaling), exit_delay=settings.exit_delay,
+                  startup_per_pod=settings.startup_per_pod)
     if settings.history > 0:
         world.counters.service = history(trace, settings.history)
         world.counters.service_sq = history(trace, settings.history, power=2)

@@ -6,7 +6,7 @@ same arguments, and scales in as the controller does: `quiesce.plan_scale_in`, t
 written, the victims' processing lists read after, `Plan.settle` (remove only drained ones), the
 count set being `policy.Outcome.replicas`. With `quiesce=False` (a baseline without quiesce):
 deletion costs from the snapshot, then scale. Kubernetes writes land `api_delay` seconds after
-the poll.
+the poll (measured: `world.API_DELAY_SECONDS`).
 
 `KedaScaler` models KEDA 2.x with the HPA (AverageValue target): KEDA polls the list lengths
 every `pollingInterval`, activates 0 -> 1 and deactivates to 0 after `cooldownPeriod` without
@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from taskqueue.api.models import TaskQueue
 from taskqueue.scaling import policy, quiesce
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.simulate.world import World
+from taskqueue.simulate.world import API_DELAY_SECONDS, World
 from taskqueue.wire import flow
 
 
@@ -47,7 +47,8 @@ KEDA_TUNED = KedaConfig(name="keda-tuned", polling_interval=5.0, cooldown_period
 class OperatorScaler:
     """This operator's poll loop around the real policy and scale-in."""
 
-    def __init__(self, tq: TaskQueue, *, quiesce: bool = True, api_delay: float = 0.5) -> None:
+    def __init__(self, tq: TaskQueue, *, quiesce: bool = True,
+                 api_delay: float = API_DELAY_SECONDS, first_poll: float = 0.0) -> None:
         self.name = "operator" if quiesce else "operator-no-quiesce"
         self.spec = tq.spec.scaling
         self.concurrency = tq.spec.worker.concurrency
@@ -55,7 +56,8 @@ class OperatorScaler:
         self.flow = flow.declared(tq.spec.queues)
         self.quiesce, self.api_delay = quiesce, api_delay
         self.state: policy.PolicyState | None = None
-        self.next_poll = 0.0
+        self.next_poll = first_poll
+        """The first poll's time: where the trace's events fall in the poll interval."""
         self.pending: list[tuple[float, int]] = []
 
     def tick(self, world: World, t: float) -> None:

@@ -2,7 +2,10 @@
 
 Time advances in ticks; inside a tick, start times are exact (a task starts at the latest of its
 arrival, its slot becoming free and its pod becoming ready), so waits are not rounded to a tick.
-A pod is billed from creation until its worker exits. Scale-down follows the ReplicaSet's
+A pod is billed from creation until its worker exits; it takes tasks `startup` seconds after
+its creation, plus `startup_per_pod` for each other pod starting with it (one small node), and a
+drained pod told to stop exits `exit_delay` seconds later (the delays measured on the real node
+are the constants below). Scale-down follows the ReplicaSet's
 deletion ranking: not-ready pods first, then the lowest pod-deletion-cost, then the newest. A
 deleted pod gets SIGTERM: its worker takes nothing more and finishes what it holds within the
 grace period; what is still running then is interrupted (requeued at the head, counted). A
@@ -28,6 +31,31 @@ from taskqueue.simulate.trace import Arrival
 from taskqueue.wire.keys import WAIT_EDGES_SECONDS, edges_below
 
 Dispatch = Literal["pack", "spread"]
+
+# The cluster's delays, measured on the real node (kubelet, containerd, runc, the chart's
+# operator as a pod, images cached; a shared 2-core machine) by bench/scaling/fidelity.py
+# (bench/scaling/fidelity/, docs/benchmarks.md "Simulator fidelity on the real node"). The
+# defaults below come from those runs (API and exit: medians; start-up: the loaded run's
+# least-squares line); a pod's start-up there moves 2x with the machine's load, so the
+# fidelity harness simulates each run with the delays that run measured (`--startup`,
+# `--startup-per-pod`, `--api-delay`, `--exit-delay`).
+API_DELAY_SECONDS = 0.1
+"""A poll's decision to the new pod object: the Deployment write, the deployment and replicaset
+controllers. The pod is billed from then."""
+EXIT_SECONDS = 1.8
+"""An idle pod deleted by the ReplicaSet to its removal: SIGTERM, the worker's deregistration
+and exit, the kubelet's clean-up. Billed until then."""
+NODE_STARTUP_SECONDS = 1.6
+"""A pod created to its worker registered, alone on that node (`--startup` there; 0.8-1.6 s
+measured, with the machine's load)."""
+NODE_STARTUP_PER_POD_SECONDS = 0.8
+"""What each other pod starting on the node at the same time adds to a pod's start-up
+(`--startup-per-pod` there; the least-squares line with NODE_STARTUP_SECONDS): 6 pods created
+at once took 3.5-6.9 s, one 1.0-2.2 s. A cluster whose pods land on several nodes spreads this;
+the default start-up (`POD_STARTUP_SECONDS`, a pull or a node to wait for) leaves it out."""
+POD_STARTUP_SECONDS = 5.0
+"""The default start-up (`--startup`): a cluster that pulls the image or waits for a node takes
+longer than the measured node (NODE_STARTUP_SECONDS), and its pods start in parallel."""
 
 STARTING = replicaset_rank(scheduled=True, phase="Pending", ready=False)
 """The ReplicaSet's rank of a pod whose worker is not up yet (it holds no task then)."""
@@ -104,7 +132,8 @@ class World:
     def __init__(self, trace: list[Arrival], *, queues: list[str], concurrency: int,
                  startup: float, grace: float, dispatch: Dispatch = "pack",
                  seed: int = 1, heartbeat: float = 5.0, flow: FlowSim | None = None,
-                 horizon: float = 0.0) -> None:
+                 horizon: float = 0.0, exit_delay: float = 0.0,
+                 startup_per_pod: float = 0.0) -> None:
         self.trace, self.next = trace, 0
         self.flow = flow
         """The queues' rate and in-flight limits and pauses (None: no queue has one)."""
@@ -113,6 +142,10 @@ class World:
         self.order = queues
         self.queues: dict[str, deque[Task]] = {q: deque() for q in queues}
         self.concurrency, self.startup, self.grace = concurrency, startup, grace
+        self.exit_delay = exit_delay
+        """Seconds a drained pod takes to be gone after SIGTERM (billed)."""
+        self.startup_per_pod = startup_per_pod
+        """Seconds each other pod starting at the same time adds to a pod's start-up."""
         self.dispatch = dispatch
         self.rng = random.Random(seed)
         self.pods: list[Pod] = []
@@ -151,10 +184,13 @@ class World:
     def scale(self, replicas: int, t: float) -> None:
         self.spec_replicas = replicas
         live = self.live()
-        for _ in range(replicas - len(live)):
+        new = replicas - len(live)
+        starting = sum(1 for p in live if p.ready_at > t) + new
+        startup = self.startup + self.startup_per_pod * max(0, starting - 1)
+        for _ in range(new):
             self._names += 1
-            self.pods.append(Pod(f"pod-{self._names}", t, t + self.startup,
-                                 [None] * self.concurrency, [t + self.startup] * self.concurrency))
+            self.pods.append(Pod(f"pod-{self._names}", t, t + startup,
+                                 [None] * self.concurrency, [t + startup] * self.concurrency))
         if len(live) > replicas:
             ranked = sorted(live, key=lambda p: (p.rank(t), p.cost, -p.created))
             for pod in ranked[:len(live) - replicas]:
@@ -179,9 +215,10 @@ class World:
     # -- observation ---------------------------------------------------------------------------
     def observe(self, t: float) -> QueueObservation:
         """What observe.lua would return at `t`."""
-        workers = tuple(
+        workers = tuple(  # a drained pod told to stop has deregistered
             WorkerObservation(p.name, int((t + 15) * 1000), p.running(t))
             for p in self.pods if p.gone_at is None and p.ready_at <= t
+            and (p.sigterm_at is None or p.in_flight())
         )
         return QueueObservation(
             at=t, backlog={q: len(d) for q, d in self.queues.items()},
@@ -241,7 +278,8 @@ class World:
                 continue
             deadline = pod.sigterm_at + self.grace
             if pod.in_flight() == 0:
-                pod.gone_at = t
+                if t >= pod.sigterm_at + self.exit_delay:
+                    pod.gone_at = t
             elif t >= deadline:
                 for i, task in enumerate(pod.slots):
                     if task is not None:

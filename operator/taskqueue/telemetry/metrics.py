@@ -35,7 +35,7 @@ from prometheus_client.core import (
 from prometheus_client.utils import floatToGoString
 
 from taskqueue.telemetry import tally
-from taskqueue.telemetry.tally import LATENCY_BUCKETS, Buckets, QueueTally
+from taskqueue.telemetry.tally import LAG_BUCKETS, LATENCY_BUCKETS, Buckets, QueueTally
 
 WORKER = CollectorRegistry(auto_describe=True)
 OPERATOR = CollectorRegistry(auto_describe=True)
@@ -161,6 +161,10 @@ OLDEST_TASK_AGE = Gauge("taskqueue_oldest_task_age_seconds", "Age of the oldest 
                         _TQ, registry=_O)
 POLL_DURATION = Histogram("taskqueue_poll_duration_seconds", "One poll: Redis read to decision.",
                           _TQ, buckets=LATENCY_BUCKETS, registry=_O)
+POLL_LAG = Histogram("taskqueue_poll_lag_seconds",
+                     "How late a poll started after it was due (the previous poll's start plus "
+                     "the interval): the operator falling behind its TaskQueues.",
+                     buckets=LAG_BUCKETS, registry=_O)
 REDIS_ERRORS = Counter("taskqueue_redis_errors", "Polls that could not read Redis.", _TQ,
                        registry=_O)
 SCALE_EVENTS = Counter("taskqueue_scale_events", "Replica changes.", [*_TQ, "direction"],

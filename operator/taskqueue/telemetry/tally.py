@@ -15,6 +15,8 @@ from bisect import bisect_left
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 """Upper bounds (seconds) of the latency histograms: pickup latency, poll duration."""
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
+"""Upper bounds (seconds) of the poll-lag histogram (one for the operator, no labels)."""
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900)
 """Upper bounds (seconds) of the handler-time histogram."""
 

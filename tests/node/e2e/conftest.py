@@ -35,7 +35,8 @@ from tests.fixtures.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[3]
 HANDLER_IMAGE = "localhost/taskqueue-e2e-worker:1"
-HANDLER = '''"""Tasks for the real-node e2e tests: sleep for the payload's seconds, then say so."""
+HANDLER = '''"""Tasks for the real-node e2e tests: sleep for the payload's seconds (and say
+so, or note when the task started: `timed`)."""
 import os
 import time
 
@@ -43,6 +44,20 @@ import time
 def work(payload: str) -> None:
     time.sleep(float(payload))
     print(f"done {payload} in {os.environ.get('TASKQUEUE_WORKER_ID')}", flush=True)
+
+
+_started = None
+
+
+def timed(payload: str) -> None:
+    """`<index> <seconds>`: note the start time in Redis (tests/helpers/fidelity.py), sleep."""
+    global _started
+    index, seconds = payload.split()
+    if _started is None:
+        import redis
+        _started = redis.Redis.from_url(os.environ["FIDELITY_REDIS_URL"])
+    _started.hset("fidelity:started", index, repr(time.time()))
+    time.sleep(float(seconds))
 '''
 
 

@@ -39,6 +39,29 @@ def test_json_results_for_each_scaler(tq: Path, capsys: pytest.CaptureFixture[st
     assert ours["worker_seconds"] > 0
 
 
+def test_the_cluster_delays_reach_the_simulation(
+        tq: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 40 tasks of 10 s at once: every pod's start-up and the API delay add to the waits, the
+    # exit delay to the bill (each drained pod is billed until it has exited)
+    csv = tmp_path / "trace.csv"
+    csv.write_text("".join("0,high,10.0\n" for _ in range(40)))
+
+    def run(*flags: str) -> dict[str, float]:
+        assert main(["simulate", "-f", str(tq), "--trace", str(csv), "--compare", "",
+                     "--json", *flags]) == 0
+        [ours] = json.loads(capsys.readouterr().out)
+        return {"p50": ours["wait_seconds"]["high"]["p50"], "ws": ours["worker_seconds"]}
+
+    base = run("--startup", "1", "--api-delay", "0", "--exit-delay", "0")
+    slow = run("--startup", "1", "--api-delay", "2", "--exit-delay", "0")
+    crowded = run("--startup", "1", "--startup-per-pod", "0.5", "--api-delay", "0",
+                  "--exit-delay", "0")
+    lingering = run("--startup", "1", "--api-delay", "0", "--exit-delay", "5")
+    assert slow["p50"] >= base["p50"] + 2
+    assert crowded["p50"] > base["p50"] + 1
+    assert lingering["ws"] > base["ws"] + 5 and lingering["p50"] == base["p50"]
+
+
 def test_csv_trace_table_plot_and_timeline(tq: Path, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     csv = tmp_path / "trace.csv"
@@ -83,6 +106,14 @@ def test_a_queue_without_tasks_has_no_waits_and_long_names_align(
     pytest.param(["--history", "-1"], 2, "--history -1 is out of range; give a whole number "
                  ">= 0", id="bad-history"),
     pytest.param(["--grace=-inf"], 2, "--grace -inf is out of range", id="bad-grace"),
+    pytest.param(["--startup=-1"], 2, "--startup -1.0 is out of range; give seconds from 0 to "
+                 "3600", id="bad-startup"),
+    pytest.param(["--startup-per-pod", "nan"], 2, "--startup-per-pod nan is out of range",
+                 id="nan-startup-per-pod"),
+    pytest.param(["--api-delay=-0.1"], 2, "--api-delay -0.1 is out of range", id="bad-api-delay"),
+    pytest.param(["--exit-delay", "inf"], 2, "--exit-delay inf is out of range",
+                 id="endless-exit-delay"),
+    pytest.param(["--poll-phase=-2"], 2, "--poll-phase -2.0 is out of range", id="bad-poll-phase"),
     pytest.param(["--since", "1h"], 2, "--since belongs to --from-history NAME; add it or drop "
                  "--since", id="since-without-from-history"),
     pytest.param(["--redis-url", "redis://r"], 2, "--redis-url belongs to --from-history NAME",

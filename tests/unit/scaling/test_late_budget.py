@@ -67,19 +67,21 @@ def test_a_late_queue_gets_more_pods_for_its_burst(share: float, replicas: int) 
 
 def test_batches_on_a_low_priority_queue_meet_its_target(monkeypatch: pytest.MonkeyPatch) -> None:
     # the bench's two-priority trace at concurrency 1: 1/s of 0.5 s tasks on `high` (2 s),
-    # 60 tasks of 2 s on `low` (10 s) every 5 min, for an hour
+    # 60 tasks of 2 s on `low` every 5 min, for an hour. Low's target is 9.5 s, not the bench's
+    # 10 s: with the measured API delay (0.1 s) the floor alone starts 95 % of a batch within
+    # 9.95 s, so at 10 s this could not show what the late shares add (8.92 s with them)
     tq = manifest.parse({"kind": "TaskQueue", "spec": {
         "redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "high"}, {"key": "low"}],
         "worker": {"concurrency": 1},
-        "scaling": {"maxReplicas": 40, "targetWaitSeconds": {"high": 2, "low": 10},
+        "scaling": {"maxReplicas": 40, "targetWaitSeconds": {"high": 2, "low": 9.5},
                     "podStartupSeconds": 5}}})
     arrivals = [trace.Arrival(a.at, "high" if a.queue == trace.HIGH else "low", a.service)
                 for a in trace.generate("two-priority",
                                         trace.Load(rate=1.0, service=2.0, duration=3600.0))]
     result = simulate(tq, arrivals, OperatorScaler(tq))
-    assert result.waits["low"][1] <= 10.0
+    assert result.waits["low"][1] <= 9.5
     assert result.waits["high"][1] <= 2.0
     # the floor alone (late shares ignored) starts too few of them in time
     monkeypatch.setattr(waitpolicy, "over_budget", lambda *_: False)
     floor_only = simulate(tq, arrivals, OperatorScaler(tq))
-    assert floor_only.waits["low"][1] > 10.0
+    assert floor_only.waits["low"][1] > 9.5
