@@ -8,7 +8,10 @@
   `Deployments`, so a poll does not GET the Deployment.
 
 The shared `Poller` (Kubernetes client, Redis pools) is in kopf's memo, created by
-`taskqueue.controller.main`; each TaskQueue's `Record` is in kopf's per-object memo.
+`taskqueue.controller.main`; each TaskQueue's `Record` is in kopf's per-object memo. When the
+operator is sharded (`memo.shards`), every replica runs a daemon per TaskQueue but polls, and
+reaps pods, only for the TaskQueues it owns (`taskqueue.controller.shards`); on taking one over
+it starts from the TaskQueue's status, as after a restart.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ from taskqueue.api import models, redact
 from taskqueue.controller import kube, workload
 from taskqueue.controller.poller import Poller
 from taskqueue.controller.record import Record, SpecError, parse
+from taskqueue.controller.shards import Shards
 
 log = logging.getLogger("taskqueue.operator")
 TQ = (models.GROUP, models.VERSION, models.PLURAL)
 ERROR_RETRY_SECONDS = 5.0
+SHARD_CHECK_SECONDS = 1.0
+"""How often a sharded replica's daemon checks whether it now owns its TaskQueue."""
 
 
 def _poller(memo: Any) -> Poller:
@@ -39,7 +45,14 @@ def record_of(memo: Any, meta: Any) -> Record:
     found: Record | None = getattr(memo, "record", None)
     if found is None:
         found = memo.record = _poller(memo).record(meta["namespace"], meta["name"])
+        found.uid = meta["uid"]
     return found
+
+
+def owns(memo: Any, uid: str) -> bool:
+    """Whether this replica acts on the TaskQueue of `uid` (always, unless sharded)."""
+    shards: Shards | None = getattr(memo, "shards", None)
+    return shards is None or shards.owns(uid)
 
 
 def _ref(meta: Any) -> kube.ObjectRef:
@@ -80,8 +93,17 @@ async def poll(body: kopf.Body, meta: kopf.Meta, memo: Any, stopped: kopf.Daemon
                **_: Any) -> None:
     loop = asyncio.get_running_loop()
     record = record_of(memo, meta)
-    _poller(memo).resume(record, body.get("status"))
+    owned = False
     while not stopped:
+        if not owns(memo, meta["uid"]):
+            if owned:
+                _poller(memo).release(record)
+            owned = False
+            await _sleep(stopped, record.wake, SHARD_CHECK_SECONDS)
+            continue
+        if not owned:
+            _poller(memo).take_over(record, body.get("status"))
+            owned = True
         started = loop.time()
         record.wake.clear()
         interval = await poll_once(_poller(memo), body, record)
@@ -132,6 +154,9 @@ async def reap(event: kopf.RawEvent, body: kopf.Body, meta: kopf.Meta, memo: Any
     phase = (body.get("status") or {}).get("phase")
     if event["type"] != "DELETED" and phase not in ("Failed", "Succeeded"):
         return
+    record = _poller(memo).records.get(meta["namespace"], meta["labels"][workload.TASKQUEUE_LABEL])
+    if record is not None and record.uid and not owns(memo, record.uid):
+        return  # another replica's TaskQueue: it reaps
     try:
         await _poller(memo).reaper.reap(meta["namespace"], meta["name"],
                                         meta["labels"][workload.TASKQUEUE_LABEL])
