@@ -31,8 +31,9 @@ from taskqueue.controller.shards import Shards
 log = logging.getLogger("taskqueue.operator")
 TQ = (models.GROUP, models.VERSION, models.PLURAL)
 ERROR_RETRY_SECONDS = 5.0
-SHARD_CHECK_SECONDS = 1.0
-"""How often a sharded replica's daemon checks whether it now owns its TaskQueue."""
+SHARD_CHECK_SECONDS = 30.0
+"""The longest a sharded replica's daemon of a TaskQueue it does not own sleeps without checking
+again (it wakes when `Shards.changed` says ownership may have changed)."""
 
 
 def _poller(memo: Any) -> Poller:
@@ -99,7 +100,8 @@ async def poll(body: kopf.Body, meta: kopf.Meta, memo: Any, stopped: kopf.Daemon
             if owned:
                 _poller(memo).release(record)
             owned = False
-            await _sleep(stopped, record.wake, SHARD_CHECK_SECONDS)
+            record.wake.clear()
+            await _sleep(stopped, record.wake, SHARD_CHECK_SECONDS, memo.shards.changed())
             continue
         if not owned:
             _poller(memo).take_over(record, body.get("status"))
@@ -110,9 +112,11 @@ async def poll(body: kopf.Body, meta: kopf.Meta, memo: Any, stopped: kopf.Daemon
         await _sleep(stopped, record.wake, max(0.0, interval - (loop.time() - started)))
 
 
-async def _sleep(stopped: kopf.DaemonStopped, wake: asyncio.Event, seconds: float) -> None:
-    """Until `seconds` have passed, the daemon is stopped, or the spec changed."""
-    waits = {asyncio.ensure_future(stopped.wait()), asyncio.ensure_future(wake.wait())}
+async def _sleep(stopped: kopf.DaemonStopped, wake: asyncio.Event, seconds: float,
+                 *also: asyncio.Event) -> None:
+    """Until `seconds` have passed, the daemon is stopped, the spec changed (or `also` is set)."""
+    waits = {asyncio.ensure_future(stopped.wait()), asyncio.ensure_future(wake.wait()),
+             *(asyncio.ensure_future(e.wait()) for e in also)}
     try:
         await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
     finally:

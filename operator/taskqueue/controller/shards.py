@@ -56,6 +56,17 @@ class Shards:
         self.labels = {ring.SHARD_LABEL: self.group}
         self.membership = ring.Membership(self.identity, lease_seconds=self.lease_seconds,
                                           settle=2 * self.renew_seconds)
+        self._changed = asyncio.Event()
+
+    def changed(self) -> asyncio.Event:
+        """Set when what this replica owns may have changed: the live replicas changed, or the
+        handover margin after such a change has passed (a daemon of a TaskQueue it does not own
+        waits on it instead of checking every second)."""
+        return self._changed
+
+    def _announce(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     def owns(self, uid: str) -> bool:
         """Whether this replica acts on the TaskQueue of `uid` now."""
@@ -134,9 +145,17 @@ class Shards:
                             self.name, e.reason)
 
     # -- the loop ------------------------------------------------------------------------------
+    async def _round(self) -> None:
+        """One round in a thread; announced now and after the margin when the view changed."""
+        last = self.membership.views[-1] if self.membership.views else None
+        await asyncio.to_thread(self.round)
+        if self.membership.views and self.membership.views[-1] is not last:
+            self._announce()
+            asyncio.get_running_loop().call_later(self.membership.settle + 0.05, self._announce)
+
     async def join(self) -> None:
         """The first round (raises when the API server refuses the Lease calls)."""
-        await asyncio.to_thread(self.round)
+        await self._round()
         log.info("joined shard group %s as %s (lease %s/%s)", self.group, self.identity,
                  self.namespace, self.name)
 
@@ -146,7 +165,7 @@ class Shards:
         while True:
             await asyncio.sleep(self.renew_seconds)
             try:
-                await asyncio.to_thread(self.round)
+                await self._round()
             except Exception as e:  # API or network: this replica fences itself, and retries
                 log.warning("listing shard leases in %s: %s: %s", self.namespace,
                             type(e).__name__, e)

@@ -19,6 +19,9 @@ import pytest
 import yaml
 
 from taskqueue.controller import ring
+from taskqueue.controller.kube import KubeClient
+from taskqueue.controller.record import Records
+from taskqueue.controller.shards import Shards
 from taskqueue_devcluster import ControlPlane
 from tests.fixtures.redis_server import free_port
 from tests.helpers.kube import get, taskqueue
@@ -183,3 +186,34 @@ def test_taskqueues_split_join_moves_a_third_and_a_killed_replicas_share_is_take
     # the bound: Lease duration after b's last renewal seen + a listing + the margin + a poll
     assert took <= LEASE + RENEW + SETTLE + RENEW + 1 + 2.5, took
     assert steady(replicas) == {tq: {final[tq]} for tq in uids}
+
+
+def test_shard_leases_renewed_listed_a_dead_ones_deleted_and_left_on_a_clean_stop(
+        control_plane: ControlPlane, namespace: str) -> None:
+    """`Shards` against the API server, on an injected clock for the membership."""
+    client = KubeClient(str(control_plane.kubeconfig))
+    now = [100.0]
+    try:
+        a, b = (Shards(client.api, namespace, "grp", pod=pod, identity=f"{pod}_1",
+                       records=Records(), lease_seconds=4, renew_seconds=1,
+                       clock=lambda: now[0]) for pod in ("a", "b"))
+        a.round()
+        b.round()
+        a.round()
+        assert a.membership.live(now[0]) == {"a_1", "b_1"}
+
+        def names() -> list[str]:
+            found = get(control_plane, "leases", "-n", namespace, "-l", f"{ring.SHARD_LABEL}=grp")
+            return sorted(i["metadata"]["name"] for i in found["items"])
+
+        assert names() == ["grp-a", "grp-b"]
+        now[0] = 104.5  # b stopped renewing at 100 (SIGKILL): not live, its Lease still there
+        a.round()
+        assert a.membership.live(now[0]) == {"a_1"} and names() == ["grp-a", "grp-b"]
+        now[0] = 116.5  # unchanged for more than four durations: a deletes it
+        a.round()
+        assert names() == ["grp-a"]
+        a.leave()
+        assert names() == []
+    finally:
+        client.close()
