@@ -97,6 +97,12 @@ name in different namespaces do not collide; a hash keeps it unique when truncat
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
 {{- fail "values: replicaCount > 1 needs leaderElection.enabled=true, or replicas would scale the same TaskQueues concurrently" }}
 {{- end }}
+{{- if and .Values.sharding.enabled (not .Values.leaderElection.enabled) }}
+{{- fail "values: sharding.enabled needs leaderElection.enabled=true (its leaseName names the shard Leases, its Role grants them)" }}
+{{- end }}
+{{- if and .Values.sharding.enabled (not (lt (mulf 2.0 (float64 .Values.sharding.renewSeconds)) (float64 .Values.sharding.leaseSeconds))) }}
+{{- fail "values: sharding.renewSeconds must be under half of sharding.leaseSeconds" }}
+{{- end }}
 {{- end }}
 
 {{/* Labels of the console's objects: the chart's, with component "console". */}}

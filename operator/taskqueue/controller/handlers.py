@@ -8,7 +8,10 @@
   `Deployments`, so a poll does not GET the Deployment.
 
 The shared `Poller` (Kubernetes client, Redis pools) is in kopf's memo, created by
-`taskqueue.controller.main`; each TaskQueue's `Record` is in kopf's per-object memo.
+`taskqueue.controller.main`; each TaskQueue's `Record` is in kopf's per-object memo. When the
+operator is sharded (`memo.shards`), every replica runs a daemon per TaskQueue but polls, and
+reaps pods, only for the TaskQueues it owns (`taskqueue.controller.shards`); on taking one over
+it starts from the TaskQueue's status, as after a restart.
 """
 
 from __future__ import annotations
@@ -23,11 +26,15 @@ from taskqueue.api import models, redact
 from taskqueue.controller import kube, workload
 from taskqueue.controller.poller import Poller
 from taskqueue.controller.record import Record, SpecError, parse
+from taskqueue.controller.shards import Shards
 from taskqueue.telemetry import metrics
 
 log = logging.getLogger("taskqueue.operator")
 TQ = (models.GROUP, models.VERSION, models.PLURAL)
 ERROR_RETRY_SECONDS = 5.0
+SHARD_CHECK_SECONDS = 30.0
+"""The longest a sharded replica's daemon of a TaskQueue it does not own sleeps without checking
+again (it wakes when `Shards.changed` says ownership may have changed)."""
 
 
 def _poller(memo: Any) -> Poller:
@@ -40,7 +47,14 @@ def record_of(memo: Any, meta: Any) -> Record:
     found: Record | None = getattr(memo, "record", None)
     if found is None:
         found = memo.record = _poller(memo).record(meta["namespace"], meta["name"])
+        found.uid = meta["uid"]
     return found
+
+
+def owns(memo: Any, uid: str) -> bool:
+    """Whether this replica acts on the TaskQueue of `uid` (always, unless sharded)."""
+    shards: Shards | None = getattr(memo, "shards", None)
+    return shards is None or shards.owns(uid)
 
 
 def _ref(meta: Any) -> kube.ObjectRef:
@@ -81,9 +95,20 @@ async def poll(body: kopf.Body, meta: kopf.Meta, memo: Any, stopped: kopf.Daemon
                **_: Any) -> None:
     loop = asyncio.get_running_loop()
     record = record_of(memo, meta)
-    _poller(memo).resume(record, body.get("status"))
+    owned = False
     due: float | None = None
     while not stopped:
+        if not owns(memo, meta["uid"]):
+            if owned:
+                _poller(memo).release(record)
+            owned = False
+            record.wake.clear()
+            await _sleep(stopped, record.wake, SHARD_CHECK_SECONDS, memo.shards.changed())
+            continue
+        if not owned:
+            _poller(memo).take_over(record, body.get("status"))
+            owned = True
+            due = None
         started = loop.time()
         if due is not None and not record.wake.is_set():  # a spec change polls early
             metrics.POLL_LAG.observe(max(0.0, started - due))
@@ -93,9 +118,11 @@ async def poll(body: kopf.Body, meta: kopf.Meta, memo: Any, stopped: kopf.Daemon
         await _sleep(stopped, record.wake, max(0.0, interval - (loop.time() - started)))
 
 
-async def _sleep(stopped: kopf.DaemonStopped, wake: asyncio.Event, seconds: float) -> None:
-    """Until `seconds` have passed, the daemon is stopped, or the spec changed."""
-    waits = {asyncio.ensure_future(stopped.wait()), asyncio.ensure_future(wake.wait())}
+async def _sleep(stopped: kopf.DaemonStopped, wake: asyncio.Event, seconds: float,
+                 *also: asyncio.Event) -> None:
+    """Until `seconds` have passed, the daemon is stopped, the spec changed (or `also` is set)."""
+    waits = {asyncio.ensure_future(stopped.wait()), asyncio.ensure_future(wake.wait()),
+             *(asyncio.ensure_future(e.wait()) for e in also)}
     try:
         await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -137,6 +164,9 @@ async def reap(event: kopf.RawEvent, body: kopf.Body, meta: kopf.Meta, memo: Any
     phase = (body.get("status") or {}).get("phase")
     if event["type"] != "DELETED" and phase not in ("Failed", "Succeeded"):
         return
+    record = _poller(memo).records.get(meta["namespace"], meta["labels"][workload.TASKQUEUE_LABEL])
+    if record is not None and record.uid and not owns(memo, record.uid):
+        return  # another replica's TaskQueue: it reaps
     try:
         await _poller(memo).reaper.reap(meta["namespace"], meta["name"],
                                         meta["labels"][workload.TASKQUEUE_LABEL])

@@ -286,8 +286,8 @@ class KubeClient:
 
 
 class LeaseApi:
-    """The `coordination.k8s.io/v1` Lease calls of leader election, blocking; a failed call
-    raises `ApiError`."""
+    """The `coordination.k8s.io/v1` Lease calls of leader election and sharding, blocking; a
+    failed call raises `ApiError`."""
 
     def __init__(self, api_client: Any) -> None:
         self.api = k8s.CoordinationV1Api(api_client)
@@ -301,10 +301,22 @@ class LeaseApi:
     def create(self, namespace: str, body: dict[str, Any]) -> Any:
         return _lease_call(self.api.create_namespaced_lease, namespace, body)
 
+    def list(self, namespace: str, selector: dict[str, str]) -> list[Any]:
+        """The Leases of `namespace` carrying the labels of `selector`."""
+        found = _lease_call(self.api.list_namespaced_lease, namespace,
+                            label_selector=_selector(selector))
+        return list(found.items)
 
-def _lease_call(fn: Any, *args: Any) -> Any:
+    def delete(self, namespace: str, name: str, *, resource_version: str | None = None) -> None:
+        """Delete a Lease (only at `resource_version` when given: not one renewed since)."""
+        options = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(
+            resource_version=resource_version)) if resource_version else None
+        _lease_call(self.api.delete_namespaced_lease, name, namespace, body=options)
+
+
+def _lease_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except ApiException as e:
         raise ApiError(e.status, e.reason) from e
 

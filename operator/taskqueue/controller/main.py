@@ -3,12 +3,14 @@
     taskqueue-operator [--namespace NS ... | --all-namespaces] [--metrics-port 9090]
         [--metrics-address 0.0.0.0] [--health-port 8080] [--health-address 0.0.0.0]
         [--leader-election-namespace NS] [--leader-election-id ID]
-        [--no-leader-election] [--kubeconfig PATH] [--log-format json|text]
+        [--no-leader-election | --sharding [--shard-lease-seconds 15] [--shard-renew-seconds 3]]
+        [--kubeconfig PATH] [--log-format json|text]
 
 Runs the same on a laptop (kubeconfig) and in a pod (service account; POD_NAME/POD_NAMESPACE).
 While waiting for the Lease the process serves /healthz itself; once leader it runs kopf
 (standalone: no peering) with kopf's liveness endpoint on the same port. Losing the Lease stops
-kopf and exits 1, so the pod restarts as a candidate.
+kopf and exits 1, so the pod restarts as a candidate. With --sharding there is no leader: every
+replica runs kopf and acts on its share of the TaskQueues (`taskqueue.controller.shards`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from taskqueue.controller import admission, handlers, kube
 from taskqueue.controller.leader import LeaderElector
 from taskqueue.controller.poller import Poller
 from taskqueue.controller.redisurls import RedisPools
+from taskqueue.controller.shards import Shards
 from taskqueue.telemetry import logfmt, metrics
 
 assert handlers  # registers the kopf handlers
@@ -56,8 +59,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE"),
                    help="namespace of the Lease (default: $POD_NAMESPACE, else 'default')")
     p.add_argument("--leader-election-id", default="taskqueue-operator", help="Lease name")
-    p.add_argument("--no-leader-election", action="store_true",
-                   help="act without a Lease (one replica only)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--no-leader-election", action="store_true",
+                      help="act without a Lease (one replica only)")
+    mode.add_argument("--sharding", action="store_true",
+                      help="share the TaskQueues with the other replicas run with --sharding and "
+                           "the same --leader-election-id (a Lease each), instead of electing one")
+    p.add_argument("--shard-lease-seconds", type=float, default=15.0,
+                   help="duration of each replica's shard Lease (default 15)")
+    p.add_argument("--shard-renew-seconds", type=float, default=3.0,
+                   help="renew and list the shard Leases this often; under half the duration "
+                        "(default 3; the handover margin is twice this)")
     p.add_argument("--allowed-image-prefix", action="append", default=[], metavar="PREFIX",
                    help="worker images must start with one of these (repeatable; default: any)")
     p.add_argument("--scale-target-label", default=None, metavar="KEY=VALUE",
@@ -75,6 +87,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                                 if args.scale_target_label else None))
     except ValueError as e:
         p.error(str(e))
+    if args.sharding and not 0 < 2 * args.shard_renew_seconds < args.shard_lease_seconds:
+        p.error(f"--shard-renew-seconds {args.shard_renew_seconds}: must be above 0 and under "
+                f"half of --shard-lease-seconds ({args.shard_lease_seconds})")
     return args
 
 
@@ -102,6 +117,20 @@ def _identity() -> str:
     return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
+def _pod() -> str:
+    """This replica's name in its shard Lease's: POD_NAME, else host name and process id."""
+    return (os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}").lower()
+
+
+def _shards(args: argparse.Namespace, client: kube.KubeClient, poller: Poller) -> Shards | None:
+    if not args.sharding:
+        return None
+    return Shards(client.api, args.leader_election_namespace or "default",
+                  args.leader_election_id, pod=_pod(), identity=_identity(),
+                  records=poller.records, lease_seconds=args.shard_lease_seconds,
+                  renew_seconds=args.shard_renew_seconds)
+
+
 async def _wait(flag: Flag | None) -> None:
     if flag is None:
         await asyncio.Event().wait()
@@ -116,7 +145,8 @@ async def run(args: argparse.Namespace, *, stop_flag: Flag | None = None,
     """Run until `stop_flag` is set (0) or leadership is lost (1)."""
     client = kube.KubeClient(args.kubeconfig)
     poller = Poller(kube=client, pools=RedisPools(), rules=args.worker_rules)
-    elector = None if args.no_leader_election else LeaderElector(
+    shards = _shards(args, client, poller)
+    elector = None if args.no_leader_election or shards else LeaderElector(
         client.api, args.leader_election_namespace or "default", args.leader_election_id,
         _identity())
     standby = await _standby_health(args.health_port, args.health_address)
@@ -128,12 +158,16 @@ async def run(args: argparse.Namespace, *, stop_flag: Flag | None = None,
             if not acquiring.done():
                 acquiring.cancel()
                 return 0
+        if shards is not None:
+            await shards.join()
         if standby is not None:
             await standby.cleanup()
             standby = None
-        return await _lead(args, poller, elector, stopping, ready_flag)
+        return await _lead(args, poller, elector, shards, stopping, ready_flag)
     finally:
         stopping.cancel()
+        if shards is not None:
+            await asyncio.to_thread(shards.leave)
         if standby is not None:
             await standby.cleanup()
         if elector is not None:
@@ -143,17 +177,18 @@ async def run(args: argparse.Namespace, *, stop_flag: Flag | None = None,
 
 
 async def _lead(args: argparse.Namespace, poller: Poller, elector: LeaderElector | None,
-                stopping: asyncio.Task[None], ready_flag: threading.Event | None) -> int:
+                shards: Shards | None, stopping: asyncio.Task[None],
+                ready_flag: threading.Event | None) -> int:
     kopf_stop: asyncio.Event = asyncio.Event()
     host = f"[{args.health_address}]" if ":" in args.health_address else args.health_address
     health = f"http://{host}:{args.health_port}/healthz" if args.health_port else None
     operator = asyncio.create_task(kopf.operator(
         standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,
         liveness_endpoint=health, stop_flag=kopf_stop, ready_flag=ready_flag,
-        memo=kopf.Memo(poller=poller, kubeconfig=args.kubeconfig),
+        memo=kopf.Memo(poller=poller, kubeconfig=args.kubeconfig, shards=shards),
     ))
-    holding = asyncio.create_task(elector.hold()) if elector else asyncio.create_task(
-        asyncio.Event().wait())
+    holding = asyncio.create_task(elector.hold() if elector else shards.hold() if shards
+                                  else asyncio.Event().wait())
     done, _ = await asyncio.wait({operator, holding, stopping},
                                  return_when=asyncio.FIRST_COMPLETED)
     kopf_stop.set()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import redis
@@ -35,6 +35,7 @@ from taskqueue.controller.redisurls import RedisPools, RedisUrls
 from taskqueue.redisio import flowops
 from taskqueue.scaling import policy, quiesce
 from taskqueue.scaling.observation import QueueObservation
+from taskqueue.telemetry import metrics
 from taskqueue.wire import flow, keys
 from taskqueue.wire.flow import QueueFlow
 
@@ -43,6 +44,9 @@ log = logging.getLogger(__name__)
 FLOW_WRITTEN = "FlowControlWritten"
 SCHEDULES_FIRED = "SchedulesFired"
 """The conditions of the poll's own writes to Redis (`status.WRITES`)."""
+KEPT_PER_OWNERSHIP = tuple(f.name for f in fields(Record)
+                           if f.name not in ("namespace", "name", "uid", "wake"))
+"""The `Record` fields polls build up, reset when a replica (re)takes the TaskQueue."""
 
 
 @dataclass
@@ -66,6 +70,14 @@ class Poller:
     def record(self, namespace: str, name: str) -> Record:
         """A new record for TaskQueue `namespace/name`, known to the reaper while it lives."""
         return self.records.add(Record(namespace, name))
+
+    def take_over(self, record: Record, status: dict[str, Any] | None) -> None:
+        """Start acting on a TaskQueue (first poll, or taken over from another replica of a
+        sharded operator): forget what an earlier ownership kept, start from `status`."""
+        fresh = Record(record.namespace, record.name, uid=record.uid)
+        for name in KEPT_PER_OWNERSHIP:
+            setattr(record, name, getattr(fresh, name))
+        self.resume(record, status)
 
     def resume(self, record: Record, status: dict[str, Any] | None) -> None:
         """Start from the status the TaskQueue has (a restart), unless polls already ran."""
@@ -210,8 +222,14 @@ class Poller:
         await self.actor.write_status(ref, new)
         record.status, record.status_written = new, now
 
+    def release(self, record: Record) -> None:
+        """Another replica of a sharded operator acts on the TaskQueue now: stop reporting its
+        gauges (what the record holds is reset when it is taken over again)."""
+        metrics.forget_taskqueue(record.namespace, record.name)
+
     def forget(self, record: Record) -> None:
         """The TaskQueue is deleted: drop what is kept about it."""
+        metrics.forget_taskqueue(record.namespace, record.name)
         self.records.discard(record)
         if record.tq is not None:
             self.deployments.forget(record.namespace, workload.deployment_name(record.tq))

@@ -85,6 +85,9 @@ class Records:
     def get(self, namespace: str, name: str) -> Record | None:
         return self._live.get((namespace, name))
 
+    def all(self) -> list[Record]:
+        return list(self._live.values())
+
     def discard(self, record: Record) -> None:
         if self._live.get((record.namespace, record.name)) is record:
             del self._live[(record.namespace, record.name)]

@@ -14,6 +14,7 @@ serves metrics.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 from prometheus_client import (
@@ -169,6 +170,34 @@ REDIS_ERRORS = Counter("taskqueue_redis_errors", "Polls that could not read Redi
                        registry=_O)
 SCALE_EVENTS = Counter("taskqueue_scale_events", "Replica changes.", [*_TQ, "direction"],
                        registry=_O)
+TASKQUEUE_GAUGES = (BACKLOG, IN_FLIGHT, DELAYED, DEAD_LETTER, DEAD_LETTER_TRIMMED,
+                    DESIRED_REPLICAS, REPLICAS, THROUGHPUT_PER_REPLICA, QUEUE_PAUSED,
+                    QUEUE_IN_FLIGHT, QUEUE_IN_FLIGHT_LIMIT, QUEUE_RATE_LIMIT, QUEUE_LIMITED,
+                    OLDEST_TASK_AGE)
+"""The gauges labelled by TaskQueue: one replica reports each TaskQueue's, so a Prometheus sum
+over replicas does not count a TaskQueue twice."""
+
+
+def forget_taskqueue(namespace: str, name: str) -> None:
+    """Drop the gauge series of TaskQueue `namespace/name` (deleted, or another replica of a
+    sharded operator reports it now); its counters and histograms stay (they only stop rising)."""
+    for gauge in TASKQUEUE_GAUGES:
+        for family in gauge.collect():
+            for sample in family.samples:
+                labels = sample.labels
+                if labels.get("namespace") == namespace and labels.get("taskqueue") == name:
+                    values = [labels[k] for k in ("namespace", "taskqueue", "queue")
+                              if k in labels]
+                    with contextlib.suppress(KeyError):
+                        gauge.remove(*values)
+
+
+OWNED_TASKQUEUES = Gauge("taskqueue_owned_taskqueues",
+                         "TaskQueues this operator replica acts on (its share when sharded).",
+                         ["replica"], registry=_O)
+SHARD_REPLICAS = Gauge("taskqueue_shard_replicas",
+                       "Live operator replicas this replica sees (sharded operators only).",
+                       ["replica"], registry=_O)
 
 
 def serve(registry: CollectorRegistry, *, port: int, addr: str = "0.0.0.0") -> None:

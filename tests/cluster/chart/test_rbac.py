@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.helpers.chart import CHART, NAMESPACE, RELEASE, Render, by_kind
+from tests.helpers.chart import CHART, NAMESPACE, RELEASE, Render, by_kind, one
 
 SA = f"{RELEASE}-taskqueue-operator"
 
@@ -78,6 +78,19 @@ def test_rules_match_the_contract(render: Render) -> None:
         ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
         ("", "namespaces"): {"list", "watch"},
     }
+
+
+def test_sharding_adds_list_and_delete_of_leases_in_the_release_namespace_only(
+        render: Render) -> None:
+    objs = render(sets=["sharding.enabled=true", "replicaCount=3"])
+    lease_rules = [(r["metadata"]["namespace"], set(rule["verbs"]))
+                   for r in by_kind(objs, "Role") for rule in r["rules"]
+                   if "leases" in rule["resources"]]
+    assert lease_rules == [(NAMESPACE, {"get", "create", "update"}),
+                           (NAMESPACE, {"list", "delete"})]
+    args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--sharding", "--shard-lease-seconds=15", "--shard-renew-seconds=3"} <= set(args)
+    assert "--sharding" not in str(render(sets=["replicaCount=3"]))
 
 
 def test_rbac_create_false_renders_no_rbac(render: Render) -> None:

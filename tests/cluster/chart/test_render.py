@@ -262,3 +262,15 @@ def test_worker_pod_monitor_selects_the_pods_the_operator_creates(render: Render
     assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
     ports = {p["name"]: p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]}
     assert ports == {monitor["spec"]["podMetricsEndpoints"][0]["port"]: 9100}
+
+
+def test_sharding_values_reach_the_operator(render: Render) -> None:
+    from taskqueue.controller.main import parse_args
+
+    plain = parse_args(_container(render())["args"])
+    assert not plain.sharding and not plain.no_leader_election
+    args = parse_args(_container(render(sets=["sharding.enabled=true", "replicaCount=3",
+                                              "sharding.leaseSeconds=20",
+                                              "sharding.renewSeconds=4"]))["args"])
+    assert (args.sharding, args.shard_lease_seconds, args.shard_renew_seconds) == (True, 20, 4)
+    assert args.leader_election_id == "taskqueue-operator"

@@ -23,6 +23,8 @@ from tests.helpers.chart import run_helm, template_args
         ("serviceMonitor.interval=soon", "/serviceMonitor/interval"),
         ("image.digest=latest", "/image/digest"),
         ("clusterWide=yes please", "/clusterWide"),
+        ("sharding.leaseSeconds=1", "/sharding/leaseSeconds"),
+        ("sharding.enabled=maybe", "/sharding/enabled"),
     ],
 )
 def test_schema_rejects_a_bad_value_readably(helm: Path, setting: str, message: str) -> None:
@@ -37,6 +39,10 @@ def test_schema_rejects_a_bad_value_readably(helm: Path, setting: str, message: 
     [
         (["clusterWide=true", "watchNamespaces={a}"], "clusterWide=true OR watchNamespaces"),
         (["replicaCount=2", "leaderElection.enabled=false"], "needs leaderElection.enabled"),
+        (["sharding.enabled=true", "leaderElection.enabled=false"],
+         "sharding.enabled needs leaderElection.enabled=true"),
+        (["sharding.enabled=true", "sharding.renewSeconds=8"],
+         "renewSeconds must be under half of sharding.leaseSeconds"),
     ],
 )
 def test_contradicting_values_fail_with_the_fix(

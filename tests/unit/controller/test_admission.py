@@ -90,3 +90,15 @@ def test_a_bad_label_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
         parse_args(["--scale-target-label", "novalue"])
     assert exit_.value.code == 2
     assert "--scale-target-label 'novalue': expected KEY=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--sharding", "--shard-renew-seconds", "8"], "--shard-renew-seconds 8.0: must be above 0 "
+     "and under half of --shard-lease-seconds (15.0)"),
+    (["--sharding", "--no-leader-election"], "not allowed with argument"),
+])
+def test_bad_sharding_flags_are_usage_errors(argv: list[str], message: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err

@@ -1,0 +1,184 @@
+"""Sharded operator load on a real control plane: N TaskQueues, 1 then 2 (then ...) replicas.
+
+One control plane (scripts/control-plane: etcd + kube-apiserver + controller-manager without its
+deployment and replicaset controllers, so the operator's Deployments get no ReplicaSets or
+Pending pods; nothing the operator does at steady state changes) and one redis-server; N
+TaskQueues created once (a third with a backlog). For each replica count R in `--replicas`, R
+`taskqueue-operator --sharding` processes run side by side (the same command the chart runs with
+`sharding.enabled`); once every TaskQueue has been polled and `--settle` seconds have passed it
+measures over `--seconds`:
+
+- polls per second over all replicas (from each one's `taskqueue_poll_duration_seconds_count`)
+  against N / interval: below it, the operators fall behind (the effective poll period is
+  N x window / polls);
+- operator CPU (utime + stime from /proc, each replica and the sum, in cores) and the largest RSS
+  of each replica;
+- the split (`taskqueue_owned_taskqueues` of each replica) and the API server's CPU.
+
+    python bench/operator/shard_load.py --taskqueues 1000 --interval 5 --replicas 1 2
+
+Not part of the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import redis
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "devcluster"))
+
+from tests.fixtures.redis_server import RedisServer, free_port  # noqa: E402
+from tests.helpers.kube import taskqueue  # noqa: E402
+
+from taskqueue_devcluster import ControlPlane  # noqa: E402
+from taskqueue_devcluster.controlplane import DEFAULT_CONTROLLERS  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+POLLS = re.compile(r"^taskqueue_poll_duration_seconds_count\{[^}]*\} (\S+)$", re.M)
+OWNED = re.compile(r"^taskqueue_owned_taskqueues\{[^}]*\} (\S+)$", re.M)
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def scrape(port: int) -> tuple[float, int, float]:
+    """(polls so far, TaskQueues polled at least once, TaskQueues owned) of one replica."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as r:
+        text = r.read().decode()
+    counts = [float(v) for v in POLLS.findall(text)]
+    owned = [float(v) for v in OWNED.findall(text)]
+    return sum(counts), sum(1 for v in counts if v > 0), owned[0] if owned else 0.0
+
+
+def create_taskqueues(cp: ControlPlane, url: str, n: int, interval: float) -> None:
+    r = redis.Redis.from_url(url)
+    docs = []
+    for i in range(n):
+        name = f"tq{i}"
+        if i % 3 == 0:
+            r.lpush(f"{name}:hi", *[b"x"] * random.randint(1, 50))
+        docs.append(taskqueue(name, url, queues=[{"key": f"{name}:hi"}, {"key": f"{name}:lo"}],
+                              scaling={"pollIntervalSeconds": interval, "maxReplicas": 2,
+                                       "idleCooldownSeconds": 30}))
+    cp.kubectl("create", "-n", "bench", "-f", "-", input=yaml.safe_dump_all(docs), timeout=600)
+
+
+def start(cp: ControlPlane, name: str, tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    exe = shutil.which("taskqueue-operator") or "taskqueue-operator"
+    log = (tmp / f"{name}.log").open("wb")
+    proc = subprocess.Popen(
+        [exe, "--namespace", "bench", "--metrics-port", str(port), "--metrics-address",
+         "127.0.0.1", "--health-port", "0", "--kubeconfig", str(cp.kubeconfig),
+         "--leader-election-namespace", "bench", "--sharding", "--log-format", "text",
+         "--log-level", "WARNING"],
+        env={**os.environ, "POD_NAME": name}, stdout=log, stderr=subprocess.STDOUT)
+    return proc, port
+
+
+def one_count(args: argparse.Namespace, cp: ControlPlane, replicas: int, tmp: Path) -> None:
+    ops = [start(cp, f"op{replicas}-{i}", tmp) for i in range(replicas)]
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < args.startup_timeout:
+            time.sleep(max(2.0, args.taskqueues / 500))
+            with contextlib.suppress(OSError):
+                if sum(scrape(port)[1] for _, port in ops) >= args.taskqueues:
+                    break
+        print(f"replicas={replicas}: every TaskQueue polled {time.monotonic() - started:.0f}s "
+              f"after start", flush=True)
+        time.sleep(args.settle)
+        pids = {"api": cp.pids["kube-apiserver"], "etcd": cp.pids["etcd"]}
+        cpu0 = [cpu_seconds(p.pid) for p, _ in ops]
+        other0 = {k: cpu_seconds(p) for k, p in pids.items()}
+        polls0 = [scrape(port)[0] for _, port in ops]
+        wall0 = time.monotonic()
+        rss = [0.0] * replicas
+        while time.monotonic() - wall0 < args.seconds:
+            rss = [max(m, rss_mib(p.pid)) for m, (p, _) in zip(rss, ops, strict=True)]
+            time.sleep(min(5.0, max(0.0, args.seconds - (time.monotonic() - wall0))))
+        after = [scrape(port) for _, port in ops]
+        wall = time.monotonic() - wall0
+        cpu = [cpu_seconds(p.pid) - c for (p, _), c in zip(ops, cpu0, strict=True)]
+        other = {k: (cpu_seconds(p) - other0[k]) / wall for k, p in pids.items()}
+        polls = sum(a[0] for a in after) - sum(polls0)
+        expected = args.taskqueues / args.interval
+        print(f"replicas={replicas} taskqueues={args.taskqueues} interval={args.interval:g}s "
+              f"window={wall:.0f}s: polls {polls / wall:.1f}/s of {expected:.1f}/s expected "
+              f"({polls / wall / expected:.2f}); effective poll period "
+              f"{args.taskqueues * wall / max(polls, 1):.2f}s")
+        print(f"  operator cores: total {sum(cpu) / wall:.3f} ("
+              + ", ".join(f"{c / wall:.3f}" for c in cpu) + "); RSS max MiB: "
+              + ", ".join(f"{m:.0f}" for m in rss) + "; owned: "
+              + ", ".join(f"{a[2]:.0f}" for a in after)
+              + f"; kube-apiserver {other['api']:.3f} cores, etcd {other['etcd']:.3f} cores",
+              flush=True)
+    finally:
+        for p, _ in ops:
+            p.terminate()
+        for p, _ in ops:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--taskqueues", type=int, default=1000)
+    p.add_argument("--interval", type=float, default=5.0)
+    p.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--seconds", type=float, default=60.0, help="measured window")
+    p.add_argument("--settle", type=float, default=20.0)
+    p.add_argument("--startup-timeout", type=float, default=300.0)
+    args = p.parse_args()
+    controllers = [c for c in DEFAULT_CONTROLLERS
+                   if c not in ("deployment-controller", "replicaset-controller")]
+    with tempfile.TemporaryDirectory() as tmp, ControlPlane(controllers=controllers) as cp:
+        server = RedisServer(data_dir=Path(tmp) / "redis")
+        server.start()
+        try:
+            cp.kubectl("apply", "-f", str(ROOT / "crds" / "taskqueue.dev_taskqueues.yaml"))
+            cp.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                       "crd/taskqueues.taskqueue.dev")
+            cp.kubectl("create", "namespace", "bench")
+            t = time.monotonic()
+            create_taskqueues(cp, server.url, args.taskqueues, args.interval)
+            print(f"created {args.taskqueues} TaskQueues in {time.monotonic() - t:.0f}s",
+                  flush=True)
+            for replicas in args.replicas:
+                one_count(args, cp, replicas, Path(tmp))
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
