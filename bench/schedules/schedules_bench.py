@@ -1,7 +1,7 @@
 """Schedules: the operator's cost per poll and the lateness of a slot's task (slot -> handler).
 
     python bench/schedules/schedules_bench.py cost [--taskqueues 100 --per 10 --polls 30]
-    python bench/schedules/schedules_bench.py lateness [--schedules 10 --seconds 100]
+    python bench/schedules/schedules_bench.py lateness [--schedules 10 --seconds 100 --margin 1]
 
 `cost`: 1,000 schedules across 100 TaskQueues (each: one every-second schedule, the others
 every minute to daily in several zones), polled the way the operator polls them (the plan, one
@@ -11,9 +11,10 @@ round trips per TaskQueue per poll (commandstats). The poll instants are simulat
 sleeping), so the figure is the work of a real interval's poll.
 
 `lateness`: `--schedules` every-second schedules on one TaskQueue fired by the operator's code
-at a 1 s poll (fire-ahead horizon 1 s + podStartupSeconds 0) into a private redis-server, run
-by one real `taskqueue-worker` (concurrency 16) whose handler records start - slot; reports
-p50/p99/max over all slots. Not the real node (see docs/benchmarks.md).
+at a 1 s poll (fire-ahead horizon: the 1 s poll + podStartupSeconds 0 + `--margin`, by default
+the operator's `schedules.FIRE_MARGIN_SECONDS`) into a private redis-server, run by one real
+`taskqueue-worker` (concurrency 16) whose handler records start - slot; reports p50/p99/max over
+all slots. Not the real node: `bench/schedules/node_lateness.py` is.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def lateness(args: argparse.Namespace) -> None:
                 end = time.time() + args.seconds
                 while time.time() < end:
                     t = time.time()
-                    await poll_all(client, [spec], seen, t, 1.0)
+                    await poll_all(client, [spec], seen, t, 1.0 + args.margin)
                     await asyncio.sleep(max(0.0, 1.0 - (time.time() - t)))
             asyncio.run(run())
             time.sleep(3)
@@ -155,7 +156,8 @@ def lateness(args: argparse.Namespace) -> None:
         late = sorted(float(x) * 1000 for _, x in rows)
         q = statistics.quantiles(late, n=100)
         print(f"{len(late)} slots ({len(set(ids))} distinct task ids) of {args.schedules} "
-              f"every-second schedules over {args.seconds:g} s")
+              f"every-second schedules over {args.seconds:g} s, fired {1 + args.margin:g} s "
+              f"ahead")
         print(f"lateness slot -> handler start: p50 {q[49]:.1f} ms, p99 {q[98]:.1f} ms, "
               f"max {late[-1]:.1f} ms, min {late[0]:.1f} ms")
         worst = sorted(rows, key=lambda row: -float(row[1]))[:12]
@@ -174,6 +176,8 @@ def main() -> None:
     late = sub.add_parser("lateness")
     late.add_argument("--schedules", type=int, default=10)
     late.add_argument("--seconds", type=float, default=100.0)
+    late.add_argument("--margin", type=float, default=schedules.FIRE_MARGIN_SECONDS,
+                      help="seconds fired ahead beyond the 1 s poll (0: the scaler's horizon)")
     args = p.parse_args()
     (cost if args.what == "cost" else lateness)(args)
 

@@ -164,7 +164,8 @@ class Poller:
         if not names:
             return {}
         plans = schedules.plan(tq.spec, schema, seen=record.schedules_seen, now=self.clock(),
-                               horizon=policy.due_horizon(tq.spec.scaling))
+                               horizon=schedules.fire_horizon(
+                                   policy.due_horizon(tq.spec.scaling)))
         fired, refused = await self.actor.fire(ref, client, schema, plans)
         if fired is None:
             return {} if refused is None else {SCHEDULES_FIRED: refused}

@@ -4,10 +4,11 @@ and read here.
 
 Each poll sends, per schedule, the slots from the last slot accounted (`through`, kept in Redis
 and read back by every call) to the end of the fire-ahead horizon (the next poll plus pod
-start-up, `policy.due_horizon`): their tasks wait in the delayed zset and the workers' promoter
-starts them on time even when the operator is slow or down at that moment; the scaler counts
-them as demand (delayed tasks due within the horizon). An overlap Skip schedule fires a slot
-only once it is due, since whether the previous task is still around is known only then.
+start-up, `policy.due_horizon`, plus a second: `fire_horizon`): their tasks wait in the delayed
+zset and the workers' promoter starts them on time even when the operator is slow or down at
+that moment; the scaler counts them as demand (delayed tasks due within the horizon). An
+overlap Skip schedule fires a slot only once it is due, since whether the previous task is still
+around is known only then.
 After a gap (operator downtime), the slots within `catchUpSeconds` are fired, the older ones
 counted as missed. fire.lua fires each slot once whatever the callers (docs/operator.md,
 "Schedules").
@@ -30,6 +31,10 @@ MAX_MISSED_PER_CALL = 100_000
 OVERLAP_CHECKS = 8
 """Attempt counts of the previous task that overlap Skip looks for (retried up to 7 times)."""
 FIRED_KEY_MARGIN_SECONDS = 600.0
+FIRE_MARGIN_SECONDS = 1.0
+"""Fired this much further ahead than the scaler's horizon: a slot at the horizon's edge would
+otherwise be fired by a poll that ran late just after the slot, or reach the delayed zset while
+the workers' promoter sleeps its longest (0.25 s) and start that much late."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,12 @@ def plan_one(schedule: ScheduleSpec, schema: keys.KeySchema, *, seen: int | None
     return Plan(schedule.name, seen, now_ms, max(through, seen or 0), missed,
                 schedule.overlap == "Skip", ttl,
                 tuple(_slot(schedule, schema, s) for s in found))
+
+
+def fire_horizon(due_horizon: float) -> float:
+    """Seconds ahead a poll fires slots: the scaler's horizon (`policy.due_horizon`: the next
+    poll plus pod start-up) plus `FIRE_MARGIN_SECONDS`."""
+    return due_horizon + FIRE_MARGIN_SECONDS
 
 
 def plan(spec: TaskQueueSpec, schema: keys.KeySchema, *, seen: Mapping[str, int | None],

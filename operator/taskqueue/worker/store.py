@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
@@ -55,17 +56,26 @@ def connect(url: str, *, key: str, protocol: int = 2) -> resp.Connection:
     return resp.Connection(resp.Target.from_url(url), key=key, protocol=protocol)
 
 
+CLOCK_SAMPLES = 8
+"""Heartbeat readings the clock estimate chooses from."""
+
+
 class RedisClock:
     """Unix time on Redis's clock, estimated from this host's clock plus the offset measured at
-    each heartbeat (heartbeat.lua returns Redis's TIME). The deadlines of retries sent to
-    fetch.lua and fail.lua use it, so a host clock that is off does not shift them."""
+    the heartbeats (heartbeat.lua returns Redis's TIME). The promoter (due tasks) and the
+    deadlines of retries sent to fetch.lua and fail.lua use it, so a host clock that is off does
+    not shift them. Of the last `CLOCK_SAMPLES` readings the one answered fastest is used: a
+    reading's error is at most half its round trip, and one heartbeat delayed on a loaded host
+    would otherwise move every promotion until the next one (early or late by tens of ms)."""
 
     def __init__(self) -> None:
         self.offset_ms = 0
+        self._samples: deque[tuple[float, int]] = deque(maxlen=CLOCK_SAMPLES)
 
     def observe(self, *, redis_ms: int, sent: float, received: float) -> None:
         """One TIME reading `redis_ms`, asked at `sent` and answered at `received` (time.time())."""
-        self.offset_ms = int(redis_ms - (sent + received) * 500)
+        self._samples.append((received - sent, int(redis_ms - (sent + received) * 500)))
+        self.offset_ms = min(self._samples)[1]
 
     def now_ms(self) -> int:
         return int(time.time() * 1000) + self.offset_ms

@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,8 +36,8 @@ from tests.fixtures.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[3]
 HANDLER_IMAGE = "localhost/taskqueue-e2e-worker:1"
-HANDLER = '''"""Tasks for the real-node e2e tests: sleep for the payload's seconds (and say
-so, or note when the task started: `timed`)."""
+HANDLER = '''"""Tasks for the real-node e2e tests: sleep for the payload's seconds, then say
+so; note when the task started (`timed`); or log the start of a scheduled task (`started`)."""
 import os
 import time
 
@@ -58,6 +59,13 @@ def timed(payload: str) -> None:
         _started = redis.Redis.from_url(os.environ["FIDELITY_REDIS_URL"])
     _started.hset("fidelity:started", index, repr(time.time()))
     time.sleep(float(seconds))
+
+
+def started(payload: str, context: object) -> None:
+    """The schedule lateness test's handler: its task id and its start (unix s) in the log, in
+    one write(2) (print's separate newline would interleave with the other slots' lines)."""
+    at = time.time()
+    os.write(1, f"started {getattr(context, 'id')} {at:.6f}\\n".encode())
 '''
 
 
@@ -95,11 +103,11 @@ def _handler_image(engine: Engine, work: Path) -> str:
     return HANDLER_IMAGE
 
 
-@pytest.fixture(scope="package")
-def node_cluster(engine: Engine, tmp_path_factory: pytest.TempPathFactory,
-                 ) -> Iterator[NodeCluster]:
-    if os.environ.get("TASKQUEUE_SKIP_CLUSTER") == "1":
-        pytest.skip("TASKQUEUE_SKIP_CLUSTER=1")
+@contextmanager
+def running_node(engine: Engine, work: Path) -> Iterator[NodeCluster]:
+    """Its own control plane, a real node with the operator, worker and handler images
+    imported, and a redis-server the pods reach; for the fixture and the node benchmarks.
+    Raises (pytest.fail) when the node cannot run, naming what to build."""
     try:
         bin_dir = find_bin_dir()
     except BinariesNotBuiltError as e:
@@ -107,7 +115,6 @@ def node_cluster(engine: Engine, tmp_path_factory: pytest.TempPathFactory,
     missing = missing_requirements(bin_dir)
     if missing:
         _fail("cannot run the real node: " + "; ".join(missing))
-    work = tmp_path_factory.mktemp("real-node")
     redis = RedisServer(data_dir=work / "redis")
     redis.start()
     # Still bound to 127.0.0.1 only; pods arrive there through the node's DNAT, from pod IPs,
@@ -127,3 +134,12 @@ def node_cluster(engine: Engine, tmp_path_factory: pytest.TempPathFactory,
             redis.stop()
     if not node.mounts():  # never remove a tree something is still mounted in
         shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="package")
+def node_cluster(engine: Engine, tmp_path_factory: pytest.TempPathFactory,
+                 ) -> Iterator[NodeCluster]:
+    if os.environ.get("TASKQUEUE_SKIP_CLUSTER") == "1":
+        pytest.skip("TASKQUEUE_SKIP_CLUSTER=1")
+    with running_node(engine, tmp_path_factory.mktemp("real-node")) as nc:
+        yield nc
