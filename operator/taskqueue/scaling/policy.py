@@ -461,11 +461,12 @@ def _flow_cap(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
     if not any(q.limited for q in fleet.flow):
         return None
     queues = tuple(q.key for q in fleet.flow)
-    known = waitpolicy.service_times(state.rates, dict(spec.expectedServiceSeconds or {}),
-                                     queues)
     busy = {q: obs.backlog.get(q, 0) > 0 or state.rates.arrivals.rate(q) > 0 for q in queues}
-    return flowcap.cap(fleet.flow, busy=busy, service=known[1] if known else {},
-                       concurrency=fleet.concurrency)
+    return flowcap.cap(fleet.flow, busy=busy,
+                       service=flowcap.service_times(state.rates.service,
+                                                     dict(spec.expectedServiceSeconds or {}),
+                                                     queues),
+                       concurrency=fleet.concurrency, current=state.replicas)
 
 
 def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
