@@ -43,7 +43,8 @@ The rules, in the order they are applied:
    fleet follows their rate and each batch is started as a burst when it lands.
 7. Flow limits (`taskqueue.scaling.flowcap`): no more than the queues' rate limits, in-flight
    limits and pauses can use (a paused queue none, maxInFlight / concurrency, rate x service
-   time (+ headroom) / concurrency), when every queue with work is bounded by one.
+   time (+ a 5-10 % headroom band, in whole pods) / concurrency; a rate-limited queue whose
+   service time nothing tells yet holds the fleet), when every queue with work is bounded by one.
 8. Clamp to [minReplicas, maxReplicas].
 9. Up: immediate, at most ``maxScaleUpStep`` added (0 -> n on the first poll that sees a task).
    Down: to the highest recommendation of the last ``scaleDownStabilizationSeconds`` (as the HPA
