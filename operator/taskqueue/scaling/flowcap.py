@@ -3,11 +3,11 @@
 A queue that is paused can use no slot; one with `maxInFlight` at most that many; one with a
 rate limit about rate x service time slots, plus headroom (a slot that waits for the limit's
 next start, or a task that runs long, must not make the fleet fall behind the limit: on
-exponential service times a fleet of exactly rate x service time slots starts 2-5 % fewer
-tasks than the limit allows, one 5-10 % larger all of them). A queue without a limit can use
-any number of slots while it has work (queued, or arrivals measured), so then there is no
-cap; without work it needs none. The fleet's cap is the slots of all its queues over the
-worker concurrency, in whole pods.
+exponential service times a fleet of exactly rate x service time slots starts 2-3.5 % fewer
+tasks than the limit allows, one 5-10 % larger all but 0.2-0.7 % of them, in the simulator).
+A queue without a limit can use any number of slots while it has work (queued, or arrivals
+measured), so then there is no cap; without work it needs none. The fleet's cap is the slots
+of all its queues over the worker concurrency, in whole pods.
 
 The headroom is a band, not a point: the fleet asks for HEADROOM (rounded up to whole pods)
 when it is outside the band, and a fleet already between MIN_HEADROOM and that stays as it
