@@ -43,7 +43,8 @@ The rules, in the order they are applied:
    fleet follows their rate and each batch is started as a burst when it lands.
 7. Flow limits (`taskqueue.scaling.flowcap`): no more than the queues' rate limits, in-flight
    limits and pauses can use (a paused queue none, maxInFlight / concurrency, rate x service
-   time (+ headroom) / concurrency), when every queue with work is bounded by one.
+   time (+ a 5-10 % headroom band, in whole pods) / concurrency; a rate-limited queue whose
+   service time nothing tells yet holds the fleet), when every queue with work is bounded by one.
 8. Clamp to [minReplicas, maxReplicas].
 9. Up: immediate, at most ``maxScaleUpStep`` added (0 -> n on the first poll that sees a task).
    Down: to the highest recommendation of the last ``scaleDownStabilizationSeconds`` (as the HPA
@@ -461,11 +462,12 @@ def _flow_cap(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
     if not any(q.limited for q in fleet.flow):
         return None
     queues = tuple(q.key for q in fleet.flow)
-    known = waitpolicy.service_times(state.rates, dict(spec.expectedServiceSeconds or {}),
-                                     queues)
     busy = {q: obs.backlog.get(q, 0) > 0 or state.rates.arrivals.rate(q) > 0 for q in queues}
-    return flowcap.cap(fleet.flow, busy=busy, service=known[1] if known else {},
-                       concurrency=fleet.concurrency)
+    return flowcap.cap(fleet.flow, busy=busy,
+                       service=flowcap.service_times(state.rates.service,
+                                                     dict(spec.expectedServiceSeconds or {}),
+                                                     queues),
+                       concurrency=fleet.concurrency, current=state.replicas)
 
 
 def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,

@@ -137,6 +137,14 @@ class ServiceTimes:
         return self.busy_seconds / self.completions
 
     @property
+    def lower_bound(self) -> float | None:
+        """Held task-seconds over the attempts started (ended, decayed, + those in hand): each
+        has been held at least that on average, however few have ended (None before any task
+        was held)."""
+        started = self.completions + self.in_flight
+        return self.busy_seconds / started if self.busy_seconds > 0 and started > 0 else None
+
+    @property
     def known(self) -> bool:
         """The mean service time is measured (reported for, or completed by, MIN_COMPLETIONS
         tasks), not the lower bound `mean` gives before."""

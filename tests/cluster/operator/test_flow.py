@@ -89,7 +89,7 @@ def test_limits_hold_the_fleet_at_what_they_can_use(
         status(control_plane, namespace, "lim").get("reason") or ""))
     assert "in-flight-cap" in rules(r, schema)
 
-    # 2 tasks/s x 1 s expected service = 2 slots, +10 % headroom: 3 pods of concurrency 1
+    # 2 tasks/s x 1 s expected service = 2 slots, +5-10 % headroom: 3 pods of concurrency 1
     apply(control_plane, namespace, taskqueue(
         "lim", redis_url, scaling=scaling,
         queues=[{"key": "lim:jobs", "rateLimit": {"tasks": 2, "perSeconds": 1}}]))

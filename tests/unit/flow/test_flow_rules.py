@@ -111,8 +111,8 @@ def test_limits_below_one_are_refused(bad: dict[str, Any]) -> None:
                  {"e": 0.4}, 8, None, id="a-busy-queue-without-limit-is-unbounded"),
     pytest.param([QueueFlow("e", rate=RATE_50), QueueFlow("free")], {"e": True, "free": False},
                  {"e": 0.4}, 8, (3, flowcap.RATE_LIMIT_CAP), id="an-idle-free-queue-needs-none"),
-    pytest.param([QueueFlow("e", rate=RATE_50)], {"e": True}, {}, 8, None,
-                 id="rate-without-a-service-time-is-not-a-bound-yet"),
+    pytest.param([QueueFlow("e", rate=RATE_50)], {"e": True}, {}, 8,
+                 (1, flowcap.RATE_LIMIT_CAP), id="rate-without-a-service-time-holds-one-pod"),
 ])
 def test_the_cap(flows: list[QueueFlow], busy: dict[str, bool], service: dict[str, float],
                  concurrency: int, expected: tuple[int, str] | None) -> None:
@@ -124,7 +124,7 @@ def test_the_reason_says_what_caps_the_fleet() -> None:
     found = flowcap.cap([QueueFlow("emails", rate=RATE_50)], busy={"emails": True},
                         service={"emails": 0.4}, concurrency=1)
     assert found is not None
-    assert "rateLimit of emails: 50/s x 0.4 s = 20 slots (+10%)" in found.why
+    assert "rateLimit of emails: 50/s x 0.4 s = 20 slots (+5%-10%)" in found.why
     assert found.replicas == 22
 
 
