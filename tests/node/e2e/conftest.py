@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +78,21 @@ class NodeCluster:
     @property
     def redis_url_for_pods(self) -> str:
         return f"redis://{nodeconfig.POD_GATEWAY}:{self.redis.port}/0"
+
+
+def uninstall_release(cp: ControlPlane, *, release: str, namespace: str,
+                      taskqueues: Sequence[str] = ()) -> None:
+    """Undo a module's `helm install`: its TaskQueues while their operator still runs (it lifts
+    the finalizer), the release, the CRD the chart keeps on uninstall (else the next module's
+    release cannot own it and its install fails), the namespace. Every module that installs the
+    chart ends with this."""
+    for name in taskqueues:
+        cp.kubectl("delete", "taskqueue", name, "-n", namespace, "--wait", "--timeout=60s",
+                   check=False)
+    cp.helm("uninstall", release, "-n", namespace, "--wait", check=False)
+    cp.kubectl("delete", "crd", "taskqueues.taskqueue.dev", "--wait", "--timeout=60s",
+               check=False)
+    cp.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 def _fail(message: str) -> None:

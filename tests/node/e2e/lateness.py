@@ -28,7 +28,7 @@ from typing import Any
 
 import redis
 
-from tests.node.e2e.conftest import HANDLER_IMAGE, NodeCluster
+from tests.node.e2e.conftest import HANDLER_IMAGE, NodeCluster, uninstall_release
 
 CHART = Path(__file__).resolve().parents[3] / "charts" / "taskqueue-operator"
 TQ = "ticks"
@@ -162,15 +162,7 @@ class Release:
             raise
 
     def uninstall(self) -> None:
-        """The TaskQueue while its operator runs (it lifts the finalizer), the release, the CRD
-        the chart keeps on uninstall (the next release installs its own), the namespace."""
-        cp = self.nc.cp
-        cp.kubectl("delete", "taskqueue", TQ, "-n", self.ns, "--wait", "--timeout=60s",
-                   check=False)
-        cp.helm("uninstall", self.release, "-n", self.ns, "--wait", check=False)
-        cp.kubectl("delete", "crd", "taskqueues.taskqueue.dev", "--wait", "--timeout=60s",
-                   check=False)
-        cp.kubectl("delete", "namespace", self.ns, "--wait=false", check=False)
+        uninstall_release(self.nc.cp, release=self.release, namespace=self.ns, taskqueues=[TQ])
 
     def apply(self, schedules: list[dict[str, Any]]) -> None:
         manifest = taskqueue(self.ns, self.nc.redis_url_for_pods, schedules)

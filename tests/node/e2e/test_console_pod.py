@@ -23,7 +23,7 @@ import redis
 
 from tests.helpers.browser import Browser, free_port
 from tests.helpers.kube import viewer_token
-from tests.node.e2e.conftest import HANDLER_IMAGE, NodeCluster
+from tests.node.e2e.conftest import HANDLER_IMAGE, NodeCluster, uninstall_release
 from tests.node.e2e.test_real_pods import wait_for
 
 pytestmark = pytest.mark.timeout(900)
@@ -72,14 +72,7 @@ def release(node_cluster: NodeCluster) -> Iterator[NodeCluster]:
     try:
         yield nc
     finally:
-        # the TaskQueue while its operator still runs (it lifts the finalizer), then the
-        # release, then the CRD the chart keeps on uninstall: the next module installs its own
-        nc.cp.kubectl("delete", "taskqueue", TQ, "-n", NS, "--wait", "--timeout=60s",
-                      check=False)
-        nc.cp.helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
-        nc.cp.kubectl("delete", "crd", "taskqueues.taskqueue.dev", "--wait", "--timeout=60s",
-                      check=False)
-        nc.cp.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+        uninstall_release(nc.cp, release=RELEASE, namespace=NS, taskqueues=[TQ])
 
 
 @pytest.fixture

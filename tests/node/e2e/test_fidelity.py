@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from tests.helpers import fidelity
-from tests.node.e2e.conftest import HANDLER_IMAGE, NodeCluster
+from tests.node.e2e.conftest import HANDLER_IMAGE, NodeCluster, uninstall_release
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -32,9 +32,7 @@ def operator(node_cluster: NodeCluster) -> Iterator[NodeCluster]:
     cp.helm("install", RELEASE, str(CHART), "-n", NS, "--set", f"watchNamespaces={{{NS}}}",
             "--wait", "--timeout", "240s", timeout=300)
     yield node_cluster
-    cp.kubectl("delete", "taskqueue", NAME, "-n", NS, "--wait=false", check=False)
-    cp.helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
-    cp.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+    uninstall_release(cp, release=RELEASE, namespace=NS, taskqueues=[NAME])
 
 
 def test_simulation_matches_the_real_node(operator: NodeCluster) -> None:

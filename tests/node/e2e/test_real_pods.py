@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.node.e2e.conftest import HANDLER_IMAGE, NodeCluster
+from tests.node.e2e.conftest import HANDLER_IMAGE, NodeCluster, uninstall_release
 
 # The first test also pays for the fixtures: images, control plane, node, helm install --wait.
 pytestmark = pytest.mark.timeout(900)
@@ -126,12 +126,7 @@ def cluster(node_cluster: NodeCluster) -> Iterator[Cluster]:
         raise
     cp.kubectl("apply", "-f", "-", input=json.dumps(taskqueue(node_cluster.redis_url_for_pods)))
     yield c
-    # the TaskQueue while its operator still runs (it lifts the finalizer), then the release,
-    # then the CRD the chart keeps on uninstall: the next module installs its own
-    cp.kubectl("delete", "taskqueue", TQ, "-n", NS, "--wait", "--timeout=60s", check=False)
-    cp.helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
-    cp.kubectl("delete", "crd", "taskqueues.taskqueue.dev", "--wait", "--timeout=60s",
-               check=False)
+    uninstall_release(cp, release=RELEASE, namespace=NS, taskqueues=[TQ])
 
 
 def test_operator_runs_as_a_pod_with_its_service_account(cluster: Cluster) -> None:
