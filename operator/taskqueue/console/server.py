@@ -91,12 +91,27 @@ async def snapshot(request: web.Request, tq: views.Hosted) -> live.Snapshot:
     return await request.app[SHARED].get(tq.ref, load)
 
 
-async def index(request: web.Request) -> web.Response:
+async def _rows(request: web.Request) -> tuple[list[dict[str, Any]], float]:
+    """The list page's rows: each TaskQueue this viewer may see (the SubjectAccessReview per
+    namespace), from its shared snapshot; and when the oldest of them was read."""
     viewer = await _viewer(request)
     tqs = await _visible(request, viewer)
     snaps = await asyncio.gather(*(snapshot(request, tq) for tq in tqs))
     rows = [views.summary(tq, s) for tq, s in zip(tqs, snaps, strict=True)]
+    return rows, min((s.at for s in snaps), default=time.time())
+
+
+async def index(request: web.Request) -> web.Response:
+    rows, _ = await _rows(request)
     return render(request, "index.html", rows=rows)
+
+
+async def index_data(request: web.Request) -> web.Response:
+    """The live refresh of the list page: its table rendered again by the page's own partial
+    from the shared snapshots, for the TaskQueues this viewer may see (as the page)."""
+    rows, at = await _rows(request)
+    table = request.app[TEMPLATES].get_template("partials/taskqueues.html").render(rows=rows)
+    return web.json_response({"parts": {"taskqueues": table}, "at": at})
 
 
 def _page(request: web.Request, name: str = "page") -> int:
@@ -400,6 +415,7 @@ def build(*, source: Source, access: Access, refresh_seconds: float,
     static = resources.files("taskqueue.console") / "static"
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/", index)
+    app.router.add_get("/data.json", index_data)
     app.router.add_get("/tq/{namespace}/{name}", taskqueue)
     app.router.add_get("/tq/{namespace}/{name}/data.json", data)
     app.router.add_get("/tq/{namespace}/{name}/queues", queues)

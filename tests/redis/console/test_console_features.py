@@ -9,7 +9,8 @@ slot fired with its task id as Redis records it, a due slot not fired as late, a
 a running task shows its progress; a queue is paused and resumed from the page as `taskqueue
 pause|resume` does (read-only: no button, a forged POST refused); all of it under exactly the
 console's ACL rule.
-Live refresh: without a reload, a running task's progress bar moves, a fired schedule's row,
+Live refresh: the list page follows a new task (backlog) and a CLI pause without a reload,
+twenty viewers of it cost one refresh per TaskQueue; without a reload, a running task's progress bar moves, a fired schedule's row,
 a pause and a new limit show (the TaskQueue page), the queues page's flow lines follow; twenty
 viewers at once cost one observe call and one read of the held tasks. Two hundred and thirty
 workers come a page of `reads.WORKERS_PAGE` at a time.
@@ -446,6 +447,59 @@ def test_viewers_share_the_observe_call_and_the_workers_read(
     assert one["evalsha"] + one["eval"] >= 1 and one["xrange"] == 1  # one refresh
     page = 80 - reads.WORKERS_PAGE  # one page's pipeline: an LRANGE and an HGETALL a worker
     assert (one["lrange"], one["hgetall"]) == (page, page + 2)  # + the refresh's flow hashes
+
+
+def test_the_list_page_refreshes_without_a_reload(page: Any, manifest: str, redis_url: str,
+                                                 redis_sync: redis.Redis) -> None:
+    """The all-TaskQueues page follows Redis: a task enqueued raises its queue's backlog, a
+    `taskqueue pause` from the CLI shows paused, the in-flight count follows, no reload."""
+    in_thread(lambda: operator_poll(redis_url, manifest, now=time.time() - 600))
+    with console_process("-f", manifest, "--refresh", "1") as base:
+        page.goto(base + "/")
+        table = page.locator("#taskqueues tr[data-tq='media/thumbs']")
+        expect(table.locator("[data-field='backlog:vip']")).to_have_text("0")
+        assert table.locator("[data-field='paused:normal']").count() == 0
+        _mark(page)
+        client.enqueue_sync(redis_sync, "vip", "one", task_id="list-1")
+        client.enqueue_sync(redis_sync, "vip", "two", task_id="list-2")
+        expect(table.locator("[data-field='backlog:vip']")).to_have_text("2", timeout=30_000)
+        pause(manifest, "normal")
+        expect(table.locator("[data-field='paused:normal']")).to_have_text(
+            "paused", timeout=30_000)
+        assert "taskqueue pause" in str(
+            table.locator("[data-field='paused:normal']").get_attribute("title"))
+        # a link of the refreshed table still leads to the TaskQueue's page
+        assert not _reloaded(page)
+        table.locator("a", has_text="media/thumbs").click()
+        assert page.url == base + NAME
+
+
+def test_list_viewers_share_the_observe_call(manifest: str, redis_sync: redis.Redis) -> None:
+    """Twenty viewers of the list page's refresh at once cost Redis what one viewer costs: one
+    refresh of each TaskQueue (refresh 60 s: no second within the test)."""
+
+    def calls() -> dict[str, int]:
+        stats = redis_sync.info("commandstats")
+        return {c: int(stats.get(f"cmdstat_{c}", {}).get("calls", 0))
+                for c in ("evalsha", "eval", "xrange", "hgetall", "llen")}
+
+    def cost(viewers: int) -> tuple[dict[str, int], list[tuple[int, str]]]:
+        with console_process("-f", manifest, "--refresh", "60") as base:
+            b = Browser(base)
+            before = calls()
+            with ThreadPoolExecutor(viewers) as pool:
+                replies = list(pool.map(lambda _: b.get("/data.json"), range(viewers)))
+            after = calls()
+        return {c: after[c] - before[c] for c in after}, replies
+
+    cost(1)  # Redis now caches the scripts: no NOSCRIPT retry counted below
+    one, _ = cost(1)
+    twenty, replies = cost(20)
+    assert all(status == 200 for status, _ in replies)
+    assert all('data-tq="media/thumbs"' in json.loads(body)["parts"]["taskqueues"]
+               for _, body in replies)
+    assert twenty == one
+    assert one["evalsha"] + one["eval"] >= 1 and one["xrange"] == 1  # one refresh
 
 
 def test_secure_cookies_in_the_browser_and_its_forms_still_work(
