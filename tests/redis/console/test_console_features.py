@@ -10,9 +10,10 @@ a running task shows its progress; a queue is paused and resumed from the page a
 pause|resume` does (read-only: no button, a forged POST refused); all of it under exactly the
 console's ACL rule.
 Live refresh: the list page follows a new task (backlog) and a CLI pause without a reload,
-twenty viewers of it cost one refresh per TaskQueue; without a reload, a running task's progress bar moves, a fired schedule's row,
-a pause and a new limit show (the TaskQueue page), the queues page's flow lines follow; twenty
-viewers at once cost one observe call and one read of the held tasks. Two hundred and thirty
+twenty viewers of it cost one refresh per TaskQueue; without a reload, a running task's progress
+bar moves, a fired schedule's row, a pause and a new limit show (the TaskQueue page), the queues
+page's flow lines follow; twenty viewers at once cost one observe call and one read of the held
+tasks. Two hundred and thirty
 workers come a page of `reads.WORKERS_PAGE` at a time.
 Screenshots: docs/images/console-flow-schedules-progress.png, docs/images/console-workers.png.
 """
