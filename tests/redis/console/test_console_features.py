@@ -503,6 +503,49 @@ def test_list_viewers_share_the_observe_call(manifest: str, redis_sync: redis.Re
     assert one["evalsha"] + one["eval"] >= 1 and one["xrange"] == 1  # one refresh
 
 
+def test_the_queues_pages_task_lists_refresh_and_viewers_share_their_read(
+        page: Any, manifest: str, redis_sync: redis.Redis) -> None:
+    """The queues page's next tasks and delayed entries follow Redis without a reload; twenty
+    viewers refreshing it at once cost Redis what one costs: one refresh, one read of the lists
+    (refresh 60 s: no second within the test)."""
+    with console_process("-f", manifest, "--refresh", "1") as base:
+        page.goto(base + NAME + "/queues")
+        vip = page.locator("table[data-queue='vip']")
+        expect(vip).to_contain_text("empty")
+        _mark(page)
+        client.enqueue_sync(redis_sync, "vip", "<b>fresh</b>", task_id="fresh-1")
+        expect(vip.locator("tr", has_text="fresh-1")).to_contain_text(
+            "<b>fresh</b>", timeout=30_000)  # as text, by the page's own escaping partial
+        assert vip.locator("b").count() == 0
+        client.enqueue_sync(redis_sync, "normal", "later", task_id="later-1", delay=3600,
+                            key_prefix="vip")  # the TaskQueue's delayed set: vip:delayed
+        expect(page.locator("#delayed tr", has_text="later-1")).to_have_count(
+            1, timeout=30_000)
+        assert not _reloaded(page)
+
+    def calls() -> dict[str, int]:
+        stats = redis_sync.info("commandstats")
+        return {c: int(stats.get(f"cmdstat_{c}", {}).get("calls", 0))
+                for c in ("lrange", "zrange")}
+
+    def cost(viewers: int) -> tuple[dict[str, int], list[tuple[int, str]]]:
+        with console_process("-f", manifest, "--refresh", "60") as base:
+            b = Browser(base)
+            before = calls()
+            with ThreadPoolExecutor(viewers) as pool:
+                replies = list(pool.map(lambda _: b.get(NAME + "/data.json?parts=lists"),
+                                        range(viewers)))
+            after = calls()
+        return {c: after[c] - before[c] for c in after}, replies
+
+    one, _ = cost(1)
+    twenty, replies = cost(20)
+    assert all("fresh-1" in json.loads(body)["parts"]["lists"] for _, body in replies)
+    assert twenty == one
+    # the lists' read (an LRANGE per list queue, a ZRANGE of the delayed set) is in it, once
+    assert one["lrange"] >= 2 and one["zrange"] >= 1, one
+
+
 def test_secure_cookies_in_the_browser_and_its_forms_still_work(
         page: Any, manifest: str, redis_sync: redis.Redis) -> None:
     """--secure-cookies: Chromium keeps the Secure CSRF cookie of http://127.0.0.1 (a
