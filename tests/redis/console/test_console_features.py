@@ -12,8 +12,8 @@ console's ACL rule.
 Live refresh: the list page follows a new task (backlog) and a CLI pause without a reload,
 twenty viewers of it cost one refresh per TaskQueue; without a reload, a running task's progress
 bar moves, a fired schedule's row, a pause and a new limit show (the TaskQueue page), the queues
-page's flow lines follow; twenty viewers at once cost one observe call and one read of the held
-tasks. Two hundred and thirty
+page's flow lines and task lists follow; twenty viewers at once cost one observe call and one
+read of the held tasks (of the task lists, on the queues page). Two hundred and thirty
 workers come a page of `reads.WORKERS_PAGE` at a time.
 Screenshots: docs/images/console-flow-schedules-progress.png, docs/images/console-workers.png.
 """
