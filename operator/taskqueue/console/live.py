@@ -9,7 +9,9 @@ ones. Errors are part of the snapshot: a page shows them, it never fails on them
 
 The tasks the workers hold (and their progress) are a second shared read, per page of the
 workers table (`Workers`, `read_workers`): one pipeline per shown page per interval whoever
-looks, read only while someone looks at that page.
+looks, read only while someone looks at that page. The queues page's next pending and delayed
+tasks are a third (`Listed`, `read_lists`): one pipeline per TaskQueue per interval whoever looks,
+read only while someone looks at its queues page.
 """
 
 from __future__ import annotations
@@ -62,6 +64,27 @@ class Workers:
     held: reads.Held = field(default_factory=reads.Held)
     error: str = ""
     """Why Redis could not be read (redacted)."""
+
+
+@dataclass
+class Listed:
+    """What one read of a TaskQueue's queues page found: the next tasks of each queue (in the
+    schema's order) and the delayed entries due first."""
+
+    at: float
+    pending: list[list[reads.Pending]] = field(default_factory=list)
+    delayed: list[reads.Pending] = field(default_factory=list)
+    error: str = ""
+    """Why Redis could not be read (redacted)."""
+
+
+async def read_lists(client: aioredis.Redis, schema: keys.KeySchema, *, now: float) -> Listed:
+    """The next `reads.PENDING_SHOWN` tasks of each queue and of the delayed set, errors kept."""
+    try:
+        pending = [await reads.pending(client, q) for q in schema.queues]
+        return Listed(at=now, pending=pending, delayed=await reads.delayed(client, schema))
+    except (redis.RedisError, OSError) as exc:
+        return Listed(at=now, error=redact.scrub(str(exc)) or type(exc).__name__)
 
 
 async def read_workers(client: aioredis.Redis, schema: keys.KeySchema, worker_ids: Sequence[str], *,

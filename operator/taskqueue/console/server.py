@@ -35,6 +35,7 @@ SOURCE = web.AppKey("source", Source)
 ACCESS = web.AppKey("access", Access)
 SHARED = web.AppKey("shared", live.Shared[live.Snapshot])
 HELD = web.AppKey("held", live.Shared[live.Workers])
+LISTED = web.AppKey("listed", live.Shared[live.Listed])
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
 SETTINGS = web.AppKey("settings", dict[str, Any])
 SIGNIN = web.AppKey("signin", cluster.ClusterAccess)
@@ -91,12 +92,27 @@ async def snapshot(request: web.Request, tq: views.Hosted) -> live.Snapshot:
     return await request.app[SHARED].get(tq.ref, load)
 
 
-async def index(request: web.Request) -> web.Response:
+async def _rows(request: web.Request) -> tuple[list[dict[str, Any]], float]:
+    """The list page's rows: each TaskQueue this viewer may see (the SubjectAccessReview per
+    namespace), from its shared snapshot; and when the oldest of them was read."""
     viewer = await _viewer(request)
     tqs = await _visible(request, viewer)
     snaps = await asyncio.gather(*(snapshot(request, tq) for tq in tqs))
     rows = [views.summary(tq, s) for tq, s in zip(tqs, snaps, strict=True)]
+    return rows, min((s.at for s in snaps), default=time.time())
+
+
+async def index(request: web.Request) -> web.Response:
+    rows, _ = await _rows(request)
     return render(request, "index.html", rows=rows)
+
+
+async def index_data(request: web.Request) -> web.Response:
+    """The live refresh of the list page: its table rendered again by the page's own partial
+    from the shared snapshots, for the TaskQueues this viewer may see (as the page)."""
+    rows, at = await _rows(request)
+    table = request.app[TEMPLATES].get_template("partials/taskqueues.html").render(rows=rows)
+    return web.json_response({"parts": {"taskqueues": table}, "at": at})
 
 
 def _page(request: web.Request, name: str = "page") -> int:
@@ -154,7 +170,7 @@ async def workers(request: web.Request) -> web.Response:
                   **await workers_part(request, tq, snap, _page(request)))
 
 
-PARTS = ("queues", "schedules", "workers")
+PARTS = ("queues", "schedules", "workers", "lists")
 """The parts of a page data.json renders again (besides `flow:<queue>`, a queues page line)."""
 
 
@@ -176,6 +192,9 @@ async def _parts(request: web.Request, viewer: Viewer, tq: views.Hosted, snap: l
     if "workers" in wanted:
         out["workers"] = env.get_template("partials/workers.html").render(
             **base, **await workers_part(request, tq, snap, _page(request, "workers")))
+    if "lists" in wanted:
+        out["lists"] = env.get_template("partials/lists.html").render(
+            **base, **await lists_part(request, tq, snap))
     for q in summary["queues"]:
         if f"flow:{q['key']}" in wanted:
             out[f"flow:{q['key']}"] = env.get_template("partials/flow.html").render(q=q)
@@ -184,7 +203,7 @@ async def _parts(request: web.Request, viewer: Viewer, tq: views.Hosted, snap: l
 
 async def data(request: web.Request) -> web.Response:
     """The live refresh of a TaskQueue's pages: its numbers, chart series, decision log and the
-    parts the page names (`?parts=queues,schedules,workers,flow:<queue>`; `?workers=N`: the
+    parts the page names (`?parts=queues,schedules,workers,lists,flow:<queue>`; `?workers=N`: the
     page of workers shown), all from the shared reads."""
     viewer, tq = await _one(request)
     snap = await snapshot(request, tq)
@@ -205,24 +224,37 @@ async def _read(request: web.Request, tq: views.Hosted, read: Callable[[Any], An
         ) from None
 
 
+async def lists_part(request: web.Request, tq: views.Hosted, snap: live.Snapshot
+                     ) -> dict[str, Any]:
+    """The queues page's queues with their next tasks and the delayed entries due first, read
+    once per refresh interval per TaskQueue whoever looks (`LISTED`)."""
+    client = request.app[SOURCE].client(tq)
+
+    async def load(previous: live.Listed | None) -> live.Listed:
+        try:
+            async with asyncio.timeout(READ_TIMEOUT):
+                return await live.read_lists(client, tq.schema, now=time.time())
+        except TimeoutError:
+            return live.Listed(at=time.time(), error="Redis did not answer in time")
+
+    got = await request.app[LISTED].get(f"{tq.ref} queues", load)
+    now = time.time()
+    rows = views.queue_rows(tq, snap.observation, snap.flows)
+    pending = got.pending or [[] for _ in tq.schema.queues]
+    return {"queues": [{**rows[i], "key": q.key, "tasks": [views.task_row(p, now) for p in ps]}
+                       for i, (q, ps) in enumerate(zip(tq.schema.queues, pending, strict=True))],
+            "delayed": [views.task_row(p, now) for p in got.delayed],
+            "lists_error": got.error, "shown": reads.PENDING_SHOWN}
+
+
 async def queues(request: web.Request) -> web.Response:
     _, tq = await _one(request)
-    now = time.time()
-
-    async def read(client: Any) -> Any:
-        shown = [(q, await reads.pending(client, q)) for q in tq.schema.queues]
-        return shown, await reads.delayed(client, tq.schema)
-
-    shown, later = await _read(request, tq, read)
     snap = await snapshot(request, tq)
-    rows = views.queue_rows(tq, snap.observation, snap.flows)
+    now = time.time()
     return render(request, "queues.html", tq=views.summary(tq, snap),
-                  queues=[{**rows[i], "key": q.key,
-                           "tasks": [views.task_row(p, now) for p in ps]}
-                          for i, (q, ps) in enumerate(shown)],
-                  delayed=[views.task_row(p, now) for p in later],
+                  **await lists_part(request, tq, snap),
                   schedules=views.schedule_rows(tq, snap.fired, now, request.app[SLOTS]),
-                  fired_error=snap.fired_error, shown=reads.PENDING_SHOWN)
+                  fired_error=snap.fired_error)
 
 
 async def dead(request: web.Request) -> web.Response:
@@ -392,6 +424,7 @@ def build(*, source: Source, access: Access, refresh_seconds: float,
     app[ACCESS] = access
     app[SHARED] = live.Shared(ttl=refresh_seconds)
     app[HELD] = live.Shared(ttl=refresh_seconds)
+    app[LISTED] = live.Shared(ttl=refresh_seconds)
     app[SLOTS] = views.NextSlots()
     app[TEMPLATES] = environment()
     app[SETTINGS] = {"refresh_ms": int(refresh_seconds * 1000), "refusal": refusal,
@@ -400,6 +433,7 @@ def build(*, source: Source, access: Access, refresh_seconds: float,
     static = resources.files("taskqueue.console") / "static"
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/", index)
+    app.router.add_get("/data.json", index_data)
     app.router.add_get("/tq/{namespace}/{name}", taskqueue)
     app.router.add_get("/tq/{namespace}/{name}/data.json", data)
     app.router.add_get("/tq/{namespace}/{name}/queues", queues)

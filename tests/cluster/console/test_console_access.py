@@ -6,6 +6,7 @@ act (`update taskqueues`)."""
 from __future__ import annotations
 
 import http.client
+import json
 import re
 from urllib.parse import urlencode, urlsplit
 
@@ -31,6 +32,12 @@ def test_tokens_see_only_the_namespaces_they_may_get_and_act_only_where_they_may
         assert r.post("/signin", {"token": reader})[0] == 200
         status, page = r.get("/")
         assert f"{ns_a}/thumbs" in page and ns_b not in page
+        # the list's live refresh: the same SubjectAccessReview, the same rows
+        status, body = r.get("/data.json")
+        table = json.loads(body)["parts"]["taskqueues"]
+        assert status == 200 and f'data-tq="{ns_a}/thumbs"' in table and ns_b not in table
+        status, body = anonymous.get("/data.json")
+        assert "Sign in with a Kubernetes token" in body and ns_a not in body
         assert r.get(f"/tq/{ns_b}/thumbs")[0] == 404  # the other namespace: as if absent
         assert r.get(f"/tq/{ns_b}/thumbs/dead")[0] == 404
         status, page = r.get(f"/tq/{ns_a}/thumbs/dead")

@@ -9,9 +9,11 @@ slot fired with its task id as Redis records it, a due slot not fired as late, a
 a running task shows its progress; a queue is paused and resumed from the page as `taskqueue
 pause|resume` does (read-only: no button, a forged POST refused); all of it under exactly the
 console's ACL rule.
-Live refresh: without a reload, a running task's progress bar moves, a fired schedule's row,
-a pause and a new limit show (the TaskQueue page), the queues page's flow lines follow; twenty
-viewers at once cost one observe call and one read of the held tasks. Two hundred and thirty
+Live refresh: the list page follows a new task (backlog) and a CLI pause without a reload,
+twenty viewers of it cost one refresh per TaskQueue; without a reload, a running task's progress
+bar moves, a fired schedule's row, a pause and a new limit show (the TaskQueue page), the queues
+page's flow lines and task lists follow; twenty viewers at once cost one observe call and one
+read of the held tasks (of the task lists, on the queues page). Two hundred and thirty
 workers come a page of `reads.WORKERS_PAGE` at a time.
 Screenshots: docs/images/console-flow-schedules-progress.png, docs/images/console-workers.png.
 """
@@ -446,6 +448,102 @@ def test_viewers_share_the_observe_call_and_the_workers_read(
     assert one["evalsha"] + one["eval"] >= 1 and one["xrange"] == 1  # one refresh
     page = 80 - reads.WORKERS_PAGE  # one page's pipeline: an LRANGE and an HGETALL a worker
     assert (one["lrange"], one["hgetall"]) == (page, page + 2)  # + the refresh's flow hashes
+
+
+def test_the_list_page_refreshes_without_a_reload(page: Any, manifest: str, redis_url: str,
+                                                 redis_sync: redis.Redis) -> None:
+    """The all-TaskQueues page follows Redis: a task enqueued raises its queue's backlog, a
+    `taskqueue pause` from the CLI shows paused, the in-flight count follows, no reload."""
+    in_thread(lambda: operator_poll(redis_url, manifest, now=time.time() - 600))
+    with console_process("-f", manifest, "--refresh", "1") as base:
+        page.goto(base + "/")
+        table = page.locator("#taskqueues tr[data-tq='media/thumbs']")
+        expect(table.locator("[data-field='backlog:vip']")).to_have_text("0")
+        assert table.locator("[data-field='paused:normal']").count() == 0
+        _mark(page)
+        client.enqueue_sync(redis_sync, "vip", "one", task_id="list-1")
+        client.enqueue_sync(redis_sync, "vip", "two", task_id="list-2")
+        expect(table.locator("[data-field='backlog:vip']")).to_have_text("2", timeout=30_000)
+        pause(manifest, "normal")
+        expect(table.locator("[data-field='paused:normal']")).to_have_text(
+            "paused", timeout=30_000)
+        assert "taskqueue pause" in str(
+            table.locator("[data-field='paused:normal']").get_attribute("title"))
+        # a link of the refreshed table still leads to the TaskQueue's page
+        assert not _reloaded(page)
+        table.locator("a", has_text="media/thumbs").click()
+        assert page.url == base + NAME
+
+
+def test_list_viewers_share_the_observe_call(manifest: str, redis_sync: redis.Redis) -> None:
+    """Twenty viewers of the list page's refresh at once cost Redis what one viewer costs: one
+    refresh of each TaskQueue (refresh 60 s: no second within the test)."""
+
+    def calls() -> dict[str, int]:
+        stats = redis_sync.info("commandstats")
+        return {c: int(stats.get(f"cmdstat_{c}", {}).get("calls", 0))
+                for c in ("evalsha", "eval", "xrange", "hgetall", "llen")}
+
+    def cost(viewers: int) -> tuple[dict[str, int], list[tuple[int, str]]]:
+        with console_process("-f", manifest, "--refresh", "60") as base:
+            b = Browser(base)
+            before = calls()
+            with ThreadPoolExecutor(viewers) as pool:
+                replies = list(pool.map(lambda _: b.get("/data.json"), range(viewers)))
+            after = calls()
+        return {c: after[c] - before[c] for c in after}, replies
+
+    cost(1)  # Redis now caches the scripts: no NOSCRIPT retry counted below
+    one, _ = cost(1)
+    twenty, replies = cost(20)
+    assert all(status == 200 for status, _ in replies)
+    assert all('data-tq="media/thumbs"' in json.loads(body)["parts"]["taskqueues"]
+               for _, body in replies)
+    assert twenty == one
+    assert one["evalsha"] + one["eval"] >= 1 and one["xrange"] == 1  # one refresh
+
+
+def test_the_queues_pages_task_lists_refresh_and_viewers_share_their_read(
+        page: Any, manifest: str, redis_sync: redis.Redis) -> None:
+    """The queues page's next tasks and delayed entries follow Redis without a reload; twenty
+    viewers refreshing it at once cost Redis what one costs: one refresh, one read of the lists
+    (refresh 60 s: no second within the test)."""
+    with console_process("-f", manifest, "--refresh", "1") as base:
+        page.goto(base + NAME + "/queues")
+        vip = page.locator("table[data-queue='vip']")
+        expect(vip).to_contain_text("empty")
+        _mark(page)
+        client.enqueue_sync(redis_sync, "vip", "<b>fresh</b>", task_id="fresh-1")
+        expect(vip.locator("tr", has_text="fresh-1")).to_contain_text(
+            "<b>fresh</b>", timeout=30_000)  # as text, by the page's own escaping partial
+        assert vip.locator("b").count() == 0
+        client.enqueue_sync(redis_sync, "normal", "later", task_id="later-1", delay=3600,
+                            key_prefix="vip")  # the TaskQueue's delayed set: vip:delayed
+        expect(page.locator("#delayed tr", has_text="later-1")).to_have_count(
+            1, timeout=30_000)
+        assert not _reloaded(page)
+
+    def calls() -> dict[str, int]:
+        stats = redis_sync.info("commandstats")
+        return {c: int(stats.get(f"cmdstat_{c}", {}).get("calls", 0))
+                for c in ("lrange", "zrange")}
+
+    def cost(viewers: int) -> tuple[dict[str, int], list[tuple[int, str]]]:
+        with console_process("-f", manifest, "--refresh", "60") as base:
+            b = Browser(base)
+            before = calls()
+            with ThreadPoolExecutor(viewers) as pool:
+                replies = list(pool.map(lambda _: b.get(NAME + "/data.json?parts=lists"),
+                                        range(viewers)))
+            after = calls()
+        return {c: after[c] - before[c] for c in after}, replies
+
+    one, _ = cost(1)
+    twenty, replies = cost(20)
+    assert all("fresh-1" in json.loads(body)["parts"]["lists"] for _, body in replies)
+    assert twenty == one
+    # the lists' read (an LRANGE per list queue, a ZRANGE of the delayed set) is in it, once
+    assert one["lrange"] >= 2 and one["zrange"] >= 1, one
 
 
 def test_secure_cookies_in_the_browser_and_its_forms_still_work(

@@ -1,9 +1,10 @@
 // The console's only script (the Content-Security-Policy allows no inline one): the live refresh
-// of a TaskQueue's pages. It fetches data.json every data-refresh ms (the server shares one observe
-// call among all viewers), sets the numbers as text (never as HTML), draws the charts (uPlot) and
-// puts in the page's parts (data-part: queues, schedules, workers, a queue's flow line) as the
-// server rendered them again from its shared reads with the page's own escaping templates (parsed
-// in an inert <template>: nothing in them runs).
+// of the list page and of a TaskQueue's pages. It fetches data.json every data-refresh ms (the
+// server shares one observe call per TaskQueue among all viewers), sets the numbers as text (never
+// as HTML), draws the charts (uPlot) and puts in the page's parts (data-part: the list's
+// taskqueues table; queues, schedules, workers, a queue's flow line) as the server rendered them
+// again from its shared reads with the page's own escaping templates (parsed in an inert
+// <template>: nothing in them runs).
 "use strict";
 (function () {
   const live = document.getElementById("live");
@@ -75,11 +76,11 @@
       const res = await fetch(url(), { credentials: "same-origin" });
       if (!res.ok) throw new Error("HTTP " + res.status);
       const doc = await res.json();
-      numbers(doc.summary);
+      if (doc.summary) numbers(doc.summary);
       parts(doc);
-      if (root && window.uPlot) for (const el of root.querySelectorAll("[data-chart]")) draw(el, doc.series);
+      if (root && window.uPlot && doc.series) for (const el of root.querySelectorAll("[data-chart]")) draw(el, doc.series);
       live.dataset.loaded = String(doc.at);
-      if (note) note.textContent =
+      if (note && doc.series) note.textContent =
         doc.series.t.length + " history point(s) in the last hour; refreshed every " + every / 1000 + " s";
     } catch (err) {
       if (note) note.textContent = "refresh failed: " + err.message;
