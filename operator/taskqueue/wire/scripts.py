@@ -141,16 +141,39 @@ def lua(name: str) -> str:
     shared functions live there). Only those a script uses, directly or through another
     definition (`needed`), are spliced in, in their libraries' order: every call builds each
     local function of the script again, and the ACL rules derived from a script (`LUA_CALL`)
-    name only the commands it can run."""
+    name only the commands it can run.
+
+    A `-- deferred: <name>...` line names library definitions the script calls only on rare
+    branches: those, and what only they use, are built when the script calls
+    `load_deferred()` (spliced in by `_deferred`), not on every call."""
     lines = _read(os.path.join(_LUA_DIR, f"{name}.lua")).splitlines(keepends=True)
     libs = [line.split(":", 1)[1].strip() for line in lines if line.startswith("-- include:")]
-    body = [line for line in lines if not line.startswith("-- include:")]
+    later = {n for line in lines if line.startswith("-- deferred:")
+             for n in line.split(":", 1)[1].split()}
+    body = [line for line in lines if not line.startswith(("-- include:", "-- deferred:"))]
     if not libs:
         return "".join(body)
     definitions = [d for lib in libs for d in _library(lib)]
-    spliced = "".join(d.text for d in needed(definitions, _names("".join(body))))
+    uses = _names("".join(body))
+    eager = needed(definitions, uses - later, stop=later)
+    deferred = [d for d in needed(definitions, later) if d not in eager]
+    spliced = _deferred(eager, deferred) if later else "".join(d.text for d in eager)
     at = next(i for i, line in enumerate(lines) if line.startswith("-- include:"))
     return "".join(body[:at]) + spliced + "".join(body[at:])
+
+
+def _deferred(eager: Sequence[Definition], deferred: Sequence[Definition]) -> str:
+    """The eager definitions, then `load_deferred()`, which builds the deferred ones (once per
+    call of the script) into locals declared above both (so eager ones may refer to them)."""
+    names = ", ".join(n for d in deferred for n in d.names)
+    first = deferred[0].names[0]
+    return (f"local {names} -- built by load_deferred()\n"
+            + "".join(d.text for d in eager)
+            + "-- load_deferred(): build the definitions the script uses only on rare branches\n"
+            + f"local function load_deferred()\n  if {first} then return end\n"
+            + f"  {names} = (function()\n"
+            + "".join(d.text for d in deferred)
+            + f"return {names}\nend)()\nend\n")
 
 
 @dataclass(frozen=True)
@@ -168,11 +191,12 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 _QUOTED_OR_COMMENT = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|(--[^\n]*)")
 
 
-def needed(definitions: Sequence[Definition], uses: Collection[str]) -> list[Definition]:
-    """The `definitions` that names in `uses` refer to, with those they refer to in turn, in
-    their order in `definitions` (a Lua local is seen only below its definition, so the order
-    of the libraries already puts each one after those it uses). A name defined twice is an
-    error (the libraries share one scope in a script)."""
+def needed(definitions: Sequence[Definition], uses: Collection[str], *,
+           stop: Collection[str] = ()) -> list[Definition]:
+    """The `definitions` that names in `uses` refer to, with those they refer to in turn (not
+    through a name in `stop`), in their order in `definitions` (a Lua local is seen only below
+    its definition, so the order of the libraries already puts each one after those it uses).
+    A name defined twice is an error (the libraries share one scope in a script)."""
     owner: dict[str, int] = {}
     for i, definition in enumerate(definitions):
         for n in definition.names:
@@ -185,7 +209,7 @@ def needed(definitions: Sequence[Definition], uses: Collection[str]) -> list[Def
         i = pending.pop()
         if i not in wanted:
             wanted.add(i)
-            pending += [owner[n] for n in definitions[i].uses if n in owner]
+            pending += [owner[n] for n in definitions[i].uses if n in owner and n not in stop]
     return [definitions[i] for i in sorted(wanted)]
 
 

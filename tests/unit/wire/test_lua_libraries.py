@@ -103,7 +103,13 @@ def test_a_script_carries_every_library_definition_it_uses_and_no_other(name: st
                        if text in (LUA / "lib" / f"{lib}.lua").read_text("utf-8"))
             assert lib in included, f"{name}.lua uses {n} of lib/{lib}.lua without including it"
     code = re.sub(r"--[^\n]*", lambda m: " " * len(m.group()), source)
+    forward = re.search(r"^local (.*) -- built by load_deferred\(\)$", source, re.MULTILINE)
+    declared = set(forward.group(1).split(", ")) if forward else set()
     for n, text in carried.items():  # a Lua local is seen only below its definition
+        if n in declared:
+            assert code.index(forward.group(0)[:-len("-- built by load_deferred()")]) < min(
+                m.start() for m in re.finditer(rf"\b{n}\b", code) if m.start() > forward.end())
+            continue
         first = min(m.start() for m in re.finditer(rf"\b{n}\b", code))
         assert first >= source.index(text), f"{name}.lua: {n} used above its definition"
 
@@ -112,3 +118,14 @@ def test_the_worker_scripts_that_need_little_carry_little() -> None:
     assert scripts.lua("complete").count("local function") < 10
     assert "local function read_envelope(" not in scripts.lua("heartbeat")
     assert "local function add_count(" in scripts.lua("heartbeat")
+
+
+def test_fetch_builds_the_definitions_of_its_rare_branches_only_when_one_runs() -> None:
+    source = scripts.lua("fetch")
+    load = source.index("local function load_deferred()")
+    eager = re.findall(r"^local function (\w+)", source[:load], re.MULTILINE)
+    assert eager == ["join_entry", "type_of", "wrong_type", "add_count", "flow_cap",
+                     "flow_took", "track_entries"]
+    for name in ("place", "reject", "put", "flow_open", "drop_cancelled", "track", "task_id"):
+        assert source.index(f"local function {name}(") > load
+    assert not re.search(r"^-- deferred:", source, re.MULTILINE)
