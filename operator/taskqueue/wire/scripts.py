@@ -144,8 +144,8 @@ def lua(name: str) -> str:
     name only the commands it can run.
 
     A `-- deferred: <name>...` line names library definitions the script calls only on rare
-    branches: those, and what only they use, are built when the script calls
-    `load_deferred()` (spliced in by `_deferred`), not on every call."""
+    branches: those, and what only they use, are declared with the others but built where the
+    script's one `load_deferred()` call stands (replaced by `_deferred`), not on every call."""
     lines = _read(os.path.join(_LUA_DIR, f"{name}.lua")).splitlines(keepends=True)
     libs = [line.split(":", 1)[1].strip() for line in lines if line.startswith("-- include:")]
     later = {n for line in lines if line.startswith("-- deferred:")
@@ -157,23 +157,31 @@ def lua(name: str) -> str:
     uses = _names("".join(body))
     eager = needed(definitions, uses - later, stop=later)
     deferred = [d for d in needed(definitions, later) if d not in eager]
-    spliced = _deferred(eager, deferred) if later else "".join(d.text for d in eager)
+    spliced = "".join(d.text for d in eager)
+    if later:
+        body = _deferred(body, deferred)
+        spliced = f"local {_names_of(deferred)} -- built by load_deferred()\n" + spliced
     at = next(i for i, line in enumerate(lines) if line.startswith("-- include:"))
     return "".join(body[:at]) + spliced + "".join(body[at:])
 
 
-def _deferred(eager: Sequence[Definition], deferred: Sequence[Definition]) -> str:
-    """The eager definitions, then `load_deferred()`, which builds the deferred ones (once per
-    call of the script) into locals declared above both (so eager ones may refer to them)."""
-    names = ", ".join(n for d in deferred for n in d.names)
-    first = deferred[0].names[0]
-    return (f"local {names} -- built by load_deferred()\n"
-            + "".join(d.text for d in eager)
-            + "-- load_deferred(): build the definitions the script uses only on rare branches\n"
-            + f"local function load_deferred()\n  if {first} then return end\n"
-            + f"  {names} = (function()\n"
-            + "".join(d.text for d in deferred)
-            + f"return {names}\nend)()\nend\n")
+def _names_of(definitions: Sequence[Definition]) -> str:
+    return ", ".join(n for d in definitions for n in d.names)
+
+
+def _deferred(body: list[str], deferred: Sequence[Definition]) -> list[str]:
+    """`body` with its one `load_deferred()` call replaced by the assignment of the deferred
+    definitions (built inside a function, so that closure and its upvalues exist only when
+    that line runs) to the locals declared above the eager definitions."""
+    calls = [i for i, line in enumerate(body) if "load_deferred()" in line]
+    if len(calls) != 1:
+        raise ValueError("a script with `-- deferred:` lines calls load_deferred() once, "
+                         f"not {len(calls)} times")
+    names = _names_of(deferred)
+    block = (f"{names} = (function()\n" + "".join(d.text for d in deferred)
+             + f"return {names}\nend)()")
+    at = calls[0]
+    return [*body[:at], body[at].replace("load_deferred()", block), *body[at + 1:]]
 
 
 @dataclass(frozen=True)

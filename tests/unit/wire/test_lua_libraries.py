@@ -122,10 +122,13 @@ def test_the_worker_scripts_that_need_little_carry_little() -> None:
 
 def test_fetch_builds_the_definitions_of_its_rare_branches_only_when_one_runs() -> None:
     source = scripts.lua("fetch")
-    load = source.index("local function load_deferred()")
+    load = source.index(" = (function()\n")
+    line = source[source.rindex("\n", 0, load) + 1:load]
+    assert line.startswith("if optional or task_prefix ~= '' or #due > 0 then ")
     eager = re.findall(r"^local function (\w+)", source[:load], re.MULTILINE)
-    assert eager == ["join_entry", "type_of", "wrong_type", "add_count", "flow_cap",
-                     "flow_took", "track_entries"]
+    assert eager == ["join_entry", "type_of", "wrong_type", "add_count", "flow_present",
+                     "flow_misfit", "flow_cap", "flow_took", "track_entries", "declared_types"]
     for name in ("place", "reject", "put", "flow_open", "drop_cancelled", "track", "task_id"):
         assert source.index(f"local function {name}(") > load
     assert not re.search(r"^-- deferred:", source, re.MULTILINE)
+    assert "load_deferred() end" not in source

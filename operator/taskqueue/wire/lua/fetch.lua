@@ -47,7 +47,7 @@ local FIRST_ACK = 7                 -- ARGV[7..]: processing entries to ack
 -- include: index
 -- include: lifecycle
 -- deferred: place reject put track_moved split_entry task_id track now_ms drop_cancelled
--- deferred: flow_present flow_misfit flow_open flow_close flow_tally flow_release
+-- deferred: flow_open flow_close flow_tally flow_release
 local nacks = #ARGV - FIRST_ACK + 1
 local taking = count > 0 and redis.call('SISMEMBER', quiesced, processing) == 0
 
@@ -84,9 +84,6 @@ end
 -- EXISTS of all three when none exists (no flow hash, no cancel pending): nothing more of them
 -- is read or written, and what a writer adds is seen by the next fetch of every worker
 local optional = redis.call('EXISTS', flow, flow_state, cancels) > 0
--- the definitions only flow control, cancels, tracking and due entries use (lib/*.lua, the
--- `-- deferred:` lines) are built only when one of them is on: a plain fetch does not pay them
-if optional or task_prefix ~= '' then load_deferred() end
 local flow_on = optional and flow_present(flow, flow_state)
 local wrong = wrong_type(stats, 'hash') or (flow_on and flow_misfit(flow, flow_state))
 if taking then
@@ -98,8 +95,10 @@ end
 if wrong then return wrong end
 local moves = {}
 local due = now and redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1000) or {}
+-- the definitions only flow control, cancels, tracking and due entries use (lib/*.lua, the
+-- `-- deferred:` lines) are built only when one of them is on: a plain fetch does not pay them
+if optional or task_prefix ~= '' or #due > 0 then load_deferred() end
 if #due > 0 then
-  load_deferred()
   local declared, seen, rejects = declared_types(), {}, false
   for _, entry in ipairs(due) do
     local reason, queue, score, element = place(entry, declared, seen)
