@@ -70,7 +70,8 @@ CLUSTER = ("cluster|slots", "cluster|shards", "cluster|nodes", "readonly", "aski
 """What a Redis Cluster client sends to learn and follow the topology."""
 
 def script_commands(name: str) -> frozenset[str]:
-    """The commands `taskqueue/wire/lua/<name>.lua` (with its libraries) runs, lower case."""
+    """The commands `taskqueue/wire/lua/<name>.lua` runs (with the library definitions it
+    carries: `scripts.lua`), lower case."""
     return frozenset(c.lower() for c in scripts.LUA_CALL.findall(scripts.lua(name)))
 
 

@@ -46,6 +46,8 @@ local FIRST_ACK = 7                 -- ARGV[7..]: processing entries to ack
 -- include: flow
 -- include: index
 -- include: lifecycle
+-- deferred: place reject put track_moved split_entry task_id track now_ms drop_cancelled
+-- deferred: flow_open flow_close flow_tally flow_release
 local nacks = #ARGV - FIRST_ACK + 1
 local taking = count > 0 and redis.call('SISMEMBER', quiesced, processing) == 0
 
@@ -93,6 +95,9 @@ end
 if wrong then return wrong end
 local moves = {}
 local due = now and redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1000) or {}
+-- the definitions only flow control, cancels, tracking and due entries use (lib/*.lua, the
+-- `-- deferred:` lines) are built only when one of them is on: a plain fetch does not pay them
+if optional or task_prefix ~= '' or #due > 0 then load_deferred() end
 if #due > 0 then
   local declared, seen, rejects = declared_types(), {}, false
   for _, entry in ipairs(due) do
