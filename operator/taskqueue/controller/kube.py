@@ -146,8 +146,13 @@ def newer_or_same(rv: str, than: str) -> bool:
         return True
 
 
+def micro_time(ts: datetime.datetime) -> str:
+    """`ts` as the API server's MicroTime (Events, Lease acquire and renew times)."""
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return micro_time(datetime.datetime.now(datetime.UTC))
 
 
 def _ready(pod: Any) -> bool:

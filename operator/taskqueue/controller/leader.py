@@ -16,17 +16,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from taskqueue.controller.kube import ApiError, LeaseApi
+from taskqueue.controller.kube import ApiError, LeaseApi, micro_time
 
 log = logging.getLogger("taskqueue.leader")
 
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
-
-
-def _micro(ts: datetime.datetime) -> str:
-    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -65,9 +61,9 @@ class LeaderElector:
             "spec": {
                 "holderIdentity": self.identity,
                 "leaseDurationSeconds": self.lease_seconds,
-                "acquireTime": _micro(spec.acquire_time if holder == self.identity
+                "acquireTime": micro_time(spec.acquire_time if holder == self.identity
                                       and spec.acquire_time else now),
-                "renewTime": _micro(now),
+                "renewTime": micro_time(now),
                 "leaseTransitions": transitions,
             },
         }
@@ -83,7 +79,7 @@ class LeaderElector:
         body = {
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
-                     "acquireTime": _micro(now), "renewTime": _micro(now),
+                     "acquireTime": micro_time(now), "renewTime": micro_time(now),
                      "leaseTransitions": 0},
         }
         try:

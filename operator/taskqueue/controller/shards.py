@@ -21,15 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from taskqueue.controller import ring
-from taskqueue.controller.kube import ApiError, LeaseApi
+from taskqueue.controller.kube import ApiError, LeaseApi, micro_time
 from taskqueue.controller.record import Records
 from taskqueue.telemetry import metrics
 
 log = logging.getLogger("taskqueue.shards")
-
-
-def _micro(ts: datetime.datetime) -> str:
-    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -75,7 +71,7 @@ class Shards:
     # -- one round (blocking; run in a thread) ------------------------------------------------
     def renew(self) -> bool:
         """Create or renew this replica's Lease; True when it went through."""
-        now = _micro(datetime.datetime.now(datetime.UTC))
+        now = micro_time(datetime.datetime.now(datetime.UTC))
         spec = {"holderIdentity": self.identity,
                 "leaseDurationSeconds": int(self.lease_seconds), "renewTime": now}
         try:
@@ -92,7 +88,7 @@ class Shards:
                              "labels": self.labels,
                              "resourceVersion": lease.metadata.resource_version},
                 "spec": {**spec, "acquireTime": now if lease.spec.holder_identity != self.identity
-                         else _micro(lease.spec.acquire_time)}}
+                         else micro_time(lease.spec.acquire_time)}}
         try:
             self.api.replace(self.namespace, self.name, body)
         except ApiError as e:
