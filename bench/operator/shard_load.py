@@ -42,29 +42,17 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "devcluster"))
 
+from bench.operator.poll_load_cluster import cpu_seconds, rss_mib  # noqa: E402
 from tests.fixtures.redis_server import RedisServer, free_port  # noqa: E402
 from tests.helpers.kube import taskqueue  # noqa: E402
 
 from taskqueue_devcluster import ControlPlane  # noqa: E402
 from taskqueue_devcluster.controlplane import DEFAULT_CONTROLLERS  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
 POLLS = re.compile(r"^taskqueue_poll_duration_seconds_count\{[^}]*\} (\S+)$", re.M)
 OWNED = re.compile(r"^taskqueue_owned_taskqueues\{[^}]*\} (\S+)$", re.M)
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def scrape(port: int) -> tuple[float, int, float]:
