@@ -171,7 +171,8 @@ async def workers(request: web.Request) -> web.Response:
 
 
 PARTS = ("queues", "schedules", "workers", "lists")
-"""The parts of a page data.json renders again (besides `flow:<queue>`, a queues page line)."""
+"""The parts of a page data.json renders again (`?parts=`; the queues page's flow lines are in
+`lists`)."""
 
 
 async def _parts(request: web.Request, viewer: Viewer, tq: views.Hosted, snap: live.Snapshot,
@@ -195,16 +196,13 @@ async def _parts(request: web.Request, viewer: Viewer, tq: views.Hosted, snap: l
     if "lists" in wanted:
         out["lists"] = env.get_template("partials/lists.html").render(
             **base, **await lists_part(request, tq, snap))
-    for q in summary["queues"]:
-        if f"flow:{q['key']}" in wanted:
-            out[f"flow:{q['key']}"] = env.get_template("partials/flow.html").render(q=q)
     return out
 
 
 async def data(request: web.Request) -> web.Response:
     """The live refresh of a TaskQueue's pages: its numbers, chart series, decision log and the
-    parts the page names (`?parts=queues,schedules,workers,lists,flow:<queue>`; `?workers=N`: the
-    page of workers shown), all from the shared reads."""
+    parts the page names (`?parts=queues,schedules,workers,lists`; `?workers=N`: the page of
+    workers shown), all from the shared reads."""
     viewer, tq = await _one(request)
     snap = await snapshot(request, tq)
     summary = views.summary(tq, snap)

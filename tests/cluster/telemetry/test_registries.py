@@ -4,7 +4,11 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from taskqueue_devcluster import ControlPlane
 from tests.fixtures.redis_server import free_port
@@ -14,50 +18,55 @@ from tests.redis.telemetry.test_registries import WORKER_NAME, scrape
 from tests.unit.telemetry.test_registries import names
 
 
-def test_the_operator_process_serves_operator_metrics_only(
-        control_plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
-    port = free_port()
-    log = (tmp_path / "operator.log").open("wb")
-    proc = subprocess.Popen(
-        ["taskqueue-operator", "--kubeconfig", str(control_plane.kubeconfig),
-         "--namespace", namespace, "--no-leader-election", "--metrics-port", str(port),
-         "--health-port", "0"],
-        stdout=log, stderr=subprocess.STDOUT)
-    try:
-        text = scrape(port, proc)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+@dataclass(frozen=True)
+class Served:
+    """A `taskqueue-operator` process and the port of its /metrics."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    def scrape(self) -> str:
+        return scrape(self.port, self.proc)
+
+
+@pytest.fixture
+def operator_metrics(control_plane: ControlPlane, namespace: str,
+                     tmp_path: Path) -> Iterator[Served]:
+    """`taskqueue-operator` on the test's namespace (no leader election) serving /metrics on a
+    free port, its output in operator.log; stopped after the test."""
+    port, log = free_port(), tmp_path / "operator.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            ["taskqueue-operator", "--kubeconfig", str(control_plane.kubeconfig),
+             "--namespace", namespace, "--no-leader-election", "--metrics-port", str(port),
+             "--health-port", "0"],
+            stdout=out, stderr=subprocess.STDOUT)
+        try:
+            yield Served(proc=proc, port=port, log=log)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def test_the_operator_process_serves_operator_metrics_only(operator_metrics: Served) -> None:
+    text = operator_metrics.scrape()
     assert {"taskqueue_backlog", "taskqueue_poll_duration_seconds",
             "taskqueue_poll_lag_seconds"} <= names(text)
-    assert not WORKER_NAME.findall(text), (tmp_path / "operator.log").read_text()[-2000:]
+    assert not WORKER_NAME.findall(text), operator_metrics.log.read_text()[-2000:]
 
 
 def test_the_operator_reports_how_late_its_polls_start(
         control_plane: ControlPlane, crd: None, namespace: str, redis_url: str,
-        tmp_path: Path) -> None:
+        operator_metrics: Served) -> None:
     """`taskqueue_poll_lag_seconds` counts the polls after the first (each has a due time) and
     sums how late each started: an idle operator with one TaskQueue polled every second starts
     them on time (a lag near 0, not the interval: the due time is the previous start plus it)."""
     apply(control_plane, namespace, taskqueue("lag", redis_url))
-    port = free_port()
-    log = (tmp_path / "operator.log").open("wb")
-    proc = subprocess.Popen(
-        ["taskqueue-operator", "--kubeconfig", str(control_plane.kubeconfig),
-         "--namespace", namespace, "--no-leader-election", "--metrics-port", str(port),
-         "--health-port", "0"],
-        stdout=log, stderr=subprocess.STDOUT)
-    try:
-        scrape(port, proc)
-        counted = wait_for("five polls counted in taskqueue_poll_lag_seconds",
-                           lambda: (n := lag(scrape(port, proc))[1]) >= 5 and n, timeout=60,
-                           every=0.5)
-        total, _ = lag(scrape(port, proc))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+    counted = wait_for("five polls counted in taskqueue_poll_lag_seconds",
+                       lambda: (n := lag(operator_metrics.scrape())[1]) >= 5 and n, timeout=60,
+                       every=0.5)
+    total, _ = lag(operator_metrics.scrape())
     assert counted >= 5
     assert total / counted < 0.5, (total, counted)
 

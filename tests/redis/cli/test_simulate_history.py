@@ -12,7 +12,8 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ from taskqueue.controller import journal
 from taskqueue.controller.observe import observe
 from taskqueue.scaling import policy
 from taskqueue.wire import flow, keys
+from tests.fixtures.redis_server import RedisServer
+from tests.helpers import handlers as test_handlers
 from tests.helpers.cli import Run
-from tests.helpers.worker import MakeWorker, wait_done
+from tests.helpers.worker import in_process, make_config, stop_all, wait_done
 
 QUEUES = [{"key": "vip"}, {"key": "normal"}]
 WORKER = {"concurrency": 2, "heartbeatSeconds": 0.5}
@@ -84,30 +87,56 @@ def simulate(*argv: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
-@pytest.fixture
-def history(redis_url: str, redis_sync: redis.Redis, make_worker: MakeWorker,
-            handler_env: None, tmp_path: Path) -> str:
-    """The current manifest's path, its TaskQueue's history written: 18 tasks served (after one
-    per queue before the history begins)."""
-    current = document(redis_url, minReplicas=2)
-    make_worker(handler="tests.helpers.handlers:sleep_then_record", queues=QUEUES,
-                worker=WORKER)
-    # a TaskQueue that ran before: each queue's taken counter is there (with none, a poll
-    # cannot tell which queue the tasks taken since the last one came from: `arrivals.entered`)
-    for queue, seconds in (("vip", 0.2), ("normal", 0.4)):  # their times may be reported late
-        redis_sync.lpush(queue, keys.wrap(f"{queue}:{seconds}"))
-    wait_done(redis_sync, 2)
-    # polls every 0.25 s for 6 s: points of 1 s; the tasks are done well before the last ones
-    asyncio.run(operate(manifest.parse(current), redis_url, redis_sync, polls=24))
-    assert len(wait_done(redis_sync, 20, timeout=10)) == 20
-    assert redis_sync.xlen("vip:history") >= 4
-    return write(tmp_path, current, "current.json")
+@dataclass(frozen=True)
+class History:
+    """A TaskQueue's history in a redis-server of its own: the current manifest's path."""
+
+    url: str
+    current: str
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
+    """The current manifest, its TaskQueue's history written (6 s of real polls): 18 tasks served
+    (after one per queue before the history begins). Written once for the module's replays, on
+    a server of its own (the session server is flushed before each test): they only read it."""
+    root = tmp_path_factory.mktemp("history")
+    server = RedisServer(data_dir=root / "redis")
+    server.start()
+    try:
+        r = redis.Redis.from_url(server.url, decode_responses=True)
+        current = document(server.url, minReplicas=2)
+        config = make_config(server.url, worker={
+            "handler": "tests.helpers.handlers:sleep_then_record", **WORKER}, queues=QUEUES)
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv(test_handlers.URL_ENV, server.url)
+            worker = in_process(config)
+            worker.start()
+            try:
+                # a TaskQueue that ran before: each queue's taken counter is there (with none, a
+                # poll cannot tell which queue the tasks taken since the last one came from:
+                # `arrivals.entered`); their times may be reported late
+                for queue, seconds in (("vip", 0.2), ("normal", 0.4)):
+                    r.lpush(queue, keys.wrap(f"{queue}:{seconds}"))
+                wait_done(r, 2)
+                # polls every 0.25 s for 6 s: points of 1 s; the tasks are done well before the
+                # last ones
+                asyncio.run(operate(manifest.parse(current), server.url, r, polls=24))
+                assert len(wait_done(r, 20, timeout=10)) == 20
+            finally:
+                stop_all([worker])
+        assert r.xlen("vip:history") >= 4
+        r.close()
+        yield History(url=server.url, current=write(root, current, "current.json"))
+    finally:
+        server.stop()
 
 
 def test_the_replay_rebuilds_the_traffic_and_compares_the_manifests(
-        history: str, redis_url: str, tmp_path: Path) -> None:
-    proposed = write(tmp_path, document(redis_url, minReplicas=0), "proposed.json")
-    done = simulate("--from-history", "thumbs", "--current", history, "-f", proposed, "--json")
+        history: History, tmp_path: Path) -> None:
+    proposed = write(tmp_path, document(history.url, minReplicas=0), "proposed.json")
+    done = simulate("--from-history", "thumbs", "--current", history.current, "-f", proposed,
+                    "--json")
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert got["taskqueue"] == "media/thumbs"
@@ -127,7 +156,7 @@ def test_the_replay_rebuilds_the_traffic_and_compares_the_manifests(
     assert set(got["change"]["p95_wait_seconds"]) == {"vip", "normal"}
 
     timeline = tmp_path / "timeline.csv"
-    table = simulate("--from-history", "thumbs", "--current", history, "-f", proposed,
+    table = simulate("--from-history", "thumbs", "--current", history.current, "-f", proposed,
                      "--timeline", str(timeline))
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
@@ -141,19 +170,19 @@ def test_the_replay_rebuilds_the_traffic_and_compares_the_manifests(
     assert {r.split(",")[0] for r in rows[1:]} == {"current", "proposed", "keda", "keda-tuned"}
 
 
-def test_since_cuts_the_window_within_the_history_kept(history: str, cli: Run,
-                                                      redis_sync: redis.Redis) -> None:
+def test_since_cuts_the_window_within_the_history_kept(history: History, cli: Run) -> None:
     # in-process, so the window is where it was asked for: the last 3 s of the history
-    newest = int(redis_sync.xrevrange("vip:history", count=1)[0][0].split("-")[0])
+    with redis.Redis.from_url(history.url, decode_responses=True) as r:
+        newest = int(r.xrevrange("vip:history", count=1)[0][0].split("-")[0])
     since = f"{time.time() - newest / 1000 + 3:.1f}"
-    result = cli("simulate", "--from-history", "thumbs", "--current", history, "-f", history,
-                 "--since", since, "--json")
+    result = cli("simulate", "--from-history", "thumbs", "--current", history.current,
+                 "-f", history.current, "--since", since, "--json")
     assert result.code == 0, result.err
     got = result.json()
     assert 2 <= got["window"]["seconds"] <= 4.5
     assert got["change"]["worker_seconds"][0] == got["change"]["worker_seconds"][1]
-    done = simulate("--from-history", "thumbs", "--current", history, "-f", history,
-                    "--since", "1d")
+    done = simulate("--from-history", "thumbs", "--current", history.current,
+                    "-f", history.current, "--since", "1d")
     assert (done.returncode, done.stdout) == (3, "")
     assert done.stderr.startswith("taskqueue: --since 1d reaches back before the history kept "
                                   "for media/thumbs, which starts ")

@@ -414,6 +414,25 @@ def test_two_hundred_and_thirty_workers_come_a_page_at_a_time(
         assert rows.count() == 230 - 4 * size
 
 
+def viewers_cost(manifest: str, redis_sync: redis.Redis, *, query: str, counted: tuple[str, ...],
+                 viewers: int) -> tuple[dict[str, int], list[tuple[int, str]]]:
+    """`viewers` viewers asking a console of its own for `query` at once: the calls of each
+    command in `counted` they cost Redis (INFO commandstats before and after), and their
+    replies. Refresh 60 s: no second refresh within the call."""
+
+    def calls() -> dict[str, int]:
+        stats = redis_sync.info("commandstats")
+        return {c: int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in counted}
+
+    with console_process("-f", manifest, "--refresh", "60") as base:
+        b = Browser(base)
+        before = calls()
+        with ThreadPoolExecutor(viewers) as pool:
+            replies = list(pool.map(lambda _: b.get(query), range(viewers)))
+        after = calls()
+    return {c: after[c] - before[c] for c in after}, replies
+
+
 def test_viewers_share_the_observe_call_and_the_workers_read(
         manifest: str, redis_sync: redis.Redis) -> None:
     """Twenty viewers asking at once for everything a page refreshes (its parts and a page of
@@ -422,24 +441,12 @@ def test_viewers_share_the_observe_call_and_the_workers_read(
     schema = keys.KeySchema.from_spec(manifests.load(manifest).spec)
     ids = _register(redis_sync, schema, 80)
     query = NAME + "/data.json?parts=queues,schedules,workers&workers=1"
-
-    def calls() -> dict[str, int]:
-        stats = redis_sync.info("commandstats")
-        return {c: int(stats.get(f"cmdstat_{c}", {}).get("calls", 0))
-                for c in ("evalsha", "eval", "xrange", "hgetall", "lrange")}
-
-    def cost(viewers: int) -> tuple[dict[str, int], list[tuple[int, str]]]:
-        with console_process("-f", manifest, "--refresh", "60") as base:
-            b = Browser(base)
-            before = calls()
-            with ThreadPoolExecutor(viewers) as pool:
-                replies = list(pool.map(lambda _: b.get(query), range(viewers)))
-            after = calls()
-        return {c: after[c] - before[c] for c in after}, replies
-
-    cost(1)  # Redis now caches the scripts: no NOSCRIPT retry counted below
-    one, _ = cost(1)
-    twenty, replies = cost(20)
+    counted = ("evalsha", "eval", "xrange", "hgetall", "lrange")
+    # a first viewer: Redis then caches the scripts, no NOSCRIPT retry is counted below
+    viewers_cost(manifest, redis_sync, query=query, counted=counted, viewers=1)
+    one, _ = viewers_cost(manifest, redis_sync, query=query, counted=counted, viewers=1)
+    twenty, replies = viewers_cost(manifest, redis_sync, query=query, counted=counted,
+                                   viewers=20)
     assert all(status == 200 for status, _ in replies)
     shown = {tuple(re.findall(r'data-worker="([^"]+)"', json.loads(body)["parts"]["workers"]))
              for _, body in replies}
@@ -478,24 +485,12 @@ def test_the_list_page_refreshes_without_a_reload(page: Any, manifest: str, redi
 def test_list_viewers_share_the_observe_call(manifest: str, redis_sync: redis.Redis) -> None:
     """Twenty viewers of the list page's refresh at once cost Redis what one viewer costs: one
     refresh of each TaskQueue (refresh 60 s: no second within the test)."""
-
-    def calls() -> dict[str, int]:
-        stats = redis_sync.info("commandstats")
-        return {c: int(stats.get(f"cmdstat_{c}", {}).get("calls", 0))
-                for c in ("evalsha", "eval", "xrange", "hgetall", "llen")}
-
-    def cost(viewers: int) -> tuple[dict[str, int], list[tuple[int, str]]]:
-        with console_process("-f", manifest, "--refresh", "60") as base:
-            b = Browser(base)
-            before = calls()
-            with ThreadPoolExecutor(viewers) as pool:
-                replies = list(pool.map(lambda _: b.get("/data.json"), range(viewers)))
-            after = calls()
-        return {c: after[c] - before[c] for c in after}, replies
-
-    cost(1)  # Redis now caches the scripts: no NOSCRIPT retry counted below
-    one, _ = cost(1)
-    twenty, replies = cost(20)
+    query, counted = "/data.json", ("evalsha", "eval", "xrange", "hgetall", "llen")
+    # a first viewer: Redis then caches the scripts, no NOSCRIPT retry is counted below
+    viewers_cost(manifest, redis_sync, query=query, counted=counted, viewers=1)
+    one, _ = viewers_cost(manifest, redis_sync, query=query, counted=counted, viewers=1)
+    twenty, replies = viewers_cost(manifest, redis_sync, query=query, counted=counted,
+                                   viewers=20)
     assert all(status == 200 for status, _ in replies)
     assert all('data-tq="media/thumbs"' in json.loads(body)["parts"]["taskqueues"]
                for _, body in replies)
@@ -523,23 +518,10 @@ def test_the_queues_pages_task_lists_refresh_and_viewers_share_their_read(
             1, timeout=30_000)
         assert not _reloaded(page)
 
-    def calls() -> dict[str, int]:
-        stats = redis_sync.info("commandstats")
-        return {c: int(stats.get(f"cmdstat_{c}", {}).get("calls", 0))
-                for c in ("lrange", "zrange")}
-
-    def cost(viewers: int) -> tuple[dict[str, int], list[tuple[int, str]]]:
-        with console_process("-f", manifest, "--refresh", "60") as base:
-            b = Browser(base)
-            before = calls()
-            with ThreadPoolExecutor(viewers) as pool:
-                replies = list(pool.map(lambda _: b.get(NAME + "/data.json?parts=lists"),
-                                        range(viewers)))
-            after = calls()
-        return {c: after[c] - before[c] for c in after}, replies
-
-    one, _ = cost(1)
-    twenty, replies = cost(20)
+    query, counted = NAME + "/data.json?parts=lists", ("lrange", "zrange")
+    one, _ = viewers_cost(manifest, redis_sync, query=query, counted=counted, viewers=1)
+    twenty, replies = viewers_cost(manifest, redis_sync, query=query, counted=counted,
+                                   viewers=20)
     assert all("fresh-1" in json.loads(body)["parts"]["lists"] for _, body in replies)
     assert twenty == one
     # the lists' read (an LRANGE per list queue, a ZRANGE of the delayed set) is in it, once

@@ -99,14 +99,15 @@ def test_outage_causes_no_duplicate_runs(tmp_path: Path, redis_factory: type[Red
 def test_worker_clock_skew_recovers_nobody(tmp_path: Path, redis_url: str,
                                            redis_sync: redis.Redis, skew: float) -> None:
     """One worker's clock is a minute off (a sitecustomize shifts time.time in its process);
-    both hold a task for 3 s: nobody is recovered, each task runs once."""
+    both hold a task for 2 s (10 heartbeat periods, a peer judged at each beat after the first
+    3): nobody is recovered, each task runs once."""
     fake = tmp_path / "fakeclock"
     fake.mkdir()
     (fake / "sitecustomize.py").write_text(
         "import time\n_real = time.time\n"
         f"time.time = lambda: _real() + {skew!r}\n"
         f"_real_ns = time.time_ns\ntime.time_ns = lambda: _real_ns() + {int(skew * 1e9)}\n")
-    redis_sync.lpush("q", "a:3", "b:3")
+    redis_sync.lpush("q", "a:2", "b:2")
     args = ("--queue", "q", "--handler", f"{HANDLERS}:sleep_then_record", "--heartbeat", "0.2")
     with running(redis_url, *args, "--worker-id", "normal", log_path=tmp_path / "n.log"), \
             running(redis_url, *args, "--worker-id", "skewed", log_path=tmp_path / "s.log",
@@ -115,7 +116,7 @@ def test_worker_clock_skew_recovers_nobody(tmp_path: Path, redis_url: str,
                  lambda: redis_sync.llen("test:done") == 2, timeout=20)
         time.sleep(0.5)
         assert set(redis_sync.zrange("q:workers", 0, -1)) == {"normal", "skewed"}
-    assert sorted(redis_sync.lrange("test:done", 0, -1)) == ["a:3", "b:3"]
+    assert sorted(redis_sync.lrange("test:done", 0, -1)) == ["a:2", "b:2"]
     assert redis_sync.hget("q:stats", "recovered") is None
     assert "recovered worker" not in (tmp_path / "n.log").read_text()
     assert "recovered worker" not in (tmp_path / "s.log").read_text()

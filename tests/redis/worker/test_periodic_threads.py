@@ -211,7 +211,7 @@ def _plant_watchdog(worker: Worker) -> None:
 @pytest.mark.parametrize(
     ("plant", "spec"),
     [
-        pytest.param(_plant_heartbeat, {}, id="heartbeat"),
+        pytest.param(_plant_heartbeat, {"worker": {"heartbeatSeconds": 0.5}}, id="heartbeat"),
         pytest.param(_plant_promoter, {}, id="promoter"),
         pytest.param(_plant_leases, {"worker": {"idempotency": {"windowSeconds": 60},
                                                 "heartbeatSeconds": 0.2}}, id="lease-keeper"),

@@ -180,7 +180,7 @@ def test_refused_writes_recover_no_live_worker(tmp_path: Path,
         wait_for("both workers registered",
                  lambda: r.zscore("q:workers", "f1") and r.zscore("q:workers", "p1"), timeout=15)
         time.sleep(1.5)  # past the start-up grace: the peer judges expired workers
-        held = ["held-a:8", "held-b:8"]  # still running when the fault ends
+        held = ["held-a:5", "held-b:5"]  # still running when the fault ends (3 s later)
         r.lpush("q", *held)
         wait_for("r.llen('q:processing:f1') == 2",
                  lambda: r.llen("q:processing:f1") == 2, timeout=10)

@@ -49,7 +49,7 @@ def test_output_of_raw_bytes_reaches_the_report_from_an_xdist_worker(
         "    print('x\\udcffy')\n\n"
         "def test_fails_on_raw_bytes():\n"
         "    assert 'x\\udcffy' == 'x'\n"))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "1")
     result.assert_outcomes(passed=1, failed=1)
     assert "INTERNALERROR" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*x\\udcffy*"])

@@ -2,9 +2,9 @@
 // of the list page and of a TaskQueue's pages. It fetches data.json every data-refresh ms (the
 // server shares one observe call per TaskQueue among all viewers), sets the numbers as text (never
 // as HTML), draws the charts (uPlot) and puts in the page's parts (data-part: the list's
-// taskqueues table; queues, schedules, workers, a queue's flow line) as the server rendered them
-// again from its shared reads with the page's own escaping templates (parsed in an inert
-// <template>: nothing in them runs).
+// taskqueues table; queues, schedules, workers, the queues page's lists and flow lines) as the
+// server rendered them again from its shared reads with the page's own escaping templates
+// (parsed in an inert <template>: nothing in them runs).
 "use strict";
 (function () {
   const live = document.getElementById("live");
