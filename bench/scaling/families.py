@@ -270,7 +270,9 @@ def checks(r: Run, tq: TaskQueue, *, smooth: bool) -> list[tuple[str, bool, str]
            ("zero", bench.back_to_zero(ours, scaling.idleCooldownSeconds
                                        + getattr(scaling, "holdThroughLullsSeconds", 0.0),
                                        scaling.pollIntervalSeconds),
-            f"{ours.zero_after if ours.zero_after is None else round(ours.zero_after, 1)} s")]
+            f"{ours.zero_after if ours.zero_after is None else round(ours.zero_after, 1)} s"
+            + (f", then {ours.restarts} forecast start(s)" if ours.restarts
+               else ""))]
     if smooth and r.oracle:
         cost = ours.worker_seconds / r.oracle
         out.append(("cost", cost <= SMOOTH_COST, f"{cost:.2f}x oracle"))
@@ -305,7 +307,8 @@ def _result(r: Result) -> dict[str, Any]:
             "p95": {q: round(w[1], 3) for q, w in r.waits.items()},
             "busy_deleted": r.busy_deleted, "interrupted": r.interrupted,
             "unserved": r.unserved, "scale_changes": r.scale_changes,
-            "zero_after": None if r.zero_after is None else round(r.zero_after, 1)}
+            "zero_after": None if r.zero_after is None else round(r.zero_after, 1),
+            "restarts": r.restarts}
 
 
 def _waits(r: Result) -> str:

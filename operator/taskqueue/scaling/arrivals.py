@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from taskqueue.scaling import forecast
 from taskqueue.scaling.observation import QueueObservation
 
 MEMORY_SECONDS = 60.0
@@ -77,6 +78,8 @@ class Arrivals:
     """The same, forgetting in SHORT_MEMORY_SECONDS."""
     spread: tuple[ArrivalSpread, ...] = ()
     """Per queue, the decayed sums behind `cv2`."""
+    batches: tuple[forecast.QueueBatches, ...] = ()
+    """Per queue, the last batches seen (what `_steady_part` left out), for `forecast`."""
 
     def rate(self, queue: str) -> float:
         """Tasks/s into `queue`: the lower of the long and the short average."""
@@ -134,8 +137,9 @@ def entered(obs: QueueObservation, *, backlog: Mapping[str, int], taken: Mapping
     return out
 
 
-def after(arrivals: Arrivals, raw: dict[str, float], dt: float) -> Arrivals:
-    """`arrivals` after an interval of `dt` seconds in which `raw` tasks entered each queue."""
+def after(arrivals: Arrivals, raw: dict[str, float], dt: float, *, at: float) -> Arrivals:
+    """`arrivals` after an interval of `dt` seconds, ending at `at`, in which `raw` tasks
+    entered each queue."""
     keep = math.exp(-dt / MEMORY_SECONDS)
     steady = _steady_part(arrivals, raw, dt)
     keep_short = math.exp(-dt / SHORT_MEMORY_SECONDS)
@@ -147,6 +151,8 @@ def after(arrivals: Arrivals, raw: dict[str, float], dt: float) -> Arrivals:
         counts_short=tuple((q, old_short.get(q, 0.0) * keep_short + n)
                            for q, n in steady.items()),
         spread=_spread(arrivals, raw, dt),
+        batches=(forecast.noted(arrivals.batches, raw, steady, at=at, dt=dt)
+                 if arrivals.elapsed > 0 else arrivals.batches),
     )
 
 

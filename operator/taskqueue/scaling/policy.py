@@ -41,6 +41,13 @@ The rules, in the order they are applied:
    re-activating them costs (`waitpolicy.lull_budget`: a poll + ``podStartupSeconds``, +
    ``holdThroughLullsSeconds``); batches further apart are released (``lull-released``): the
    fleet follows their rate and each batch is started as a burst when it lands.
+   ``forecast``: when such released batches recur at a stable period (`forecast.expected`:
+   the last three a stable gap apart, each seen on at most two polls), the fleet the next one
+   would get on landing (`waitpolicy.sizing`, its pods up when it lands) is asked for a
+   start-up (the measured one where shorter) and a poll before it is expected, idle or not,
+   and held like a burst's until the batch is drained; a batch that has not come by its
+   tolerance (at most a cooldown) after its time is not forecast again until the period is
+   seen again, and the idle rule releases its pods.
 7. Flow limits (`taskqueue.scaling.flowcap`): no more than the queues' rate limits, in-flight
    limits and pauses can use (a paused queue none, maxInFlight / concurrency, rate x service
    time (+ a 5-10 % headroom band, in whole pods) / concurrency; a rate-limited queue whose
@@ -65,7 +72,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from taskqueue.api.models import ScalingSpec
-from taskqueue.scaling import flowcap, quiesce, waitpolicy
+from taskqueue.scaling import flowcap, forecast, quiesce, waitmodel, waitpolicy
 from taskqueue.scaling import rates as rates_
 from taskqueue.scaling.observation import QueueObservation
 from taskqueue.wire.flow import QueueFlow
@@ -140,6 +147,10 @@ class Rule(enum.StrEnum):
     replicas to pay (the idle pod-seconds until the next batch exceed re-activation's, a poll
     + podStartupSeconds, + holdThroughLullsSeconds): one replica stays, the next batch's
     start when it lands."""
+    FORECAST = "forecast"
+    """The next of a queue's batches that recur at a stable period, not held through the lull,
+    is expected within a start-up and two polls: the replicas that start it within its wait
+    target are started ahead of it (`taskqueue.scaling.forecast`)."""
     IDLE = "idle"
     """Nothing to do for idleCooldownSeconds (or never anything): zero."""
     PAUSED = "paused"
@@ -411,6 +422,12 @@ def _recommend(
         rec, rule, why = _idle(spec, state, idle_for, batches=batches, released=released,
                                why=why)
         steady = rec
+    ahead = _forecast(spec, obs, state, now, fleet)
+    if ahead is not None and ahead[0] > rec:
+        # held like a burst's pods (the window of every recommendation while it is in force),
+        # not a steady need: once its batch is drained, or its window past, they leave
+        rec, burst, rule = ahead[0], True, Rule.FORECAST
+        why = f"{ahead[1]}; {why}"
     capped = _flow_cap(spec, obs, state, fleet)
     if capped is not None and capped.replicas < rec:
         rec, steady, rule = capped.replicas, min(steady, capped.replicas), Rule(capped.rule)
@@ -445,6 +462,61 @@ def _idle(spec: ScalingSpec, state: PolicyState, idle_for: float, *, batches: in
     if released:
         return 1, Rule.LULL_RELEASED, f"{within}: {_released(spec, released)}"
     return 1, Rule.IDLE_COOLDOWN, within
+
+
+def _forecast(spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float,
+              fleet: _Fleet) -> tuple[int, str] | None:
+    """The replicas for the forecast batches of the queues with a wait target
+    (`_forecast_batch`), and why; None when no batch is due. They are the fleet each batch
+    would get from the wait model on landing, queued on top of what is queued now, as a burst
+    on no standing slot whose added pods are up when it lands (`waitpolicy.sizing`, `ready`):
+    each still runs at least `waitpolicy.burst_horizon` of it."""
+    targets = spec.targetWaitSeconds or {}
+    due = {q: b for q in fleet.queue_order if q in targets
+           and (b := _forecast_batch(spec, state, q, now)) is not None}
+    if not due:
+        return None
+    landed = replace(obs, backlog={q: n + round(due[q].tasks) if q in due else n
+                                   for q, n in obs.backlog.items()})
+    sizing = waitpolicy.sizing(spec, state.rates, landed, fleet.queue_order, ready=True)
+    if sizing is None:
+        return None
+    replicas = math.ceil(sizing.slots / fleet.concurrency)
+    whys = ", ".join(f"batch of ~{b.tasks:.0f} on {q} expected in "
+                     f"{max(0.0, b.at - now):.0f}s (every ~{b.period:.0f}s)"
+                     for q, b in due.items())
+    return replicas, f"forecast: {whys}: {replicas} started ahead"
+
+
+def _forecast_batch(spec: ScalingSpec, state: PolicyState, queue: str,
+                    now: float) -> forecast.Expected | None:
+    """`queue`'s next batch when its fleet is to be up for it now: its batches are not held
+    through the lull, and it is expected within a start-up and FORECAST_LEAD_POLLS polls, or
+    was expected less than a cooldown ago (a batch that has not come by then leaves its pods
+    to the idle rule: a missed forecast costs its fleet a start-up, a poll and a cooldown)."""
+    if _batches_held(spec, state, queue):
+        return None
+    poll = spec.pollIntervalSeconds
+    batch = forecast.expected(state.rates.arrivals.batches, queue, now=now, poll=poll)
+    lead = spec.podStartupSeconds + FORECAST_LEAD_POLLS * poll
+    if batch is None or not batch.at - lead <= now <= batch.at + spec.idleCooldownSeconds:
+        return None
+    return batch
+
+
+FORECAST_LEAD_POLLS = 1.0
+"""A forecast batch's replicas are asked for a start-up and this many polls before the poll
+expected to see it (it lands up to a poll before that poll)."""
+
+
+def _batches_held(spec: ScalingSpec, state: PolicyState, queue: str) -> bool:
+    """The lull rule holds `queue`'s batches: measured as batches (`arrivals.Arrivals.cv2`)
+    that come closer together than `waitpolicy.lull_budget`."""
+    arrivals = state.rates.arrivals
+    load = waitmodel.QueueLoad(key=queue, arrival_rate=arrivals.rate(queue), queued=0,
+                               target_wait=None, arrival_cv2=arrivals.cv2(queue))
+    gap = load.batch_gap()
+    return gap is not None and gap <= waitpolicy.lull_budget(spec)
 
 
 def _released(spec: ScalingSpec, released: tuple[tuple[str, float], ...]) -> str:

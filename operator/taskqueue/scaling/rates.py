@@ -51,7 +51,7 @@ def update(rates: Rates, obs: QueueObservation) -> Rates:
                             in_flight=rates.service.in_flight, ended=ended)
     return replace(
         counters,
-        arrivals=arrivals_.after(rates.arrivals, raw, dt),
+        arrivals=arrivals_.after(rates.arrivals, raw, dt, at=obs.at),
         service=service_.after(counters.service, rates.service, obs=obs, dt=dt, ended=ended,
                                taken=dict(rates.taken)),
     )

@@ -16,10 +16,14 @@ MIN_SERVICE_SECONDS = 0.001
 
 def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
            queue_order: tuple[str, ...],
-           standing: waitmodel.Standing = waitmodel.NO_STANDING) -> waitmodel.WaitSizing | None:
+           standing: waitmodel.Standing = waitmodel.NO_STANDING, *,
+           ready: bool = False) -> waitmodel.WaitSizing | None:
     """Slots for the wait targets; None without targets or until a service time is known
     (measured, or expected: `expectedServiceSeconds`). `standing`: the slots already up or
-    on their way (`standing_slots`)."""
+    on their way (`standing_slots`); `ready`: the slots added are up when the backlog lands
+    (started ahead of a forecast batch), not podStartupSeconds later, and each runs at least
+    `burst_horizon` of it whatever the late shares (a bet on a batch that may not come pays
+    its start-up)."""
     targets = spec.targetWaitSeconds
     known = service_times(rates, spec.expectedServiceSeconds or {}, queue_order)
     if not targets or known is None:
@@ -30,11 +34,12 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
                             queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
                             service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0,
                             cv2=rates.service.cv2(q), arrival_cv2=rates.arrivals.cv2(q),
-                            over_budget=over_budget(rates, q, targets.get(q)))
+                            over_budget=not ready and over_budget(rates, q, targets.get(q)))
         for q in queue_order
     ]
     return waitmodel.size_for_wait(loads, service=service, horizon=burst_horizon(spec),
-                                   startup=spec.podStartupSeconds, standing=standing,
+                                   startup=0.0 if ready else spec.podStartupSeconds,
+                                   standing=standing,
                                    hold_lulls=lull_budget(spec))
 
 

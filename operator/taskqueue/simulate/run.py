@@ -5,7 +5,8 @@ after the last task was served (so the fleet can drain and go back to zero, also
 `maxReplicas` held it below the load), and returns a `Result`: worker-seconds (the cost: pods
 billed from creation to exit), mean replicas over the trace, p50/p95/p99 wait per queue, tasks
 interrupted by a deletion, pods deleted while holding a task, replica changes, and how long after
-the last completion the fleet reached zero.
+the last completion the fleet first reached zero (a forecast batch that never comes may start it
+again after that: `Result.restarts`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,11 @@ class Result:
     busy_deleted: int
     deleted: int
     zero_after: float | None
-    """Seconds from the last completion to zero replicas (None: never reached zero)."""
+    """Seconds from the last completion to the first time at zero replicas after it (None:
+    never reached zero)."""
+    restarts: int = 0
+    """Scale-ups from zero after that (batches forecast after the trace's last one: a
+    `policy.Rule.FORECAST` that missed), each released again by the idle rule."""
     unserved: int = 0
     """Tasks not completed by the end of the run (never started, or interrupted again and
     again); one never started counts in the wait percentiles as waiting until the end. A
@@ -118,6 +123,27 @@ def history(trace: list[Arrival], attempts: int, *,
     return {q: (sum(s) / len(s) * attempts, attempts) for q, s in sums.items()}
 
 
+@dataclass
+class _Zeros:
+    """The times the fleet reached zero replicas (no pod, none asked for)."""
+
+    starts: list[float] = field(default_factory=list)
+    since: float | None = None
+
+    def seen(self, t: float, *, zero: bool) -> None:
+        if not zero:
+            self.since = None
+        elif self.since is None:
+            self.since = t
+            self.starts.append(t)
+
+    def after(self, t: float) -> tuple[float | None, int]:
+        """Seconds from `t` to the first time at zero after it (None: never), and the
+        scale-ups from zero after that."""
+        later = [z for z in self.starts if z >= t]
+        return (later[0] - t, len(later) - 1) if later else (None, 0)
+
+
 def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
              settings: Settings = Settings()) -> Result:
     """Run `trace` against `tq` scaled by `scaler`."""
@@ -148,7 +174,7 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
     cap = math.ceil((end + sum(a.service for a in trace) + 2 * settings.tail) / settings.tick)
     last, peak, cost_at_end = 0, 0, None
     scale_log: list[tuple[float, int]] = []
-    zero_at: float | None = None
+    zeros = _Zeros()
     timeline: list[tuple[float, int, int]] = []
     next_sample = 0.0
     n = -1
@@ -162,7 +188,7 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
         if world.spec_replicas != last:
             last = world.spec_replicas
             scale_log.append((t, last))
-        zero_at = None if world.pods or world.spec_replicas else (zero_at or t)
+        zeros.seen(t, zero=not (world.pods or world.spec_replicas))
         if cost_at_end is None and t >= end:
             cost_at_end = world.worker_seconds
         if t >= next_sample:
@@ -178,14 +204,14 @@ def simulate(tq: TaskQueue, trace: list[Arrival], scaler: Scaler,
     # a queue without a task in the trace has no waits: left out, not shown as waiting 0 s
     waits = {q: (percentile(w, 0.50), percentile(w, 0.95), percentile(w, 0.99))
              for q, w in ((q, w + left.get(q, [])) for q, w in c.waits.items()) if w}
-    zero_after = None
-    if zero_at is not None and world.next >= len(trace) and not any(world.queues.values()):
-        zero_after = max(0.0, zero_at - c.last_completion)
+    served = world.next >= len(trace) and not any(world.queues.values())
+    zero_after, restarts = zeros.after(c.last_completion) if served else (None, 0)
     return Result(
         scaler=scaler.name, worker_seconds=world.worker_seconds,
         mean_replicas=(cost_at_end or 0.0) / end if end > 0 else 0.0,
         max_replicas=peak, waits=waits, tasks=len(trace), interrupted=c.interrupted,
         busy_deleted=c.busy_deleted, deleted=c.deleted,
         unserved=world.unfinished(),
-        zero_after=zero_after, timeline=tuple(timeline), scale_log=tuple(scale_log),
+        zero_after=zero_after, restarts=restarts, timeline=tuple(timeline),
+        scale_log=tuple(scale_log),
     )

@@ -1,0 +1,199 @@
+"""The batch forecast: batches that recur at a stable period, released through the lull between
+them, get their fleet started a start-up and a poll before the next is expected; irregular
+batches, a burst that lasts, or batches held by the lull rule get none; a forecast batch that
+does not come is released by the idle rule, at a bounded cost, and not forecast again until the
+period is seen again. The onsets (`forecast.noted`), the period (`forecast.expected`), the
+decision (`policy.decide`) and the whole loop in the simulator. Pure."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from taskqueue.api.models import ScalingSpec, TaskQueue
+from taskqueue.scaling import forecast
+from taskqueue.scaling.forecast import Onset, QueueBatches
+from taskqueue.scaling.observation import QueueObservation
+from taskqueue.scaling.policy import PolicyState, Rule, decide
+from taskqueue.simulate.run import simulate
+from taskqueue.simulate.scalers import OperatorScaler
+from taskqueue.simulate.trace import Arrival
+
+from .test_batch_arrivals import POLL, measured, with_service
+
+
+# -- the onsets --------------------------------------------------------------------------------
+def test_a_batch_is_noted_with_all_its_tasks() -> None:
+    got = forecast.noted((), {"q": 30.0}, {"q": 3.5}, at=10.0, dt=2.0)
+    assert got == (QueueBatches("q", (Onset(10.0, 10.0, 30.0),)),)
+
+
+def test_a_plausible_count_is_no_batch() -> None:
+    assert forecast.noted((), {"q": 3.0}, {"q": 3.0}, at=10.0, dt=2.0) == ()
+
+
+def test_a_batch_over_two_polls_is_one() -> None:
+    one = forecast.noted((), {"q": 20.0}, {"q": 3.0}, at=10.0, dt=2.0)
+    two = forecast.noted(one, {"q": 10.0}, {"q": 3.0}, at=12.0, dt=2.0)
+    later = forecast.noted(two, {"q": 25.0}, {"q": 3.0}, at=70.0, dt=2.0)
+    assert later[0].onsets == (Onset(10.0, 12.0, 30.0, 2), Onset(70.0, 70.0, 25.0))
+
+
+def test_only_the_last_onsets_are_kept() -> None:
+    batches: tuple[QueueBatches, ...] = ()
+    for i in range(10):
+        batches = forecast.noted(batches, {"q": 10.0}, {"q": 3.0}, at=60.0 * i, dt=2.0)
+    assert [o.at for o in batches[0].onsets] == [360.0, 420.0, 480.0, 540.0]
+
+
+# -- the period --------------------------------------------------------------------------------
+def onsets(*times: float, tasks: float = 20.0, polls: int = 1) -> tuple[QueueBatches, ...]:
+    return (QueueBatches("q", tuple(Onset(t, t + 2.0 * (polls - 1), tasks, polls)
+                                    for t in times)),)
+
+
+@pytest.mark.parametrize("batches, now, at", [
+    pytest.param(onsets(0, 120, 240), 300.0, 360.0, id="every-120s"),
+    # seen at polls: a poll of jitter in the gaps is the same period
+    pytest.param(onsets(0, 122, 240), 300.0, 360.0, id="a-poll-of-jitter"),
+    pytest.param(onsets(0, 300, 600, 900), 1000.0, 1200.0, id="every-300s"),
+    # only the last three count: an irregular start is forgotten once the period is stable
+    pytest.param(onsets(0, 45, 200, 300, 400), 420.0, 500.0, id="stable-after-irregular"),
+    # still forecast a little after its time (a batch a bit late is the batch forecast)
+    pytest.param(onsets(0, 120, 240), 364.0, 360.0, id="a-little-late"),
+    pytest.param(onsets(0, 120), 130.0, None, id="two-batches-are-no-period"),
+    pytest.param(onsets(0, 60, 200), 230.0, None, id="irregular"),
+    pytest.param(onsets(0, 120, 240), 400.0, None, id="overdue-the-forecast-missed"),
+    # a burst of a high rate for 20 s every 120 s: no batch to start ahead of
+    pytest.param(onsets(0, 120, 240, polls=10), 300.0, None, id="a-burst-that-lasts"),
+    pytest.param((), 300.0, None, id="nothing-seen"),
+])
+def test_the_next_batch(batches: tuple[QueueBatches, ...], now: float,
+                        at: float | None) -> None:
+    got = forecast.expected(batches, "q", now=now, poll=POLL)
+    assert (got.at if got is not None else None) == at
+
+
+def test_the_forecast_size_is_the_regular_batches_mean() -> None:
+    batches = (QueueBatches("q", (Onset(0, 0, 10), Onset(120, 120, 20), Onset(240, 240, 30))),)
+    got = forecast.expected(batches, "q", now=250.0, poll=POLL)
+    assert got is not None and (got.tasks, got.period) == (20.0, 120.0)
+
+
+# -- the decision ------------------------------------------------------------------------------
+def periodic(size: int, every: int, batches: int, *, jitter: int = 0, seed: int = 1) -> list[int]:
+    """Counts per poll: `batches` batches of `size` tasks `every` polls (+- `jitter` polls),
+    the last one in the last poll."""
+    rng = random.Random(seed)
+    counts: list[int] = []
+    for _ in range(batches):
+        gap = every + (rng.randint(-jitter, jitter) if jitter else 0)
+        counts += [0] * (gap - 1) + [size]
+    return counts
+
+
+def decide_after(counts: list[int], *, idle_for: float, current: int = 0,
+                 **spec: Any) -> tuple[int, Rule, str]:
+    """The decision `idle_for` seconds after polls that saw `counts` arrive (of 0.5 s tasks),
+    nothing queued since the last."""
+    rates = with_service(measured(counts), 0.5)
+    last = POLL * len(counts)
+    scaling = ScalingSpec(**{"maxReplicas": 40, "idleCooldownSeconds": 30,
+                             "scaleDownStabilizationSeconds": 0, "podStartupSeconds": 5,
+                             "targetWaitSeconds": {"q": 2.0}, **spec})
+    now = last + idle_for
+    observation = QueueObservation(at=now, backlog={"q": 0}, taken=dict(rates.taken),
+                                   completed_total=rates.completed)
+    state = PolicyState(replicas=current, rates=rates, last_active=last)
+    d = decide(spec=scaling, observation=observation, state=state, now=now, queue_order=("q",))
+    return d.replicas, d.rule, d.reason
+
+
+EVERY_2MIN = periodic(50, 60, 6)
+"""Batches of 50 every 120 s (60 polls): released (~120 s apart, over the 7 s budget)."""
+
+
+@pytest.mark.parametrize("counts, idle_for, spec, replicas, rule, says", [
+    # expected 120 s after the last: 5 s start-up + a poll ahead, 50 x 0.5 s to start 95 %
+    # within 2 s: 47.5 / (1 + max(2, 5 - 0.5) / 0.5) -> 5 pods
+    pytest.param(EVERY_2MIN, 114.0, {}, 5, Rule.FORECAST,
+                 "forecast: batch of ~50 on q expected in 6s (every ~120s): 5 started ahead",
+                 id="recurring-batches-started-ahead"),
+    pytest.param(EVERY_2MIN, 120.0, {}, 5, Rule.FORECAST, "expected in 0s",
+                 id="held-at-its-time"),
+    # not yet: released, as without the forecast
+    pytest.param(EVERY_2MIN, 100.0, {}, 0, Rule.IDLE, "hold 0", id="too-early"),
+    # a slower start-up starts it sooner, with fewer pods (each runs at least a start-up of
+    # it, as for a burst: 47.5 / (1 + 19.5 / 0.5) -> 2)
+    pytest.param(EVERY_2MIN, 100.0, {"podStartupSeconds": 20}, 2, Rule.FORECAST,
+                 "expected in 20s", id="slow-pods-sooner"),
+    # the batch has not come a cooldown after its time: the idle rule releases the fleet
+    pytest.param(EVERY_2MIN, 152.0, {}, 0, Rule.IDLE, "hold 0", id="missed-released"),
+    pytest.param(periodic(50, 60, 6, jitter=15), 114.0, {}, 0, Rule.IDLE, "hold 0",
+                 id="irregular-batches-none"),
+    pytest.param([0] * 300 + [50], 114.0, {}, 0, Rule.IDLE, "hold 0",
+                 id="one-batch-none"),
+    # without a wait target nothing sizes it: no forecast
+    pytest.param(EVERY_2MIN, 114.0, {"targetWaitSeconds": None}, 0, Rule.IDLE, "hold 0",
+                 id="no-wait-target"),
+])
+def test_the_forecast_decision(counts: list[int], idle_for: float, spec: dict[str, Any],
+                               replicas: int, rule: Rule, says: str) -> None:
+    got, got_rule, reason = decide_after(counts, idle_for=idle_for, **spec)
+    assert (got, got_rule) == (replicas, rule)
+    assert says in reason
+    assert ("forecast" in reason) is (rule == Rule.FORECAST)
+
+
+def test_batches_held_through_the_lull_are_not_forecast() -> None:
+    # batches of 10 every 4 s: measured as batches ~4 s apart, under the 7 s lull budget: the
+    # lull rule holds their fleet; the forecast adds nothing
+    _, rule, reason = decide_after(periodic(10, 2, 150), idle_for=2.0, current=4)
+    assert rule == Rule.NEXT_BATCH and "forecast" not in reason
+
+
+# -- the whole loop ----------------------------------------------------------------------------
+def manifest() -> TaskQueue:
+    return TaskQueue.model_validate({"spec": {
+        "redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "tasks"}],
+        "worker": {"concurrency": 1},
+        "scaling": {"maxReplicas": 40, "targetWaitSeconds": {"tasks": 5.0},
+                    "podStartupSeconds": 5}}})
+
+
+def batches(starts: list[float], size: int = 50, seed: int = 1) -> list[Arrival]:
+    rng = random.Random(seed)
+    return [Arrival(start, "tasks", rng.expovariate(2.0)) for start in starts
+            for _ in range(size)]
+
+
+def test_recurring_batches_wait_less_than_a_reactivation() -> None:
+    # batches of 50 tasks of 0.5 s every 300 s (released: a poll + a 5 s start-up to
+    # re-activate) with a 5 s target: the fleet started ahead of each batch after the third
+    # meets it; a batch re-activated waits a poll + a start-up (~7 s) before its first task
+    # starts, so the median of 12 batches is a forecast one's
+    tq = manifest()
+    result = simulate(tq, batches([150.0 + 300 * i for i in range(12)]), OperatorScaler(tq))
+    assert (result.busy_deleted, result.interrupted, result.unserved) == (0, 0, 0)
+    p50, _, _ = result.waits["tasks"]
+    assert p50 < 5.0
+    unforecast = simulate(tq, batches([150.0 + 300 * i for i in range(3)]), OperatorScaler(tq))
+    assert unforecast.waits["tasks"][0] > 5.0
+
+
+def test_a_forecast_batch_that_does_not_come_costs_a_bounded_start() -> None:
+    # the same batches, then none: the fleet forecast for the 13th starts once, ahead of it,
+    # and the idle rule releases it a cooldown after its time
+    tq = manifest()
+    starts = [150.0 + 300 * i for i in range(12)]
+    result = simulate(tq, batches(starts), OperatorScaler(tq))
+    assert result.restarts == 1
+    assert result.zero_after is not None and result.zero_after <= 32.0
+    forecast_at = starts[-1] + 300
+    after = [(t, n) for t, n in result.scale_log if t > starts[-1] + 60]
+    up = [t for t, n in after if n > 0]
+    # started a start-up and a poll or two ahead of its time, zero a cooldown after it
+    assert up and forecast_at - 12 <= up[0] <= forecast_at
+    assert after[-1][1] == 0 and after[-1][0] <= forecast_at + 30 + 2 * POLL
