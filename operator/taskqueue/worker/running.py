@@ -4,11 +4,10 @@ and writes the reports; the executors `start` and `end` each task (a dict insert
 the task path, nothing else); `handlers.TaskContext` hands a task's `Control` to its handler.
 
 A cancel that arrives just before its task registers is kept `EARLY_SECONDS` and applied at
-`start` (the executor then does not run the handler). `CancelsSeen` is what a worker knows of
-its TaskQueue's cancels zset: while it holds no cancel, fetch.lua does not read it (no cost per
-task while nobody cancels), and a worker that pops with BRPOP/BZPOPMIN (AtMostOnce,
-`plan.fetch_mode`), which skips fetch.lua, asks Redis (ZSCORE) about a task it took only while
-`pending` is set.
+`start` (the executor then does not run the handler). `CancelsSeen` is what a worker that pops
+with BRPOP/BZPOPMIN (AtMostOnce, `plan.fetch_mode`) knows of its TaskQueue's cancels zset: such
+a worker skips fetch.lua (which drops cancelled tasks itself) and asks Redis (ZSCORE) about a
+task it took only while `pending` is set, so nothing is asked per task while nobody cancels.
 """
 
 from __future__ import annotations
@@ -101,7 +100,8 @@ class Control:
 
 
 class CancelsSeen:
-    """Whether the worker's TaskQueue may hold a cancel (one per worker, `state.WorkerState`)."""
+    """Whether the worker's TaskQueue may hold a cancel (one per worker, `state.WorkerState`;
+    kept by the lifecycle thread of a blocking-pop worker only)."""
 
     __slots__ = ("pending",)
 
@@ -109,8 +109,8 @@ class CancelsSeen:
         self.pending = True
         """The cancels zset may hold a cancel not yet expired: set by the lifecycle thread when
         it hears one, and read again every `lifecycle.WATCH_SECONDS`; True until the first
-        read. A single attribute store, read without a lock. While it is False, fetch.lua does
-        not look at the zset and blocking-pop executors do not ask about their tasks."""
+        read. A single attribute store, read without a lock. While it is False, blocking-pop
+        executors do not ask about their tasks."""
 
 
 class Running:
