@@ -85,7 +85,7 @@ class Bridge:
             self.fetching = False
         if taken:
             for slot in slots:
-                slot.ledger.posted()
+                slot.ledger.acks = []
             return
         for slot in slots:  # the dispatcher has closed: each acks on its own connection
             slot.finish_alone()

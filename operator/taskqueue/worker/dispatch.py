@@ -117,14 +117,15 @@ class Fetcher:
         if not self.ready and not acks:
             return "taken"
         count = sum(slot.want for slot in self.ready)
-        entries = self.fetching.attempt(lambda: self._call(acks, count))
+        entries = self.fetching.attempt(self._call, acks, count)
         if entries is None:
             return "failed"
         self._hand_out(entries)
         return "dry" if len(entries) < count else "taken"
 
     def _call(self, acks: list[str], count: int) -> list[str]:
-        self.fetching.reconcile()
+        if self.fetching.needs_reconcile:
+            self.fetching.reconcile()
         if not self.held:
             entries = self.store.fetch(acks=acks, count=count, hold=False)
         else:

@@ -173,9 +173,10 @@ class Executor:
     def _begin(self, entry: keys.Entry, task: keys.Task,
                ) -> tuple[TaskContext, tally.QueueTally]:
         m = self.counts.queue(entry.queue)
+        # a task without an id (a raw payload) cannot be cancelled: not registered
         ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
                           enqueued_at=task.enqueued_at, traceparent=task.traceparent,
-                          control=RUNNING.start(task.id))
+                          control=RUNNING.start(task.id) if task.id else Control(""))
         if task.enqueued_at and not task.attempts:
             waited = max(0.0, time.time() - task.enqueued_at)
             m.pickup.observe(waited)
@@ -187,7 +188,8 @@ class Executor:
         return ctx, m
 
     def _end(self, m: tally.QueueTally, queue: str, started: float, ctx: TaskContext) -> None:
-        RUNNING.end(ctx.control)
+        if ctx.id:
+            RUNNING.end(ctx.control)
         self.counts.running -= 1
         elapsed = time.perf_counter() - started
         m.duration.observe(elapsed)

@@ -29,23 +29,23 @@ _event_lock = threading.Lock()
 
 
 class Control:
-    """What the worker can do to one running task: cancel it, read its progress."""
+    """What the worker can do to one running task: cancel it, read its progress. One is made
+    per task: only the id is set on the instance, the rest starts from the class's defaults
+    and is set on the few tasks that are cancelled, report progress or run as a coroutine."""
 
-    __slots__ = ("_callbacks", "_event", "cancelled_flag", "coroutine", "coroutine_cancelled",
-                 "id", "progress", "reported")
+    cancelled_flag = False
+    coroutine: Any = None
+    """The asyncio task running a coroutine handler (set and cleared on its loop by the
+    executor): a cancel cancels it on the loop while it is set."""
+    coroutine_cancelled = False
+    """Set on the loop when a cancel reached `coroutine`."""
+    progress: lifecycle.Progress | None = None
+    reported = False
+    _event: threading.Event | None = None
+    _callbacks: tuple[Callable[[], None], ...] = ()
 
     def __init__(self, task_id: str) -> None:
         self.id = task_id
-        self.cancelled_flag = False
-        self.coroutine: Any = None
-        """The asyncio task running a coroutine handler (set and cleared on its loop by the
-        executor): a cancel cancels it on the loop while it is set."""
-        self.coroutine_cancelled = False
-        """Set on the loop when a cancel reached `coroutine`."""
-        self._event: threading.Event | None = None
-        self._callbacks: list[Callable[[], None]] = []
-        self.progress: lifecycle.Progress | None = None
-        self.reported = False
 
     @property
     def event(self) -> threading.Event:
@@ -61,7 +61,7 @@ class Control:
         """Call `callback` when the task is cancelled (now, if it is already)."""
         with _event_lock:
             if not self.cancelled_flag:
-                self._callbacks.append(callback)
+                self._callbacks = (*self._callbacks, callback)
                 return
         callback()
 
@@ -72,7 +72,7 @@ class Control:
             self.cancelled_flag = True
             if self._event is not None:
                 self._event.set()
-            callbacks, self._callbacks = self._callbacks, []
+            callbacks, self._callbacks = self._callbacks, ()
         for callback in callbacks:
             try:
                 callback()
@@ -136,14 +136,16 @@ class Running:
         return control
 
     def end(self, control: Control) -> None:
-        if not control.id:
+        tasks = self._tasks
+        if not control.reported:  # as `start`: one dict delete, no lock on the task path
+            if tasks.get(control.id) is control:
+                tasks.pop(control.id, None)
             return
         with self._lock:
-            if self._tasks.get(control.id) is control:
-                del self._tasks[control.id]
-            if control.reported:
-                self._changed.discard(control.id)
-                self._ended.add(control.id)
+            if tasks.get(control.id) is control:
+                del tasks[control.id]
+            self._changed.discard(control.id)
+            self._ended.add(control.id)
 
     def cancel(self, task_id: str, *, early: bool = True) -> bool:
         """Cancel `task_id` if it runs here (True); else keep it for EARLY_SECONDS when

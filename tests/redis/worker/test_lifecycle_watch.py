@@ -15,8 +15,8 @@ from taskqueue.wire import keys
 from taskqueue.worker import handlers
 from taskqueue.worker import lifecycle as lifecycle_thread
 from taskqueue.worker.config import WorkerConfig
-from taskqueue.worker.running import CancelsSeen
 from taskqueue.worker.runner import Worker
+from taskqueue.worker.running import CancelsSeen
 
 Q = "watch"
 SCHEMA = keys.KeySchema(prefix=Q, queues=(keys.QueueRef(Q),), dead_letter=f"{Q}:dead")
