@@ -202,7 +202,8 @@ class Dispatcher:
                 return False
             self._acks.extend(acks)
             self._posted.extend(slots)
-            fetcher = self._lead()
+            # the Fetcher is held (the inline slot posts from its holder's delivery): no lead
+            fetcher = None if self._turn is None else self._lead()
             if fetcher is None:
                 self.cond.notify_all()
                 return True

@@ -27,7 +27,7 @@ from taskqueue.worker import backoff, servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import AsyncHandler, Handler, TaskContext
 from taskqueue.worker.logs import task_extra
-from taskqueue.worker.running import RUNNING, CancelsSeen, Control
+from taskqueue.worker.running import NO_ID, RUNNING, CancelsSeen, Control
 from taskqueue.worker.store import REDIS_ERRORS, Store, now_ms
 
 log = logging.getLogger("taskqueue.worker.task")
@@ -176,7 +176,7 @@ class Executor:
         # a task without an id (a raw payload) cannot be cancelled: not registered
         ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
                           enqueued_at=task.enqueued_at, traceparent=task.traceparent,
-                          control=RUNNING.start(task.id) if task.id else Control(""))
+                          control=RUNNING.start(task.id) if task.id else NO_ID)
         if task.enqueued_at and not task.attempts:
             waited = max(0.0, time.time() - task.enqueued_at)
             m.pickup.observe(waited)

@@ -58,7 +58,10 @@ class Control:
             return self._event
 
     def on_cancel(self, callback: Callable[[], None]) -> None:
-        """Call `callback` when the task is cancelled (now, if it is already)."""
+        """Call `callback` when the task is cancelled (now, if it is already); never for a task
+        without an id (`NO_ID`)."""
+        if not self.id:
+            return
         with _event_lock:
             if not self.cancelled_flag:
                 self._callbacks = (*self._callbacks, callback)
@@ -99,6 +102,12 @@ class Control:
         RUNNING.changed(self.id)
 
 
+NO_ID = Control("")
+"""The control of every task without an id (a raw payload): no cancel can name it, so it is
+never registered, keeps no callback, and the progress it is told is not shown (nothing to show
+it under). One for all: no object per task."""
+
+
 class CancelsSeen:
     """Whether the worker's TaskQueue may hold a cancel (one per worker, `state.WorkerState`;
     kept by the lifecycle thread of a blocking-pop worker only)."""
@@ -124,9 +133,9 @@ class Running:
         self._ended: set[str] = set()
 
     def start(self, task_id: str) -> Control:
-        control = Control(task_id)
         if not task_id:
-            return control
+            return NO_ID
+        control = Control(task_id)
         self._tasks[task_id] = control  # one dict store: atomic, no lock on the task path
         if self._early:
             with self._lock:
