@@ -39,7 +39,9 @@ class Fetching:
         """`call(*args, **kwargs)` after following the skipped queues; None after a Redis error
         (logged, the reconcile requested when entries may be held, and the backoff waited)."""
         try:
-            self.sync_queues()
+            skips = self.state.skips
+            if skips.skipped or self._skips_version != skips.version:  # else: nothing to do
+                self.sync_queues()
             result = call(*args, **kwargs)
         except CONNECTION_ERRORS as exc:
             self._failed(exc)
@@ -53,7 +55,8 @@ class Fetching:
             log.exception("%s: fetch failed", self.name)
             self._failed(None)
             return None
-        self._schedule.succeeded()
+        if self._schedule.failures:
+            self._schedule.succeeded()
         return result
 
     def _failed(self, exc: BaseException | None) -> None:
