@@ -128,9 +128,11 @@ class Executor:
         self._succeeded(m, ctx)
         return True
 
-    async def run_async(self, raw_entry: str, *, held: bool, handler: AsyncHandler) -> bool:
+    async def run_async(self, raw_entry: str, *, held: bool, handler: AsyncHandler,
+                        current: Any = None) -> bool:
         """`run` for a coroutine handler, awaited on the event loop; the failure path (fail.lua
-        with retries) runs in a worker thread so the loop never waits for Redis."""
+        with retries) runs in a worker thread so the loop never waits for Redis. `current`: the
+        asyncio task this runs in, when the caller knows it (else looked up)."""
         import asyncio  # loaded already: the loop runs (not imported by synchronous workers)
 
         entry, task = self._read(raw_entry)
@@ -139,7 +141,7 @@ class Executor:
             return False
         ctx, m = self._begin(entry, task)
         started = time.perf_counter()
-        current = asyncio.current_task() if task.id else None
+        current = (current or asyncio.current_task()) if task.id else None  # no id: no cancel
         ctx.control.coroutine = current  # a cancel from now on cancels it (on the loop)
         cancelled_before = ctx.control.cancelled_flag  # a cancel heard before the task started
         try:
