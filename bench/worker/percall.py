@@ -3,7 +3,8 @@ commands per task (INFO commandstats; commands run by a script's redis.call are 
 under their own name); with --profile, Python calls per task in each worker thread and, with a
 --base-root, the functions whose calls per task differ; with --instructions, the CPU
 instructions per task of the worker process (valgrind's callgrind counts them: unlike a clock,
-the count does not depend on the machine's load; the worker runs ~50 times slower under it).
+the count does not depend on the machine's load; the worker runs ~50 times slower under it);
+with --syscalls, the worker's system calls per task during the drain (strace -c -f attached).
 
 One `taskqueue-worker` (bench.py's child: AtLeastOnce, prefetch 1, concurrency C, a no-op sync
 or async handler) drains N raw tasks, as bench_bullmq.py runs it (`--envelopes`: tasks as the
@@ -16,6 +17,7 @@ promoter...) are printed apart and subtracted, so what is left is what the tasks
     python bench/worker/percall.py --base-root /work/wt/base30 --tasks 5000 --profile
     python bench/worker/percall.py --base-root /work/wt/base30 --tasks 5000 --envelopes
     python bench/worker/percall.py --base-root /work/wt/base30 --tasks 2000 --instructions
+    python bench/worker/percall.py --base-root /work/wt/base30 --tasks 5000 --syscalls
 
 cProfile counts calls of Python functions and of builtins called as functions, not the slot
 wrappers a frozen dataclass's __init__ goes through or the interpreter's own work: the
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -107,12 +110,40 @@ class Nothing:
         return 0
 
 
+class Strace:
+    """The system calls of a running worker, counted by `strace -c -f` attached to it."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.calls: dict[str, int] = {}
+        """What the last `detach` counted."""
+
+    def attach(self, pid: int) -> None:
+        self._proc = subprocess.Popen(["strace", "-c", "-f", "-p", str(pid), "-o", str(self.out)],
+                                      stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # attached to every thread before the tasks come
+
+    def detach(self) -> dict[str, int]:
+        """Calls per system call since `attach`."""
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGINT)
+        self._proc.wait(timeout=60)
+        counts = {}
+        for line in self.out.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 5 and parts[3].isdigit() and parts[-1] != "total":
+                counts[parts[-1]] = int(parts[3])
+        return counts
+
+
 def run(url: str, r: redis.Redis, *, root: Path, handler: str, conc: int, n: int,
         profile: Path | None, envelopes: bool, prefetch: int = 1,
-        counter: Callgrind | Nothing | None = None,
+        counter: Callgrind | Nothing | None = None, strace: Strace | None = None,
         ) -> tuple[dict[str, int], dict[str, int], float, int]:
     """(commands while draining, commands idling as long, seconds drained, instructions the
-    tasks cost: drained minus idle, 0 without a Callgrind `counter`)."""
+    tasks cost: drained minus idle, 0 without a Callgrind `counter`); with `strace`, the
+    worker's system calls during the drain are left in `strace.calls`."""
     counter = counter or Nothing()
     r.flushall()
     argv = [sys.executable, str(root / "bench" / "worker" / "bench.py"), "--child", "ours",
@@ -131,6 +162,8 @@ def run(url: str, r: redis.Redis, *, root: Path, handler: str, conc: int, n: int
         wait_until(lambda: r.zcard(f"{QUEUE}:workers") >= 1, timeout=600 if slow else 60,
                    every=0.05)
         time.sleep(10 if slow else 1.5)
+        if strace is not None:
+            strace.attach(child.pid)
         r.config_resetstat()
         counter.zero()
         t0 = time.perf_counter()
@@ -142,6 +175,8 @@ def run(url: str, r: redis.Redis, *, root: Path, handler: str, conc: int, n: int
                    every=0.002)
         busy_instructions = counter.dump()
         elapsed = time.perf_counter() - t0
+        if strace is not None:
+            strace.calls = strace.detach()
         busy = commands(r)
         r.config_resetstat()
         counter.zero()
@@ -190,6 +225,8 @@ def main() -> None:
                    help="also Python calls per task per thread (cProfile; slows the worker)")
     p.add_argument("--instructions", action="store_true",
                    help="also CPU instructions per task (callgrind; slows the worker ~50x)")
+    p.add_argument("--syscalls", action="store_true",
+                   help="also system calls per task during the drain (strace -c -f)")
     a = p.parse_args()
     roots = ([("base", a.base_root)] if a.base_root else []) + [("this", ROOT)]
     handlers = {"sync": "bench_tasks:noop", "async": "bench_tasks:anoop"}
@@ -204,13 +241,20 @@ def main() -> None:
                 for name, root in roots:
                     prof = tmp / f"{name}-{kind}" if a.profile else None
                     counter = Callgrind(tmp / f"{name}-{kind}.cg") if a.instructions else None
+                    strace = Strace(tmp / f"{name}-{kind}.strace") if a.syscalls else None
                     busy, idle, elapsed, instructions = run(
                         server.url, r, root=root, handler=handlers[kind], conc=a.concurrency,
                         n=a.tasks, profile=prof, envelopes=a.envelopes, prefetch=a.prefetch,
-                        counter=counter)
+                        counter=counter, strace=strace)
                     label = (f"{name} c={a.concurrency} prefetch={a.prefetch} {kind}"
                              f"{' envelopes' if a.envelopes else ''}")
                     report(label, busy, idle, elapsed, a.tasks)
+                    if strace is not None:
+                        calls = sorted(strace.calls.items(), key=lambda kv: -kv[1])
+                        print(f"   system calls per task (worker process, the drain): "
+                              f"{sum(strace.calls.values()) / a.tasks:.3f}: " + ", ".join(
+                                  f"{k} {v / a.tasks:.3f}" for k, v in calls
+                                  if v / a.tasks >= 0.01), flush=True)
                     if counter is not None:
                         print(f"   CPU instructions per task (worker process, drain minus an "
                               f"idle window as long): {instructions / a.tasks:,.0f}", flush=True)
