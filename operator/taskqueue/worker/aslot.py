@@ -85,7 +85,7 @@ class Bridge:
             self.fetching = False
         if taken:
             for slot in slots:
-                slot.ledger.posted()
+                slot.ledger.acks = []
             return
         for slot in slots:  # the dispatcher has closed: each acks on its own connection
             slot.finish_alone()
@@ -132,7 +132,8 @@ class AsyncSlot:
         ledger = self.ledger
         try:
             for entry in ledger.entries(entries):
-                ok = await self.executor.run_async(entry, held=self.held, handler=self.handler)
+                ok = await self.executor.run_async(entry, held=self.held, handler=self.handler,
+                                                   current=self._task)
                 ledger.ran(entry, ack=ok)
             if ledger.unrun:
                 await asyncio.to_thread(self._give_back, ledger.take_unrun())

@@ -117,14 +117,15 @@ class Fetcher:
         if not self.ready and not acks:
             return "taken"
         count = sum(slot.want for slot in self.ready)
-        entries = self.fetching.attempt(lambda: self._call(acks, count))
+        entries = self.fetching.attempt(self._call, acks, count)
         if entries is None:
             return "failed"
         self._hand_out(entries)
         return "dry" if len(entries) < count else "taken"
 
     def _call(self, acks: list[str], count: int) -> list[str]:
-        self.fetching.reconcile()
+        if self.fetching.needs_reconcile:
+            self.fetching.reconcile()
         if not self.held:
             entries = self.store.fetch(acks=acks, count=count, hold=False)
         else:
@@ -201,7 +202,8 @@ class Dispatcher:
                 return False
             self._acks.extend(acks)
             self._posted.extend(slots)
-            fetcher = self._lead()
+            # the Fetcher is held (the inline slot posts from its holder's delivery): no lead
+            fetcher = None if self._turn is None else self._lead()
             if fetcher is None:
                 self.cond.notify_all()
                 return True

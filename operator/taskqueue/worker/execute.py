@@ -27,7 +27,7 @@ from taskqueue.worker import backoff, servicetime
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.handlers import AsyncHandler, Handler, TaskContext
 from taskqueue.worker.logs import task_extra
-from taskqueue.worker.running import RUNNING, CancelsSeen, Control
+from taskqueue.worker.running import NO_ID, RUNNING, CancelsSeen, Control
 from taskqueue.worker.store import REDIS_ERRORS, Store, now_ms
 
 log = logging.getLogger("taskqueue.worker.task")
@@ -128,9 +128,11 @@ class Executor:
         self._succeeded(m, ctx)
         return True
 
-    async def run_async(self, raw_entry: str, *, held: bool, handler: AsyncHandler) -> bool:
+    async def run_async(self, raw_entry: str, *, held: bool, handler: AsyncHandler,
+                        current: Any = None) -> bool:
         """`run` for a coroutine handler, awaited on the event loop; the failure path (fail.lua
-        with retries) runs in a worker thread so the loop never waits for Redis."""
+        with retries) runs in a worker thread so the loop never waits for Redis. `current`: the
+        asyncio task this runs in, when the caller knows it (else looked up)."""
         import asyncio  # loaded already: the loop runs (not imported by synchronous workers)
 
         entry, task = self._read(raw_entry)
@@ -139,7 +141,7 @@ class Executor:
             return False
         ctx, m = self._begin(entry, task)
         started = time.perf_counter()
-        current = asyncio.current_task() if task.id else None
+        current = (current or asyncio.current_task()) if task.id else None  # no id: no cancel
         ctx.control.coroutine = current  # a cancel from now on cancels it (on the loop)
         cancelled_before = ctx.control.cancelled_flag  # a cancel heard before the task started
         try:
@@ -173,9 +175,10 @@ class Executor:
     def _begin(self, entry: keys.Entry, task: keys.Task,
                ) -> tuple[TaskContext, tally.QueueTally]:
         m = self.counts.queue(entry.queue)
+        # a task without an id (a raw payload) cannot be cancelled: not registered
         ctx = TaskContext(id=task.id, queue=entry.queue, attempt=task.attempts + 1,
                           enqueued_at=task.enqueued_at, traceparent=task.traceparent,
-                          control=RUNNING.start(task.id))
+                          control=RUNNING.start(task.id) if task.id else NO_ID)
         if task.enqueued_at and not task.attempts:
             waited = max(0.0, time.time() - task.enqueued_at)
             m.pickup.observe(waited)
@@ -187,7 +190,8 @@ class Executor:
         return ctx, m
 
     def _end(self, m: tally.QueueTally, queue: str, started: float, ctx: TaskContext) -> None:
-        RUNNING.end(ctx.control)
+        if ctx.id:
+            RUNNING.end(ctx.control)
         self.counts.running -= 1
         elapsed = time.perf_counter() - started
         m.duration.observe(elapsed)

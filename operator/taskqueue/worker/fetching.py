@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 from taskqueue.worker import backoff, wrongtype
 from taskqueue.worker.state import WorkerState
@@ -18,6 +18,7 @@ from taskqueue.worker.store import CONNECTION_ERRORS, REDIS_ERRORS, Store
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class Fetching:
@@ -34,12 +35,14 @@ class Fetching:
         self._schedule = backoff.Backoff()
         self._skips_version = -1
 
-    def attempt(self, call: Callable[[], T]) -> T | None:
-        """`call()` after following the skipped queues; None after a Redis error (logged, the
-        reconcile requested when entries may be held, and the backoff waited)."""
+    def attempt(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T | None:
+        """`call(*args, **kwargs)` after following the skipped queues; None after a Redis error
+        (logged, the reconcile requested when entries may be held, and the backoff waited)."""
         try:
-            self.sync_queues()
-            result = call()
+            skips = self.state.skips
+            if skips.skipped or self._skips_version != skips.version:  # else: nothing to do
+                self.sync_queues()
+            result = call(*args, **kwargs)
         except CONNECTION_ERRORS as exc:
             self._failed(exc)
             return None
@@ -52,7 +55,8 @@ class Fetching:
             log.exception("%s: fetch failed", self.name)
             self._failed(None)
             return None
-        self._schedule.succeeded()
+        if self._schedule.failures:
+            self._schedule.succeeded()
         return result
 
     def _failed(self, exc: BaseException | None) -> None:
@@ -80,9 +84,8 @@ class Fetching:
 
     def reconcile(self) -> None:
         """Give back entries a lost fetch reply moved into our processing list (under the
-        fetch lock, so that no entry is between Redis and `state` meanwhile)."""
-        if not self.needs_reconcile:
-            return
+        fetch lock, so that no entry is between Redis and `state` meanwhile); the caller calls
+        it when `needs_reconcile` is set."""
         with self.state.fetch_lock:
             orphans = self.state.orphans(self.store.held_entries())
             if orphans:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from taskqueue.worker.running import Control
+from taskqueue.worker.running import NO_ID, Control
 
 if TYPE_CHECKING:  # asyncio is imported when a coroutine handler first runs (start-up time)
     import asyncio
@@ -47,7 +47,7 @@ class TaskContext:
     """Unix time the producer enqueued it (envelopes only)."""
     traceparent: str = ""
     """The producer's W3C trace context from the envelope ("" when none)."""
-    control: Control = field(default_factory=lambda: Control(""), repr=False, compare=False)
+    control: Control = field(default=NO_ID, repr=False, compare=False)
     """The worker's hold on the running task (cancel, progress)."""
 
     @property

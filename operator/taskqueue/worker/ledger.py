@@ -3,9 +3,10 @@
 
 A slot runs a delivery entry by entry (`Ledger.entries`); once the worker stops, a slot whose
 entries are held runs no more of them, and the rest is given back unrun (`unrun`, attempts
-unchanged). After each entry (`ran`): a held entry that succeeded is owed as an ack, which rides
-on the slot's next post to the dispatcher (`posted` once the dispatcher took it) or, when the
-dispatcher has closed, goes over the slot's own connection (`lastcalls.flush_acks`); a held
+unchanged). After each entry (`ran`): a held entry that succeeded is owed as an ack (`acks`),
+which rides on the slot's next post to the dispatcher (the slot starts a new `acks` list once
+the dispatcher took them) or, when the dispatcher has closed, goes over the slot's own
+connection (`lastcalls.flush_acks`); a held
 entry that ended any other way was taken out of the processing list by its script (fail.lua,
 claim.lua, complete.lua) and is forgotten from the worker's held entries at once. Unheld entries
 (AtMostOnce) owe nothing, unless the task index is kept (`done_marks`, spec.worker.tracking):
@@ -14,7 +15,7 @@ then one that succeeded rides the same way as an ack that marks it done (fetch.l
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from taskqueue.worker.state import WorkerState
 
@@ -34,11 +35,22 @@ class Ledger:
         self.unrun: list[str] = []
         """The rest of a delivery left when the worker stopped (to give back)."""
 
-    def entries(self, delivery: list[str]) -> Iterator[str]:
+    def entries(self, delivery: list[str]) -> Iterable[str]:
         """The entries of `delivery` to run, in turn; held ones stop when the worker stops,
-        the rest left in `unrun`."""
+        the rest left in `unrun`. A delivery of one entry (prefetch 1) is looked at once, here:
+        no generator per task."""
+        if not self.held:
+            return delivery
+        if len(delivery) == 1:
+            if self.state.stopping.is_set():
+                self.unrun = delivery
+                return ()
+            return delivery
+        return self._held_entries(delivery)
+
+    def _held_entries(self, delivery: list[str]) -> Iterator[str]:
         for i, entry in enumerate(delivery):
-            if self.held and self.state.stopping.is_set():
+            if self.state.stopping.is_set():
                 self.unrun = delivery[i:]
                 return
             yield entry
@@ -54,10 +66,6 @@ class Ledger:
             self.acks.append(entry)
         else:
             self.state.unhold((entry,))
-
-    def posted(self) -> None:
-        """The dispatcher took `acks` with the slot's post."""
-        self.acks = []
 
     def take_unrun(self) -> list[str]:
         unrun, self.unrun = self.unrun, []

@@ -6,10 +6,15 @@ connection, so a running task hears of its cancel within a round trip: `Control.
 the event a sync handler sees (`ctx.cancelled`), cancels an async handler's asyncio task, and
 signals a command's process group (`handlers.run_command`). On every (re)subscription the
 thread reads the cancels zset, so a cancel published while it was not subscribed still reaches
-a task that is running. Queued and delayed tasks never reach a worker: fetch.lua drops them; a
-worker that pops with BRPOP/BZPOPMIN instead checks each task it took. Both look only while the
-zset may hold a cancel (`running.CancelsSeen.pending`, kept here: set by a cancel heard, read
-again every WATCH_SECONDS), so a TaskQueue nobody cancels in pays nothing per task for cancels.
+a task that is running. Queued and delayed tasks never reach a worker: fetch.lua drops them (it
+reads the zset only when it exists: one EXISTS with the flow keys); a cancel heard for a task
+that is not running here yet (its fetch reply on its way back) is kept by `running.RUNNING` and
+stops the task before its handler is called. A worker that pops with BRPOP/BZPOPMIN skips
+fetch.lua and checks each task it took instead, only while the zset may hold a cancel
+(`running.CancelsSeen.pending`): for such a worker (`watch`) this thread keeps that flag, set by a
+cancel heard and read again every WATCH_SECONDS, so a TaskQueue nobody cancels in pays nothing
+per task for cancels. A worker that fetches with fetch.lua reads nothing of the zset here after
+it subscribed.
 
 Progress (`ctx.progress`) is kept in memory and written by the same thread at most once per
 `PROGRESS_EVERY_SECONDS` into the worker's `<prefix>:progress:<worker id>` hash (task id ->
@@ -45,10 +50,12 @@ class Lifecycle:
     """The thread that hears cancels (pub/sub) and writes progress reports."""
 
     def __init__(self, *, url: str, schema: keys.KeySchema, worker_id: str,
-                 heartbeat_seconds: float, seen: CancelsSeen,
+                 heartbeat_seconds: float, seen: CancelsSeen, watch: bool,
                  running: Running = RUNNING) -> None:
         self._url = url
         self._seen = seen
+        self.watch = watch
+        """Keep `seen.pending` (a blocking-pop worker's executors read it)."""
         self._next_look = 0.0
         self._schema = schema
         self._running = running
@@ -75,7 +82,8 @@ class Lifecycle:
         if message is not None:
             self._heard(message)
         self._write_progress()
-        self._look_at_cancels()
+        if self.watch:
+            self._look_at_cancels()
         return 0.0
 
     def _look_at_cancels(self) -> None:

@@ -67,7 +67,7 @@ class Worker:
         self.lifecycle = Lifecycle(url=config.redis_url, schema=config.schema,
                                    worker_id=config.worker_id,
                                    heartbeat_seconds=config.heartbeat_seconds,
-                                   seen=self.state.cancels)
+                                   seen=self.state.cancels, watch=not plan.dispatched)
         """Hears cancels for the running tasks and writes their progress reports."""
         self.flow_watch = FlowWatch(url=config.redis_url, schema=config.schema,
                                     worker_id=config.worker_id, seen=self.state.flow,

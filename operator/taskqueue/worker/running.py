@@ -4,11 +4,10 @@ and writes the reports; the executors `start` and `end` each task (a dict insert
 the task path, nothing else); `handlers.TaskContext` hands a task's `Control` to its handler.
 
 A cancel that arrives just before its task registers is kept `EARLY_SECONDS` and applied at
-`start` (the executor then does not run the handler). `CancelsSeen` is what a worker knows of
-its TaskQueue's cancels zset: while it holds no cancel, fetch.lua does not read it (no cost per
-task while nobody cancels), and a worker that pops with BRPOP/BZPOPMIN (AtMostOnce,
-`plan.fetch_mode`), which skips fetch.lua, asks Redis (ZSCORE) about a task it took only while
-`pending` is set.
+`start` (the executor then does not run the handler). `CancelsSeen` is what a worker that pops
+with BRPOP/BZPOPMIN (AtMostOnce, `plan.fetch_mode`) knows of its TaskQueue's cancels zset: such
+a worker skips fetch.lua (which drops cancelled tasks itself) and asks Redis (ZSCORE) about a
+task it took only while `pending` is set, so nothing is asked per task while nobody cancels.
 """
 
 from __future__ import annotations
@@ -30,23 +29,23 @@ _event_lock = threading.Lock()
 
 
 class Control:
-    """What the worker can do to one running task: cancel it, read its progress."""
+    """What the worker can do to one running task: cancel it, read its progress. One is made
+    per task: only the id is set on the instance, the rest starts from the class's defaults
+    and is set on the few tasks that are cancelled, report progress or run as a coroutine."""
 
-    __slots__ = ("_callbacks", "_event", "cancelled_flag", "coroutine", "coroutine_cancelled",
-                 "id", "progress", "reported")
+    cancelled_flag = False
+    coroutine: Any = None
+    """The asyncio task running a coroutine handler (set and cleared on its loop by the
+    executor): a cancel cancels it on the loop while it is set."""
+    coroutine_cancelled = False
+    """Set on the loop when a cancel reached `coroutine`."""
+    progress: lifecycle.Progress | None = None
+    reported = False
+    _event: threading.Event | None = None
+    _callbacks: tuple[Callable[[], None], ...] = ()
 
     def __init__(self, task_id: str) -> None:
         self.id = task_id
-        self.cancelled_flag = False
-        self.coroutine: Any = None
-        """The asyncio task running a coroutine handler (set and cleared on its loop by the
-        executor): a cancel cancels it on the loop while it is set."""
-        self.coroutine_cancelled = False
-        """Set on the loop when a cancel reached `coroutine`."""
-        self._event: threading.Event | None = None
-        self._callbacks: list[Callable[[], None]] = []
-        self.progress: lifecycle.Progress | None = None
-        self.reported = False
 
     @property
     def event(self) -> threading.Event:
@@ -59,10 +58,13 @@ class Control:
             return self._event
 
     def on_cancel(self, callback: Callable[[], None]) -> None:
-        """Call `callback` when the task is cancelled (now, if it is already)."""
+        """Call `callback` when the task is cancelled (now, if it is already); never for a task
+        without an id (`NO_ID`)."""
+        if not self.id:
+            return
         with _event_lock:
             if not self.cancelled_flag:
-                self._callbacks.append(callback)
+                self._callbacks = (*self._callbacks, callback)
                 return
         callback()
 
@@ -73,7 +75,7 @@ class Control:
             self.cancelled_flag = True
             if self._event is not None:
                 self._event.set()
-            callbacks, self._callbacks = self._callbacks, []
+            callbacks, self._callbacks = self._callbacks, ()
         for callback in callbacks:
             try:
                 callback()
@@ -100,8 +102,15 @@ class Control:
         RUNNING.changed(self.id)
 
 
+NO_ID = Control("")
+"""The control of every task without an id (a raw payload): no cancel can name it, so it is
+never registered, keeps no callback, and the progress it is told is not shown (nothing to show
+it under). One for all: no object per task."""
+
+
 class CancelsSeen:
-    """Whether the worker's TaskQueue may hold a cancel (one per worker, `state.WorkerState`)."""
+    """Whether the worker's TaskQueue may hold a cancel (one per worker, `state.WorkerState`;
+    kept by the lifecycle thread of a blocking-pop worker only)."""
 
     __slots__ = ("pending",)
 
@@ -109,8 +118,8 @@ class CancelsSeen:
         self.pending = True
         """The cancels zset may hold a cancel not yet expired: set by the lifecycle thread when
         it hears one, and read again every `lifecycle.WATCH_SECONDS`; True until the first
-        read. A single attribute store, read without a lock. While it is False, fetch.lua does
-        not look at the zset and blocking-pop executors do not ask about their tasks."""
+        read. A single attribute store, read without a lock. While it is False, blocking-pop
+        executors do not ask about their tasks."""
 
 
 class Running:
@@ -124,9 +133,9 @@ class Running:
         self._ended: set[str] = set()
 
     def start(self, task_id: str) -> Control:
-        control = Control(task_id)
         if not task_id:
-            return control
+            return NO_ID
+        control = Control(task_id)
         self._tasks[task_id] = control  # one dict store: atomic, no lock on the task path
         if self._early:
             with self._lock:
@@ -136,14 +145,16 @@ class Running:
         return control
 
     def end(self, control: Control) -> None:
-        if not control.id:
+        tasks = self._tasks
+        if not control.reported:  # as `start`: one dict delete, no lock on the task path
+            if tasks.get(control.id) is control:
+                tasks.pop(control.id, None)
             return
         with self._lock:
-            if self._tasks.get(control.id) is control:
-                del self._tasks[control.id]
-            if control.reported:
-                self._changed.discard(control.id)
-                self._ended.add(control.id)
+            if tasks.get(control.id) is control:
+                del tasks[control.id]
+            self._changed.discard(control.id)
+            self._ended.add(control.id)
 
     def cancel(self, task_id: str, *, early: bool = True) -> bool:
         """Cancel `task_id` if it runs here (True); else keep it for EARLY_SECONDS when

@@ -67,7 +67,6 @@ class Slot:
             config=config, store=self.store, leases=leases, slot=index, held=self.held,
             stopping=state.stopping, counts=self.executor.counts)
         self.index = index
-        self.busy = False
         self.want = 1
         self.inline = plan.slots == "inline"
         """Run on the dispatcher's thread (`deliver` runs the entries); `thread` is not used."""
@@ -88,16 +87,10 @@ class Slot:
             return
         self._work(entries)
         assert self.dispatcher is not None
-        self._post(self.dispatcher)
-
-    def _post(self, dispatcher: Dispatcher) -> bool:
-        """Post this slot ready with its acks; False once the dispatcher has closed (the acks
-        went over our own connection)."""
-        if dispatcher.finished(self, self.ledger.acks):
-            self.ledger.posted()
-            return True
-        self._flush_acks()
-        return False
+        if self.dispatcher.finished(self, self.ledger.acks):  # ready again, with the acks
+            self.ledger.acks = []
+        else:  # the dispatcher has closed: the acks go over our own connection
+            self._flush_acks()
 
     def run(self) -> None:
         try:
@@ -116,8 +109,11 @@ class Slot:
         self.store.close()
 
     def _run_dispatched(self, dispatcher: Dispatcher) -> None:
-        inbox = self._inbox
-        while self._post(dispatcher):
+        """Post ready with the acks, run what comes, again; once the dispatcher has closed,
+        the acks go over our own connection (`run`)."""
+        inbox, ledger = self._inbox, self.ledger
+        while dispatcher.finished(self, ledger.acks):
+            ledger.acks = []
             entries = inbox.get()
             if entries is None:
                 return
@@ -143,12 +139,7 @@ class Slot:
             if self.guard is not None:
                 self._work_idempotent(entry)
                 continue
-            self.busy = True
-            try:
-                ok = self.executor.run(entry, held=self.held)
-            finally:
-                self.busy = False
-            ledger.ran(entry, ack=ok)
+            ledger.ran(entry, ack=self.executor.run(entry, held=self.held))
         if ledger.unrun:
             self.give_back(ledger.take_unrun())
 
@@ -162,12 +153,7 @@ class Slot:
             self.give_back([entry])
             return
         if verdict == "run":
-            self.busy = True
-            try:
-                ok = self.executor.run(entry, held=self.held)
-            finally:
-                self.busy = False
-            if ok:
+            if self.executor.run(entry, held=self.held):
                 guard.complete(entry)
             else:
                 guard.release(entry)

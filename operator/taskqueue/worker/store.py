@@ -168,11 +168,23 @@ class Store:
             noscript=resp.NoScriptError, reply_error=resp.ReplyError,
             refused=resp.NoPermissionError)
 
-    def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True) -> list[str]:
+    def fetch(self, *, acks: Sequence[str], count: int, hold: bool = True,
+              now: int | str = "") -> list[str]:
         """Ack `acks` and take up to `count` entries, held in our processing list with `hold`
-        (see fetch.lua). Never promotes: the promoter does (`promote`). When a rate limit held a
-        queue back, `flow_wait_ms` is the time until it may give its next task (else 0)."""
-        result = self._fetch(acks=acks, count=count, hold=hold, now="")
+        (see fetch.lua). Promotes only with `now` (Redis's clock, ms): the promoter does
+        (`promote`). When a rate limit held a queue back, `flow_wait_ms` is the time until it
+        may give its next task (else 0)."""
+        packed = b"".join((
+            b"*%d\r\n" % (self._fetch_fixed + len(acks)), self._fetch_head,
+            bulk(now), bulk(count if self.queue_keys else 0), self._hold_flag[hold],
+            self._tracking,
+            *[bulk(a) for a in acks],
+        ))
+        result: list[str] = self._evalsha("fetch", packed)
+        self.flow_wait_ms = 0
+        if result and isinstance(result[-1], int):
+            self.flow_wait_ms = result.pop()
+            tally.RATE_LIMIT.waited(self.flow_wait_ms)
         if result and self.wait_replicas and hold:
             # durable mode: the move into our processing list reaches a replica before we run
             # the task, so a failover now cannot hand it out again while we hold it
@@ -185,27 +197,12 @@ class Store:
     def ack(self, acks: Sequence[str], *, held: bool = True) -> None:
         """Ack `acks` (fetch.lua taking nothing); not `held` (AtMostOnce with tracking): they
         are only marked done in the task index."""
-        self._fetch(acks=acks, count=0, hold=held, now="")
+        self.fetch(acks=acks, count=0, hold=held)
 
     def promote(self) -> None:
         """Move the due entries of the delayed zset back to their queues (fetch.lua with COUNT
         0 and Redis's now): the promoter's call (`promoter.py`), the only one that promotes."""
-        self._fetch(acks=(), count=0, hold=False, now=now_ms())
-
-    def _fetch(self, *, acks: Sequence[str], count: int, hold: bool, now: int | str,
-               ) -> list[str]:
-        packed = b"".join((
-            b"*%d\r\n" % (self._fetch_fixed + len(acks)), self._fetch_head,
-            bulk(now), bulk(count if self.queue_keys else 0), self._hold_flag[hold],
-            self._tracking,
-            *[bulk(a) for a in acks],
-        ))
-        result: list[str] = self._evalsha("fetch", packed)
-        self.flow_wait_ms = 0
-        if result and isinstance(result[-1], int):
-            self.flow_wait_ms = result.pop()
-            tally.RATE_LIMIT.waited(self.flow_wait_ms)
-        return result
+        self.fetch(acks=(), count=0, hold=False, now=now_ms())
 
     def fail(self, *, entry: str, held: bool, dead: bool, value: str, due_ms: int) -> bool:
         """Retry (`value` = delayed entry) or dead-letter (`value` = record); see fail.lua."""

@@ -98,9 +98,9 @@ def test_a_task_cancelled_before_it_runs_is_never_started(
 
 def test_a_worker_that_saw_no_cancel_for_a_while_still_never_starts_a_cancelled_queued_task(
         redis_url: str, redis_sync: redis.Redis, tmp_path: Path) -> None:
-    """Once its lifecycle thread has read an empty cancels zset, the worker's fetches stop
-    looking at it (`CancelsSeen`); the cancel heard on the channel turns the look back on
-    before the next fetch, so the task queued behind the running one is dropped unrun."""
+    """A worker that has run for a while with no cancel in the zset (fetch.lua reads the zset
+    only when it exists; the lifecycle thread read it once, when it subscribed) still drops the
+    task queued behind the running one unrun: the cancel exists by the next fetch."""
     with running(redis_url, "--queue", Q, "--tracking", *HANDLER_KINDS["sync"],
                  log_path=tmp_path / "worker.log"):
         long = client.enqueue_sync(redis_sync, Q, "long", track=True)
