@@ -137,6 +137,10 @@ def test_ten_minutes_down_with_catch_up_300_fires_the_last_300_s_once_and_counts
     assert missed_arg == len(missed) == counted == _missed(control_plane, namespace)
     assert int(r.hget(f"{QUEUE}:schedules", "missed:tick") or 0) == len(missed)
     assert last_slot >= init // 1000 + 3  # firing resumed
+    print(f"down {init / 1000 - killed:.1f} s (kill to the counting poll); slots fired "
+          f"{len(fired)}: {len([s for s in fired if s * 1000 <= seen])} before the kill, "
+          f"{len([s for s in fired if seen < s * 1000 <= init])} in the catch-up window, "
+          f"{len([s for s in fired if s * 1000 > init])} after; missed {len(missed)}")
     # what the monitor saw is what Redis holds: one task per slot fired (no worker runs)
     elements = [keys.Entry.decode(str(e)).element for e in r.zrange(f"{QUEUE}:delayed", 0, -1)]
     held = Counter(_second(keys.unwrap(str(e)).id.removeprefix("tick:"))
