@@ -63,7 +63,8 @@ class Worker:
         self.wakeup = (Wakeup(url=config.redis_url, queue_keys=config.schema.wakeup_keys)
                        if plan.dispatched else None)
         self.heartbeat = Heartbeat(config=config)
-        self.promoter = Promoter(config=config, stopping=self.state.stopping)
+        self.promoter = Promoter(config=config, stopping=self.state.stopping,
+                                 on_promoted=self.wakeup.bump if self.wakeup else None)
         self.lifecycle = Lifecycle(url=config.redis_url, schema=config.schema,
                                    worker_id=config.worker_id,
                                    heartbeat_seconds=config.heartbeat_seconds,
