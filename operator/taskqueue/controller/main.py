@@ -146,6 +146,7 @@ async def run(args: argparse.Namespace, *, stop_flag: Flag | None = None,
     client = kube.KubeClient(args.kubeconfig)
     poller = Poller(kube=client, pools=RedisPools(), rules=args.worker_rules)
     shards = _shards(args, client, poller)
+    poller.shard = shards.identity if shards is not None else None
     elector = None if args.no_leader_election or shards else LeaderElector(
         client.api, args.leader_election_namespace or "default", args.leader_election_id,
         _identity())
