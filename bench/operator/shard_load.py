@@ -22,6 +22,10 @@ measures over `--seconds`:
 
     python bench/operator/shard_load.py --taskqueues 1000 --interval 5 --replicas 1 2
 
+`--baseline DIR`: each replica count runs twice, first the operator package found in DIR (e.g.
+`/work/main/operator`, on PYTHONPATH) then this tree's, on the same TaskQueues: an A/B in one
+invocation.
+
 `--py-spy DIR`: each replica is also sampled by py-spy (when installed; not a project
 dependency) over the window, its folded stacks written to DIR/<replica>.folded (read them with
 `bench/operator/folded.py`).
@@ -112,7 +116,8 @@ def create_taskqueues(cp: ControlPlane, url: str, n: int, interval: float) -> No
     cp.kubectl("create", "-n", "bench", "-f", "-", input=yaml.safe_dump_all(docs), timeout=600)
 
 
-def start(cp: ControlPlane, name: str, tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
+def start(cp: ControlPlane, name: str, tmp: Path,
+          pythonpath: Path | None) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     exe = shutil.which("taskqueue-operator") or "taskqueue-operator"
     log = (tmp / f"{name}.log").open("wb")
@@ -121,7 +126,9 @@ def start(cp: ControlPlane, name: str, tmp: Path) -> tuple[subprocess.Popen[byte
          "127.0.0.1", "--health-port", "0", "--kubeconfig", str(cp.kubeconfig),
          "--leader-election-namespace", "bench", "--sharding", "--log-format", "text",
          "--log-level", "WARNING"],
-        env={**os.environ, "POD_NAME": name}, stdout=log, stderr=subprocess.STDOUT)
+        env={**os.environ, "POD_NAME": name,
+             **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})},
+        stdout=log, stderr=subprocess.STDOUT)
     return proc, port
 
 
@@ -134,8 +141,10 @@ def spy(folder: Path, pid: int, name: str, seconds: float) -> subprocess.Popen[b
          str(folder / f"{name}.folded")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def one_count(args: argparse.Namespace, cp: ControlPlane, replicas: int, tmp: Path) -> None:
-    ops = [start(cp, f"op{replicas}-{i}", tmp) for i in range(replicas)]
+def one_count(args: argparse.Namespace, cp: ControlPlane, replicas: int, tmp: Path,
+              pythonpath: Path | None = None) -> None:
+    tag = "baseline" if pythonpath else "this tree"
+    ops = [start(cp, f"op{replicas}-{i}", tmp, pythonpath) for i in range(replicas)]
     started = time.monotonic()
     try:
         while time.monotonic() - started < args.startup_timeout:
@@ -143,8 +152,8 @@ def one_count(args: argparse.Namespace, cp: ControlPlane, replicas: int, tmp: Pa
             with contextlib.suppress(OSError):
                 if sum(scrape(port)[1] for _, port in ops) >= args.taskqueues:
                     break
-        print(f"replicas={replicas}: every TaskQueue polled {time.monotonic() - started:.0f}s "
-              f"after start", flush=True)
+        print(f"[{tag}] replicas={replicas}: every TaskQueue polled "
+              f"{time.monotonic() - started:.0f}s after start", flush=True)
         time.sleep(args.settle)
         pids = {"api": cp.pids["kube-apiserver"], "etcd": cp.pids["etcd"]}
         cpu0 = [cpu_seconds(p.pid) for p, _ in ops]
@@ -153,7 +162,8 @@ def one_count(args: argparse.Namespace, cp: ControlPlane, replicas: int, tmp: Pa
         lag0 = [lag_buckets(port) for _, port in ops]
         requests0 = apiserver_requests(cp)
         wall0 = time.monotonic()
-        spies = [spy(args.py_spy, p.pid, f"op{replicas}-{i}", args.seconds)
+        spies = [spy(args.py_spy, p.pid, f"{'base' if pythonpath else 'op'}{replicas}-{i}",
+                     args.seconds)
                  for i, (p, _) in enumerate(ops)] if args.py_spy else []
         rss = [0.0] * replicas
         while time.monotonic() - wall0 < args.seconds:
@@ -169,8 +179,8 @@ def one_count(args: argparse.Namespace, cp: ControlPlane, replicas: int, tmp: Pa
         other = {k: (cpu_seconds(p) - other0[k]) / wall for k, p in pids.items()}
         polls = sum(a[0] for a in after) - sum(polls0)
         expected = args.taskqueues / args.interval
-        print(f"replicas={replicas} taskqueues={args.taskqueues} interval={args.interval:g}s "
-              f"window={wall:.0f}s: polls {polls / wall:.1f}/s of {expected:.1f}/s expected "
+        print(f"[{tag}] replicas={replicas} taskqueues={args.taskqueues} "
+              f"interval={args.interval:g}s window={wall:.0f}s: polls {polls / wall:.1f}/s of {expected:.1f}/s expected "
               f"({polls / wall / expected:.2f}); effective poll period "
               f"{args.taskqueues * wall / max(polls, 1):.2f}s")
         print(f"  operator cores: total {sum(cpu) / wall:.3f} ("
@@ -204,6 +214,8 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="measured window")
     p.add_argument("--settle", type=float, default=20.0)
     p.add_argument("--startup-timeout", type=float, default=300.0)
+    p.add_argument("--baseline", type=Path, default=None, metavar="DIR",
+                   help="also run, before each replica count, the operator package in DIR")
     p.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
                    help="sample each replica with py-spy over the window into DIR")
     args = p.parse_args()
@@ -222,6 +234,8 @@ def main() -> None:
             print(f"created {args.taskqueues} TaskQueues in {time.monotonic() - t:.0f}s",
                   flush=True)
             for replicas in args.replicas:
+                if args.baseline:
+                    one_count(args, cp, replicas, Path(tmp), args.baseline)
                 one_count(args, cp, replicas, Path(tmp))
         finally:
             server.stop()
