@@ -180,7 +180,8 @@ def one_count(args: argparse.Namespace, cp: ControlPlane, replicas: int, tmp: Pa
         polls = sum(a[0] for a in after) - sum(polls0)
         expected = args.taskqueues / args.interval
         print(f"[{tag}] replicas={replicas} taskqueues={args.taskqueues} "
-              f"interval={args.interval:g}s window={wall:.0f}s: polls {polls / wall:.1f}/s of {expected:.1f}/s expected "
+              f"interval={args.interval:g}s window={wall:.0f}s: polls {polls / wall:.1f}/s of "
+              f"{expected:.1f}/s expected "
               f"({polls / wall / expected:.2f}); effective poll period "
               f"{args.taskqueues * wall / max(polls, 1):.2f}s")
         print(f"  operator cores: total {sum(cpu) / wall:.3f} ("
