@@ -66,7 +66,7 @@ from tests.fixtures.redis_server import RedisServer, free_port  # noqa: E402
 from tests.helpers.kube import taskqueue  # noqa: E402
 
 from taskqueue_devcluster import ControlPlane  # noqa: E402
-from taskqueue_devcluster.controlplane import DEFAULT_CONTROLLERS  # noqa: E402
+from taskqueue_devcluster.controlplane import DEFAULT_CONTROLLERS, CommandError  # noqa: E402
 
 POLLS = re.compile(r"^taskqueue_poll_duration_seconds_count\{[^}]*\} (\S+)$", re.M)
 OWNED = re.compile(r"^taskqueue_owned_taskqueues\{[^}]*\} (\S+)$", re.M)
@@ -227,8 +227,15 @@ def main() -> None:
         server.start()
         try:
             cp.kubectl("apply", "-f", str(ROOT / "crds" / "taskqueue.dev_taskqueues.yaml"))
-            cp.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                       "crd/taskqueues.taskqueue.dev")
+            for attempt in range(10):  # kubectl wait fails while the CRD has no status yet
+                try:
+                    cp.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                               "crd/taskqueues.taskqueue.dev")
+                    break
+                except CommandError:
+                    if attempt == 9:
+                        raise
+                    time.sleep(1)
             cp.kubectl("create", "namespace", "bench")
             t = time.monotonic()
             create_taskqueues(cp, server.url, args.taskqueues, args.interval)
