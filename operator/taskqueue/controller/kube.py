@@ -13,15 +13,18 @@ import asyncio
 import base64
 import datetime
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kubernetes import client as _client
 from kubernetes import config as _config
 from kubernetes.client.exceptions import ApiException
 
 from taskqueue.api import models
+
+T = TypeVar("T")
 
 k8s: Any = _client
 kube_config: Any = _config
@@ -326,7 +329,22 @@ def _lease_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise ApiError(e.status, e.reason) from e
 
 
-def load_api_client(kubeconfig: str | None, *, pool_size: int = 32) -> Any:
+API_THREADS = 32
+"""Threads the blocking client's calls of the polls (status writes, Events, Deployments) run in:
+the event loop's default executor (`main.run` sizes it), as many as the client's connection
+pool. asyncio's default (cores + 4) let 6 threads carry 1,000 TaskQueues' status writes."""
+_LEASE_THREAD = ThreadPoolExecutor(1, thread_name_prefix="leases")
+
+
+async def in_lease_thread(fn: Callable[[], T]) -> T:
+    """`fn()` in the one thread kept for the Lease calls (leader election, shard Leases): a
+    renewal never queues behind the polls' calls in the default executor, where one late past
+    the Lease duration fenced a shard replica (it released every TaskQueue it held) or would
+    lose the leader its Lease."""
+    return await asyncio.get_running_loop().run_in_executor(_LEASE_THREAD, fn)
+
+
+def load_api_client(kubeconfig: str | None, *, pool_size: int = API_THREADS) -> Any:
     """An ApiClient from `kubeconfig`, else in-cluster config, else the default kubeconfig."""
     configuration = load_configuration(kubeconfig)
     configuration.connection_pool_maxsize = pool_size
