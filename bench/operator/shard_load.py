@@ -173,8 +173,12 @@ def one_count(args: argparse.Namespace, cp: ControlPlane, replicas: int, tmp: Pa
         lag1 = [lag_buckets(port) for _, port in ops]
         requests = apiserver_requests(cp) - requests0
         wall = time.monotonic() - wall0
-        for s in spies:
-            s.wait(timeout=120)
+        for s in spies:  # a py-spy that did not finish (a loaded machine) is stopped
+            try:
+                s.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                s.kill()
+                s.wait()
         cpu = [cpu_seconds(p.pid) - c for (p, _), c in zip(ops, cpu0, strict=True)]
         other = {k: (cpu_seconds(p) - other0[k]) / wall for k, p in pids.items()}
         polls = sum(a[0] for a in after) - sum(polls0)
