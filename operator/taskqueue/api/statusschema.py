@@ -200,6 +200,9 @@ class TaskQueueStatus(ApiModel):
     flow: dict[str, QueueFlowStatus] | None = Field(
         default=None, description="Per queue with a limit or a pause: its flow control.")
     observedGeneration: int | None = Field(default=None, description="Generation last acted on.")
+    shard: str | None = Field(
+        default=None, description="With a sharded operator (--sharding): the identity of the "
+        "replica that polls this TaskQueue (its shard Lease's holderIdentity).")
     conditions: list[Condition] = Field(
         default_factory=list,
         description="Ready, RedisReachable, Scaling, KeyTypes, and the poll's own writes to Redis: "

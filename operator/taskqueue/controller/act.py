@@ -170,21 +170,21 @@ def record_metrics(ref: ObjectRef, observation: QueueObservation | None,
     labels = (ref.namespace, ref.name)
     for q in flows:
         if q.limited:
-            metrics.QUEUE_PAUSED.labels(*labels, q.key).set(1 if q.is_paused else 0)
+            metrics.queue_gauge(metrics.QUEUE_PAUSED, *labels, q.key).set(1 if q.is_paused else 0)
         if q.max_in_flight is not None:
-            metrics.QUEUE_IN_FLIGHT_LIMIT.labels(*labels, q.key).set(q.max_in_flight)
-            metrics.QUEUE_IN_FLIGHT.labels(*labels, q.key).set(q.held or 0)
+            metrics.queue_gauge(metrics.QUEUE_IN_FLIGHT_LIMIT, *labels, q.key).set(q.max_in_flight)
+            metrics.queue_gauge(metrics.QUEUE_IN_FLIGHT, *labels, q.key).set(q.held or 0)
         if q.per_second is not None:
-            metrics.QUEUE_RATE_LIMIT.labels(*labels, q.key).set(q.per_second)
+            metrics.queue_gauge(metrics.QUEUE_RATE_LIMIT, *labels, q.key).set(q.per_second)
     metrics.POLL_DURATION.labels(*labels).observe(seconds)
     metrics.DESIRED_REPLICAS.labels(*labels).set(outcome.replicas)
     metrics.REPLICAS.labels(*labels).set(deployment.ready_replicas)
     if observation is None:
         return
     for queue, n in observation.backlog.items():
-        metrics.BACKLOG.labels(*labels, queue).set(n)
+        metrics.queue_gauge(metrics.BACKLOG, *labels, queue).set(n)
     for queue, n in observation.limited.items():
-        metrics.QUEUE_LIMITED.labels(*labels, queue).set(n)
+        metrics.queue_gauge(metrics.QUEUE_LIMITED, *labels, queue).set(n)
     metrics.IN_FLIGHT.labels(*labels).set(observation.in_flight)
     metrics.DELAYED.labels(*labels).set(observation.delayed)
     metrics.DEAD_LETTER.labels(*labels).set(observation.dead_letter)

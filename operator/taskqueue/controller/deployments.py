@@ -51,6 +51,9 @@ class Deployments:
         self._floors: dict[Key, str] = {}
         """resourceVersion of our last write (or of the deletion) of a Deployment not seen since:
         older watch events still on their way are ignored."""
+        self._rendered: dict[Key, tuple[models.TaskQueue, str, str]] = {}
+        """Per Deployment, the spec hash last rendered and of what (TaskQueue object, uid): a
+        poll of the same parsed TaskQueue compares hashes without rendering it again."""
 
     def saw(self, namespace: str, name: str, state: DeploymentState, *,
             deleted: bool = False) -> None:
@@ -83,6 +86,17 @@ class Deployments:
     def forget(self, namespace: str, name: str) -> None:
         self._seen.pop((namespace, name), None)
         self._floors.pop((namespace, name), None)
+        self._rendered.pop((namespace, name), None)
+
+    def _spec_hash(self, key: Key, tq: models.TaskQueue, uid: str) -> str:
+        """The spec hash of `tq`'s Deployment, rendered once per parsed TaskQueue and uid."""
+        found = self._rendered.get(key)
+        if found is not None and found[0] is tq and found[1] == uid:
+            return found[2]
+        body = workload.build_deployment(tq, uid=uid, replicas=0)
+        rendered = str(body["metadata"]["annotations"][workload.SPEC_HASH_ANNOTATION])
+        self._rendered[key] = (tq, uid, rendered)
+        return rendered
 
     async def read(self, namespace: str, name: str, *,
                    owned: bool = True) -> DeploymentState | None:
@@ -125,12 +139,12 @@ class Deployments:
                 f"Deployment {name!r} exists and is not owned by this TaskQueue; delete it, or "
                 f"set spec.scaleTargetRef.name: {name} to scale it without owning it"
             )
-        body = workload.build_deployment(tq, uid=uid, replicas=existing.replicas)
-        if existing.spec_hash != body["metadata"]["annotations"][workload.SPEC_HASH_ANNOTATION]:
+        if existing.spec_hash != self._spec_hash((ns, name), tq, uid):
             rv = None
             try:
                 rv = await self.kube.replace_deployment(
-                    body, replicas=existing.replicas, resource_version=existing.resource_version)
+                    workload.build_deployment(tq, uid=uid, replicas=existing.replicas),
+                    replicas=existing.replicas, resource_version=existing.resource_version)
                 log.info("updated Deployment %s/%s", ns, name)
             except ConflictError:  # changed since read (e.g. scaled): the next poll retries
                 pass

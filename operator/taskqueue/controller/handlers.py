@@ -25,7 +25,7 @@ import kopf
 from taskqueue.api import models, redact
 from taskqueue.controller import kube, workload
 from taskqueue.controller.poller import Poller
-from taskqueue.controller.record import Record, SpecError, parse
+from taskqueue.controller.record import Record, SpecError
 from taskqueue.controller.shards import Shards
 from taskqueue.telemetry import metrics
 
@@ -134,7 +134,7 @@ async def poll_once(poller: Poller, body: kopf.Body, record: Record) -> float:
     """One poll; never raises (a bad TaskQueue must not stop the others). Returns the interval."""
     meta = body["metadata"]
     try:
-        tq = parse(dict(body))
+        tq = poller.parse(record, body)
         await poller.poll(tq, record=record, uid=meta["uid"], generation=meta.get("generation"))
         return tq.spec.scaling.pollIntervalSeconds
     except SpecError as e:

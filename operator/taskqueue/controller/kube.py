@@ -12,16 +12,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
+import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kubernetes import client as _client
 from kubernetes import config as _config
 from kubernetes.client.exceptions import ApiException
 
 from taskqueue.api import models
+
+T = TypeVar("T")
 
 k8s: Any = _client
 kube_config: Any = _config
@@ -203,23 +207,18 @@ class KubeClient:
             models.PLURAL, name)
         return found
 
+    async def _raw(self, fn: Any, *args: Any, **kwargs: Any) -> bytes:
+        """`fn`'s response body, read in the thread and not turned into the client's models
+        (building a V1Deployment cost more CPU than the GET itself)."""
+        return bytes(await self._call(
+            lambda: fn(*args, _preload_content=False, **kwargs).data))
+
     async def get_deployment(self, namespace: str, name: str) -> DeploymentState | None:
         try:
-            d = await self._call(self.apps.read_namespaced_deployment, name, namespace)
+            raw = await self._raw(self.apps.read_namespaced_deployment, name, namespace)
         except NotFoundError:
             return None
-        meta = d.metadata
-        return DeploymentState(
-            name=meta.name,
-            replicas=int(d.spec.replicas if d.spec.replicas is not None else 1),
-            ready_replicas=int(d.status.ready_replicas or 0) if d.status else 0,
-            pods=int(d.status.replicas or 0) if d.status else 0,
-            selector=dict(d.spec.selector.match_labels or {}),
-            owner_uids=tuple(o.uid for o in meta.owner_references or ()),
-            spec_hash=(meta.annotations or {}).get("taskqueue.dev/spec-hash"),
-            resource_version=meta.resource_version,
-            labels=tuple(sorted((meta.labels or {}).items())),
-        )
+        return deployment_state(json.loads(raw))
 
     async def create_deployment(self, body: dict[str, Any]) -> str | None:
         return _resource_version(await self._call(
@@ -264,9 +263,9 @@ class KubeClient:
                          field_manager=FIELD_MANAGER)
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        await self._call(self.custom.patch_namespaced_custom_object_status, models.GROUP,
-                         models.VERSION, namespace, models.PLURAL, name, {"status": status},
-                         field_manager=FIELD_MANAGER)
+        await self._raw(self.custom.patch_namespaced_custom_object_status, models.GROUP,
+                        models.VERSION, namespace, models.PLURAL, name, {"status": status},
+                        field_manager=FIELD_MANAGER)
 
     async def event(self, ref: ObjectRef, *, type: str, reason: str, message: str) -> None:
         now = _now()
@@ -326,7 +325,22 @@ def _lease_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise ApiError(e.status, e.reason) from e
 
 
-def load_api_client(kubeconfig: str | None, *, pool_size: int = 32) -> Any:
+API_THREADS = 32
+"""Threads the blocking client's calls of the polls (status writes, Events, Deployments) run in:
+the event loop's default executor (`main.run` sizes it), as many as the client's connection
+pool. asyncio's default (cores + 4) let 6 threads carry 1,000 TaskQueues' status writes."""
+_LEASE_THREAD = ThreadPoolExecutor(1, thread_name_prefix="leases")
+
+
+async def in_lease_thread(fn: Callable[[], T]) -> T:
+    """`fn()` in the one thread kept for the Lease calls (leader election, shard Leases): a
+    renewal never queues behind the polls' calls in the default executor, where one late past
+    the Lease duration fenced a shard replica (it released every TaskQueue it held) or would
+    lose the leader its Lease."""
+    return await asyncio.get_running_loop().run_in_executor(_LEASE_THREAD, fn)
+
+
+def load_api_client(kubeconfig: str | None, *, pool_size: int = API_THREADS) -> Any:
     """An ApiClient from `kubeconfig`, else in-cluster config, else the default kubeconfig."""
     configuration = load_configuration(kubeconfig)
     configuration.connection_pool_maxsize = pool_size

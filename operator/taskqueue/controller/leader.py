@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from taskqueue.controller.kube import ApiError, LeaseApi, micro_time
+from taskqueue.controller.kube import ApiError, LeaseApi, in_lease_thread, micro_time
 
 log = logging.getLogger("taskqueue.leader")
 
@@ -118,7 +118,7 @@ class LeaderElector:
         announced = False
         while True:
             try:
-                if await asyncio.to_thread(self.try_acquire):
+                if await in_lease_thread(self.try_acquire):
                     log.info("acquired lease %s/%s as %s", self.namespace, self.name,
                              self.identity)
                     return
@@ -137,7 +137,7 @@ class LeaderElector:
         while True:
             await asyncio.sleep(self.renew_seconds)
             try:
-                held = await asyncio.to_thread(self.try_acquire)
+                held = await in_lease_thread(self.try_acquire)
             except ApiError as e:
                 log.warning("renewing lease %s/%s: %s", self.namespace, self.name, e.reason)
                 held = loop.time() - last < self.lease_seconds

@@ -25,6 +25,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import kopf
 from aiohttp import web
@@ -143,9 +144,12 @@ async def _wait(flag: Flag | None) -> None:
 async def run(args: argparse.Namespace, *, stop_flag: Flag | None = None,
               ready_flag: threading.Event | None = None) -> int:
     """Run until `stop_flag` is set (0) or leadership is lost (1)."""
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(kube.API_THREADS, thread_name_prefix="kube"))
     client = kube.KubeClient(args.kubeconfig)
     poller = Poller(kube=client, pools=RedisPools(), rules=args.worker_rules)
     shards = _shards(args, client, poller)
+    poller.shard = shards.identity if shards is not None else None
     elector = None if args.no_leader_election or shards else LeaderElector(
         client.api, args.leader_election_namespace or "default", args.leader_election_id,
         _identity())

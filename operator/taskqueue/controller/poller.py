@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -30,7 +30,7 @@ from taskqueue.controller.deployments import Deployments
 from taskqueue.controller.kube import DeploymentState, Kube, ObjectRef
 from taskqueue.controller.observe import Observed, observe
 from taskqueue.controller.reaper import Reaper
-from taskqueue.controller.record import Record, Records, key_of
+from taskqueue.controller.record import Record, Records, key_of, parse
 from taskqueue.controller.redisurls import RedisPools, RedisUrls
 from taskqueue.redisio import flowops
 from taskqueue.scaling import policy, quiesce
@@ -59,6 +59,8 @@ class Poller:
     records: Records = field(default_factory=Records)
     rules: admission.WorkerRules = field(default_factory=admission.WorkerRules)
     """What TaskQueue authors may run and scale (the operator's flags)."""
+    shard: str | None = None
+    """This replica's identity when the operator is sharded (status.shard of what it polls)."""
 
     def __post_init__(self) -> None:
         self.urls = RedisUrls(self.kube, clock=self.clock)
@@ -85,6 +87,15 @@ class Poller:
             record.status = dict(status)
             record.last_scale = statuses.last_scale(record.status)
 
+    def parse(self, record: Record, body: Mapping[str, Any]) -> TaskQueue:
+        """The TaskQueue in `body` (SpecError when it does not validate), validated once per
+        metadata.generation: the API server raises it on every change of the spec, not on a
+        status write or a label, so a poll of the same generation reuses the last poll's."""
+        generation = body["metadata"].get("generation")
+        if record.tq is not None and generation is not None and record.generation == generation:
+            return record.tq
+        return parse(dict(body))
+
     async def poll(self, tq: TaskQueue, *, record: Record,
                    uid: str, generation: int | None = None) -> policy.Outcome:
         """Observe, decide, scale, write status. Raises SpecError for a spec it cannot use."""
@@ -92,8 +103,10 @@ class Poller:
         ns, name = key_of(tq)
         ref = ObjectRef(ns, name, uid)
         url = await self.urls.url(tq)
-        record.tq, record.uid, record.url = tq, uid, url
-        client, schema = self.pools.get(url), keys.KeySchema.from_spec(tq.spec)
+        if record.tq is not tq or record.schema is None:
+            record.schema = keys.KeySchema.from_spec(tq.spec)
+        record.tq, record.generation, record.uid, record.url = tq, generation, uid, url
+        client, schema = self.pools.get(url), record.schema
         refusals = await self.fire(ref, record, client, schema, tq)
         observed = await observe(client, url, tq, schema, appends=record.journal.pending)
         observation = observed.observation
@@ -125,7 +138,8 @@ class Poller:
         built = statuses.build_status(
             record.status, observation, outcome, deployment=deployment.name,
             ready_replicas=deployment.ready_replicas, error=observed.error,
-            generation=generation, last_scale=record.last_scale, now=written, flow=flow)
+            generation=generation, last_scale=record.last_scale, now=written, flow=flow,
+            shard=self.shard)
         built = statuses.with_writes(statuses.with_schedules(
             built, schedules.status(tq.spec, record.fired, now=written)), refusals, now=written)
         await self._write_status(ref, record, built, now=written)
@@ -209,7 +223,8 @@ class Poller:
             await self.actor.problem(ref, problem, reason=reason)
         record.last_error = problem
         now = self.clock()
-        new = statuses.problem_status(record.status, problem, reason=reason, now=now)
+        new = statuses.problem_status(record.status, problem, reason=reason, now=now,
+                                      shard=self.shard)
         await self._write_status(ref, record, new, now=now, throttle=False)
 
     async def _write_status(self, ref: ObjectRef, record: Record, new: statuses.Status, *,

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from taskqueue.api import manifest, models
 from taskqueue.controller import journal, schedules
 from taskqueue.scaling import policy
+from taskqueue.wire import keys
 
 
 class SpecError(Exception):
@@ -45,6 +46,10 @@ class Record:
     uid: str = ""
     tq: models.TaskQueue | None = None
     """The spec of the last poll (None before the first)."""
+    generation: int | None = None
+    """metadata.generation of `tq`: a poll of the same generation reuses `tq` (`Poller.parse`)."""
+    schema: keys.KeySchema | None = None
+    """The key names of `tq`."""
     url: str = ""
     """The Redis URL of the last poll (resolved from the Secret, if any)."""
     state: policy.PolicyState | None = None

@@ -20,6 +20,14 @@ from taskqueue.redisio import clients
 SECRET_TTL_SECONDS = 30.0
 
 
+POOL_CONNECTIONS = 64
+"""The most connections the operator opens to one Redis server (`clients.async_client`'s
+`pool_size`).
+Past it a poll waits for a free connection (up to the pool's timeout) instead of failing:
+redis-py's default pool raises MaxConnectionsError at its 101st concurrent command, which with
+hundreds of TaskQueues on one Redis turned a burst of polls into RedisUnreachable reports."""
+
+
 class RedisPools:
     """One client (one connection pool) per Redis DSN, shared by every TaskQueue using it."""
 
@@ -33,7 +41,7 @@ class RedisPools:
             found = clients.async_client(
                 clients.RedisSettings.from_dsn(url), decode_responses=True,
                 socket_timeout=self.timeout, socket_connect_timeout=self.timeout,
-                health_check_interval=30)
+                health_check_interval=30, pool_size=POOL_CONNECTIONS)
             self._clients[url] = found
         return found
 

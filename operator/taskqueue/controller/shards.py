@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from taskqueue.controller import ring
-from taskqueue.controller.kube import ApiError, LeaseApi, micro_time
+from taskqueue.controller.kube import ApiError, LeaseApi, in_lease_thread, micro_time
 from taskqueue.controller.record import Records
 from taskqueue.telemetry import metrics
 
@@ -144,7 +144,7 @@ class Shards:
     async def _round(self) -> None:
         """One round in a thread; announced now and after the margin when the view changed."""
         last = self.membership.views[-1] if self.membership.views else None
-        await asyncio.to_thread(self.round)
+        await in_lease_thread(self.round)
         if self.membership.views and self.membership.views[-1] is not last:
             self._announce()
             asyncio.get_running_loop().call_later(self.membership.settle + 0.05, self._announce)

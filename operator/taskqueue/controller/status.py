@@ -117,9 +117,11 @@ def measured(observation: QueueObservation, state: policy.PolicyState) -> dict[s
 def build_status(previous: Status | None, observation: QueueObservation | None,
                  outcome: policy.Outcome, *, deployment: str, ready_replicas: int,
                  error: str | None, generation: int | None, last_scale: float | None,
-                 now: float, flow: tuple[QueueFlow, ...] = ()) -> Status:
+                 now: float, flow: tuple[QueueFlow, ...] = (), shard: str | None = None,
+                 ) -> Status:
     """The TaskQueue's status after a poll of Deployment `deployment` (`observation` None: Redis
-    unreadable) that set the replicas of `outcome`; the count last changed at `last_scale`."""
+    unreadable) that set the replicas of `outcome`; the count last changed at `last_scale`;
+    `shard`: the replica of a sharded operator that polled it (None: removed)."""
     state = outcome.decision.state
     paused = outcome.rule is policy.Rule.PAUSED
     reason = outcome.reason
@@ -131,6 +133,7 @@ def build_status(previous: Status | None, observation: QueueObservation | None,
         "lastActiveTime": iso(state.last_active),
         "reason": reason,
         "observedGeneration": generation,
+        "shard": shard,
         **flow_status(flow),
     }
     scaling_reason = "Paused" if paused else (
@@ -177,9 +180,11 @@ def key_types(wrong: tuple[WrongType, ...]) -> dict[str, Any]:
                      "empty and no worker takes from or writes to it")
 
 
-def problem_status(previous: Status | None, problem: str, *, reason: str, now: float) -> Status:
-    """`previous` with condition Ready=False (`reason`, `problem`) and `problem` as the reason."""
-    status = {**(previous or {})}
+def problem_status(previous: Status | None, problem: str, *, reason: str, now: float,
+                   shard: str | None = None) -> Status:
+    """`previous` with condition Ready=False (`reason`, `problem`) and `problem` as the reason,
+    reported by replica `shard` of a sharded operator."""
+    status = {**(previous or {}), "shard": shard}
     status["conditions"] = merge_conditions(
         status.get("conditions", []), [condition("Ready", False, reason, problem)], now=now)
     status["reason"] = problem

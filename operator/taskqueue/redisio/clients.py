@@ -178,9 +178,12 @@ def sync_client(settings: RedisSettings, *, retry_first_contact: bool = True,
 
 
 def async_client(settings: RedisSettings, *, retry_first_contact: bool = True,
-                 **options: Any) -> AsyncClient:
+                 pool_size: int | None = None, **options: Any) -> AsyncClient:
     """An asyncio client (with its own pool); `options` are redis-py keyword arguments.
-    `retry_first_contact=False`: a Redis that never answered is not retried (`_with_retry`)."""
+    `retry_first_contact=False`: a Redis that never answered is not retried (`_with_retry`).
+    `pool_size` (one server only): at most that many connections, a command past them waits for
+    one (up to the socket timeout) where redis-py's default pool of 100 raises
+    MaxConnectionsError."""
     import redis.asyncio as aioredis
     import redis.asyncio.cluster as aiocluster
     import redis.asyncio.sentinel as aiosentinel
@@ -200,8 +203,13 @@ def async_client(settings: RedisSettings, *, retry_first_contact: bool = True,
         sentinel = async_sentinel(list(settings.hosts), sentinel_kwargs=_sentinel_kwargs(
             settings, options, asyncio=True), **_sentinel_master_kwargs(kwargs, asyncio=True))
         return cast("AsyncClient", sentinel.master_for(settings.master_name))
-    return aioredis.Redis.from_url(settings.node_url(), **_with_retry(
-        options, asyncio=True, retry_first_contact=retry_first_contact))
+    kwargs = _with_retry(options, asyncio=True, retry_first_contact=retry_first_contact)
+    if pool_size is None:
+        return aioredis.Redis.from_url(settings.node_url(), **kwargs)
+    pool = aioredis.BlockingConnectionPool.from_url(
+        settings.node_url(), max_connections=pool_size,
+        timeout=kwargs.get("socket_timeout"), **kwargs)
+    return aioredis.Redis(connection_pool=pool)
 
 
 class _FollowMaster(redis.sentinel.SentinelManagedConnection):

@@ -178,18 +178,30 @@ TASKQUEUE_GAUGES = (BACKLOG, IN_FLIGHT, DELAYED, DEAD_LETTER, DEAD_LETTER_TRIMME
 over replicas does not count a TaskQueue twice."""
 
 
+_QUEUES_SEEN: dict[tuple[str, str], set[str]] = {}
+"""Per TaskQueue, the queues `queue_gauge` set a series for: what `forget_taskqueue` removes
+without scanning every series of every gauge."""
+
+
+def queue_gauge(gauge: Gauge, namespace: str, name: str, queue: str) -> Gauge:
+    """The series of one queue of TaskQueue `namespace/name` in a per-queue gauge of
+    TASKQUEUE_GAUGES (every such series is set through here, so `forget_taskqueue` finds it)."""
+    _QUEUES_SEEN.setdefault((namespace, name), set()).add(queue)
+    return gauge.labels(namespace, name, queue)
+
+
 def forget_taskqueue(namespace: str, name: str) -> None:
     """Drop the gauge series of TaskQueue `namespace/name` (deleted, or another replica of a
-    sharded operator reports it now); its counters and histograms stay (they only stop rising)."""
+    sharded operator reports it now); its counters and histograms stay (they only stop rising).
+    Costs the TaskQueue's own series, not a scan of all (a replica fenced for a moment releases
+    every TaskQueue it held at once)."""
+    queues = _QUEUES_SEEN.pop((namespace, name), set())
     for gauge in TASKQUEUE_GAUGES:
-        for family in gauge.collect():
-            for sample in family.samples:
-                labels = sample.labels
-                if labels.get("namespace") == namespace and labels.get("taskqueue") == name:
-                    values = [labels[k] for k in ("namespace", "taskqueue", "queue")
-                              if k in labels]
-                    with contextlib.suppress(KeyError):
-                        gauge.remove(*values)
+        per_queue = "queue" in gauge._labelnames
+        for values in ([(namespace, name, q) for q in queues] if per_queue
+                       else [(namespace, name)]):
+            with contextlib.suppress(KeyError):
+                gauge.remove(*values)
 
 
 OWNED_TASKQUEUES = Gauge("taskqueue_owned_taskqueues",

@@ -68,6 +68,7 @@ back unrun), heartbeat (refresh + list expired workers). docs/worker.md describe
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import json
 import math
@@ -269,11 +270,12 @@ class KeySchema:
         TAKEN_FIELD_PREFIX .. queue key)."""
         return tuple(f"{TAKEN_FIELD_PREFIX}{q.key}" for q in self.queues)
 
-    @property
+    @functools.cached_property
     def queue_counter_fields(self) -> tuple[str, ...]:
         """The per-queue stats-hash fields observe.lua reads: taken, service ms, served, squared
         service ms, attempts squared (N each, in queue order), then each queue's wait fields
-        (`wait_fields`, len(WAIT_EDGES_SECONDS) + 1 per queue), then limited (N)."""
+        (`wait_fields`, len(WAIT_EDGES_SECONDS) + 1 per queue), then limited (N). Built once
+        per schema (every poll sends them)."""
         return (*self.taken_fields,
                 *(service_fields(q.key)[0] for q in self.queues),
                 *(service_fields(q.key)[1] for q in self.queues),

@@ -1,7 +1,8 @@
 """Sharded operators (`--sharding`): three `taskqueue-operator` processes against the real API
 server and a real redis-server. Who acted on a TaskQueue is read from each process's own
 /metrics (`taskqueue_poll_duration_seconds_count` per TaskQueue: it rises only on the replica
-that polls it); who should have is `ring.owner` of the uid over the shard Leases' holders."""
+that polls it); who should have is `ring.owner` of the uid over the shard Leases' holders. Each
+TaskQueue's status.shard names its owner's identity (the holder of its shard Lease)."""
 
 from __future__ import annotations
 
@@ -113,6 +114,13 @@ def steady(replicas: dict[str, Replica], seconds: float = 4.0) -> dict[str, set[
     return advanced(first, snapshot(replicas))
 
 
+def written_shards(cp: ControlPlane, namespace: str) -> dict[str, str | None]:
+    """Per TaskQueue, the replica its status says polls it (status.shard)."""
+    found = get(cp, "taskqueues", "-n", namespace)
+    return {item["metadata"]["name"]: (item.get("status") or {}).get("shard")
+            for item in found["items"]}
+
+
 def create_taskqueues(cp: ControlPlane, namespace: str, redis_url: str) -> dict[str, str]:
     items = [taskqueue(f"tq{i:02d}", redis_url) for i in range(N)]
     cp.kubectl("apply", "-n", namespace, "-f", "-",
@@ -139,6 +147,7 @@ def test_taskqueues_split_join_moves_a_third_and_a_killed_replicas_share_is_take
     assert polled == {tq: {owners[tq]} for tq in uids}, (polled, owners)
     split = {name: sum(1 for o in owners.values() if o == name) for name in ("a", "b")}
     assert all(n >= 4 for n in split.values()), split
+    assert written_shards(cp, namespace) == {tq: live[owners[tq]] for tq in uids}
 
     # -- c joins: about a third move, all to c; none polled by two replicas in turn ---------------
     c = start(replicas, "c", cp, namespace, tmp_path)
@@ -155,6 +164,7 @@ def test_taskqueues_split_join_moves_a_third_and_a_killed_replicas_share_is_take
     assert 0.15 * N <= len(moved) <= 0.55 * N, (len(moved), N)
     polled = steady(replicas)
     assert polled == {tq: {after[tq]} for tq in uids}, (polled, after)
+    assert written_shards(cp, namespace) == {tq: live[after[tq]] for tq in uids}
     for tq in moved:  # the old owner's last poll comes before the new owner's first
         steps = [advanced(x, y).get(tq, set()) for x, y in itertools.pairwise(trail)]
         old = [i for i, s in enumerate(steps) if owners[tq] in s]

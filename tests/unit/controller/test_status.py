@@ -220,6 +220,19 @@ def test_problem_status_keeps_the_rest() -> None:
     assert "reason" not in previous
 
 
+@pytest.mark.parametrize("shard", [pytest.param("op-1_ab12cd34", id="sharded"),
+                                   pytest.param(None, id="not-sharded-removed")])
+def test_status_names_the_replica_that_polled(shard: str | None) -> None:
+    """status.shard: the replica of a sharded operator that wrote it; a status another replica
+    (or an unsharded operator) wrote before is taken over, by a poll or a problem report."""
+    previous = {"shard": "op-0_00000000", "conditions": []}
+    polled = st.build_status(previous, OBS, decision(), deployment="w", ready_replicas=1,
+                             error=None, generation=3, last_scale=None, now=T0, shard=shard)
+    problem = st.problem_status(previous, "spec.x: bad", reason="InvalidSpec", now=T0,
+                                shard=shard)
+    assert polled["shard"] == problem["shard"] == shard
+
+
 BASE = {"totalBacklog": 4, "oldestTaskAgeSeconds": 10, "lastActiveTime": "2026-01-01T00:00:00Z"}
 MEASURED = {**BASE, "waitSeconds": {"q": 2.5}, "arrivalRate": {"q": 0.5}, "serviceSeconds": 1.0}
 
