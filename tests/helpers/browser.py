@@ -5,11 +5,13 @@ system Chromium."""
 from __future__ import annotations
 
 import http.cookiejar
+import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -21,8 +23,12 @@ from pathlib import Path
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "images"
-"""Where the tests save their screenshots (docs/console.md shows them)."""
+SCREENSHOTS = Path(os.environ.get("TASKQUEUE_SCREENSHOTS")
+                   or Path(tempfile.gettempdir()) / "taskqueue-screenshots")
+SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+"""Where the tests save their screenshots: a temporary folder, so that a test run leaves the
+checkout as it was; `TASKQUEUE_SCREENSHOTS=docs/images` refreshes the ones docs/console.md
+shows."""
 
 
 def chromium_path() -> str | None:
