@@ -90,7 +90,8 @@ def test_sharding_adds_list_and_delete_of_leases_in_the_release_namespace_only(
                            (NAMESPACE, {"list", "delete"})]
     args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert {"--sharding", "--shard-lease-seconds=15", "--shard-renew-seconds=3"} <= set(args)
-    assert "--sharding" not in str(render(sets=["replicaCount=3"]))
+    unsharded = one(render(sets=["replicaCount=3"]), "Deployment")
+    assert "--sharding" not in unsharded["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
 def test_rbac_create_false_renders_no_rbac(render: Render) -> None:
