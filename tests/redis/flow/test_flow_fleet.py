@@ -195,17 +195,22 @@ def test_at_most_once_workers_leave_a_paused_queue_alone_and_lose_nothing(
         [f"{i}:0.02" for i in range(total)] + [f"r{i}:0.01" for i in range(20)])
 
 
-def write_and_read_taken(r: redis.Redis, **queue: object) -> tuple[int, float, float]:
-    """Write spec.queues[0]'s flow control into a TaskQueue that had none and read `taken:q` in
-    the same MULTI/EXEC (no fetch runs between the two); with the time before the write was sent
-    and after the reply came: (taken at the write, sent, answered)."""
+def redis_seconds(reply: tuple[int, int]) -> float:
+    """A TIME reply in seconds: the clock the rate limit (GCRA in fetch.lua) runs on."""
+    return reply[0] + reply[1] / 1e6
+
+
+def write_and_read_taken(r: redis.Redis, **queue: object) -> tuple[int, float]:
+    """Write spec.queues[0]'s flow control into a TaskQueue that had none and read `taken:q`
+    and Redis's clock in the same MULTI/EXEC (no fetch runs between them): (taken at the write,
+    Redis's time of the write in seconds)."""
     assert not r.exists(SCHEMA.flow, SCHEMA.flow_state)
     pipe = r.pipeline(transaction=True)
     pipe.hset(SCHEMA.flow, mapping=flow.control_fields([flow.QueueFlow("q", **queue)]))  # type: ignore[arg-type]
     pipe.hget(SCHEMA.stats, "taken:q")
-    sent = time.monotonic()
-    _, taken = pipe.execute()
-    return int(taken or 0), sent, time.monotonic()
+    pipe.time()
+    _, taken, written = pipe.execute()
+    return int(taken or 0), redis_seconds(written)
 
 
 FAST = ("--handler", f"{HANDLERS}:record", "--concurrency", "8")
@@ -223,7 +228,7 @@ def test_a_first_pause_holds_from_the_write_on_every_worker(
     with fleet(redis_url, tmp_path, 3, *FAST):
         wait_for("fetching", lambda: int(redis_sync.hget(SCHEMA.stats, "taken:q") or 0) > 200,
                  timeout=60)
-        taken, _, _ = write_and_read_taken(redis_sync, paused=True)
+        taken, _ = write_and_read_taken(redis_sync, paused=True)
         assert 0 < redis_sync.llen("q") < total
         wait_for("tasks in hand finished", lambda: snapshot(redis_sync)[0] == 0, timeout=30)
         time.sleep(1.0)
@@ -236,9 +241,9 @@ def test_a_first_rate_limit_is_never_exceeded_from_the_write(
         tmp_path: Path, redis_url: str, redis_sync: redis.Redis) -> None:
     """3 workers x 8 slots fetching no-op tasks continuously (hundreds a second); a rate limit
     of 10/s, burst 5, written into a TaskQueue with no flow key: from the write on, the tasks
-    taken never exceed burst + rate x the time since it (GCRA), sampled for 3 s; the elapsed
-    time is measured from before the write was sent to after each read returned, so the bound
-    is never tighter than the truth."""
+    taken never exceed burst + rate x the time since it (GCRA), sampled for 3 s; the time is
+    Redis's, the limit's own clock, read in the same transaction as the write and as each count
+    (the host's wall clock may be slewed against the test's monotonic one)."""
     rate, burst = 10, 5
     client.enqueue_many_sync(redis_sync, "q", [str(i) for i in range(20_000)])
     samples: list[tuple[int, float]] = []
@@ -248,10 +253,15 @@ def test_a_first_rate_limit_is_never_exceeded_from_the_write(
         before = int(redis_sync.hget(SCHEMA.stats, "taken:q") or 0)
         time.sleep(0.5)
         unlimited = int(redis_sync.hget(SCHEMA.stats, "taken:q") or 0) - before
-        taken, sent, _ = write_and_read_taken(redis_sync, rate=(rate, 1.0, burst))
-        while time.monotonic() - sent < 3.0:
-            n = int(redis_sync.hget(SCHEMA.stats, "taken:q") or 0)
-            samples.append((n - taken, time.monotonic() - sent))
+        taken, written = write_and_read_taken(redis_sync, rate=(rate, 1.0, burst))
+        elapsed = 0.0
+        while elapsed < 3.0:
+            pipe = redis_sync.pipeline(transaction=True)
+            pipe.hget(SCHEMA.stats, "taken:q")
+            pipe.time()
+            n, now = pipe.execute()
+            elapsed = redis_seconds(now) - written
+            samples.append((int(n or 0) - taken, elapsed))
             time.sleep(0.01)
     assert unlimited > 2 * burst  # the fleet would have taken far more without the limit
     over = [(n, round(t, 3)) for n, t in samples if n > burst + rate * t]
