@@ -155,12 +155,12 @@ def test_batches_held_through_the_lull_are_not_forecast() -> None:
 
 
 # -- the whole loop ----------------------------------------------------------------------------
-def manifest() -> TaskQueue:
+def manifest(**scaling: Any) -> TaskQueue:
     return TaskQueue.model_validate({"spec": {
         "redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "tasks"}],
         "worker": {"concurrency": 1},
         "scaling": {"maxReplicas": 40, "targetWaitSeconds": {"tasks": 5.0},
-                    "podStartupSeconds": 5}}})
+                    "podStartupSeconds": 5, **scaling}}})
 
 
 def batches(starts: list[float], size: int = 50, seed: int = 1) -> list[Arrival]:
@@ -197,3 +197,42 @@ def test_a_forecast_batch_that_does_not_come_costs_a_bounded_start() -> None:
     # started a start-up and a poll or two ahead of its time, zero a cooldown after it
     assert up and forecast_at - 12 <= up[0] <= forecast_at
     assert after[-1][1] == 0 and after[-1][0] <= forecast_at + 30 + 2 * POLL
+
+
+# -- the knob: spec.scaling.forecastBatches ------------------------------------------------------
+@pytest.mark.parametrize("forecast_batches, idle_for, replicas, rule", [
+    pytest.param(True, 114.0, 5, Rule.FORECAST, id="on-started-ahead"),
+    pytest.param(False, 114.0, 0, Rule.IDLE, id="off-released-as-without-the-rule"),
+    pytest.param(True, 120.0, 5, Rule.FORECAST, id="on-held-at-its-time"),
+    pytest.param(False, 120.0, 0, Rule.IDLE, id="off-nothing-at-its-time"),
+    # the knob changes nothing but the forecast: too early, both released
+    pytest.param(True, 100.0, 0, Rule.IDLE, id="on-too-early"),
+    pytest.param(False, 100.0, 0, Rule.IDLE, id="off-too-early"),
+])
+def test_forecast_batches_turns_the_rule_on_and_off(forecast_batches: bool, idle_for: float,
+                                                    replicas: int, rule: Rule) -> None:
+    got, got_rule, reason = decide_after(EVERY_2MIN, idle_for=idle_for,
+                                         forecastBatches=forecast_batches)
+    assert (got, got_rule) == (replicas, rule)
+    assert ("forecast" in reason) is (rule == Rule.FORECAST)
+
+
+def test_forecast_batches_is_on_by_default() -> None:
+    assert ScalingSpec().forecastBatches is True
+    assert manifest().spec.scaling.forecastBatches is True
+
+
+@pytest.mark.parametrize("forecast_batches, restarts, met", [
+    pytest.param(True, 1, True, id="on-met-then-one-start-for-the-batch-that-never-comes"),
+    pytest.param(False, 0, False, id="off-each-batch-waits-a-reactivation"),
+])
+def test_taskqueue_simulate_follows_the_knob(forecast_batches: bool, restarts: int,
+                                             met: bool) -> None:
+    # 12 batches of 50 tasks of 0.5 s every 300 s, 5 s target (as above): with the rule, the
+    # median batch is started ahead and the fleet starts once more after the last batch; without
+    # it each batch waits a poll + a start-up, nothing starts after the trace
+    tq = manifest(forecastBatches=forecast_batches)
+    result = simulate(tq, batches([150.0 + 300 * i for i in range(12)]), OperatorScaler(tq))
+    assert (result.busy_deleted, result.interrupted, result.unserved) == (0, 0, 0)
+    assert result.restarts == restarts
+    assert (result.waits["tasks"][0] < 5.0) is met
