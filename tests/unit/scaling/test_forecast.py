@@ -13,13 +13,15 @@ from typing import Any
 import pytest
 
 from taskqueue.api.models import ScalingSpec, TaskQueue
-from taskqueue.scaling import forecast
+from taskqueue.scaling import forecast, quiesce
 from taskqueue.scaling.forecast import Onset, QueueBatches
-from taskqueue.scaling.observation import QueueObservation
-from taskqueue.scaling.policy import PolicyState, Rule, decide
+from taskqueue.scaling.observation import QueueObservation, WorkerObservation
+from taskqueue.scaling.policy import Decision, Outcome, PolicyState, Rule, decide
+from taskqueue.scaling.quiesce import PodView
 from taskqueue.simulate.run import simulate
 from taskqueue.simulate.scalers import OperatorScaler
 from taskqueue.simulate.trace import Arrival
+from taskqueue.wire.flow import QueueFlow
 
 from .test_batch_arrivals import POLL, measured, with_service
 
@@ -236,3 +238,82 @@ def test_taskqueue_simulate_follows_the_knob(forecast_batches: bool, restarts: i
     assert (result.busy_deleted, result.interrupted, result.unserved) == (0, 0, 0)
     assert result.restarts == restarts
     assert (result.waits["tasks"][0] < 5.0) is met
+
+
+# -- the forecast among the rules that must win ---------------------------------------------------
+def decide_in_lull(*, flow: tuple[QueueFlow, ...] = (), current: int = 0, redis: bool = True,
+                   workers: tuple[WorkerObservation, ...] = (), **spec: Any) -> Decision:
+    """The decision 4 s before the next of EVERY_2MIN's batches is due (the polls of the lull
+    seen, as the operator sees them), `q` unbounded unless `flow` says otherwise."""
+    counts = [*EVERY_2MIN, *[0] * 57]
+    rates = with_service(measured(counts), 0.5)
+    now = POLL * (len(counts) + 1)
+    order = tuple(f.key for f in flow) or ("q",)
+    scaling = ScalingSpec(**{"maxReplicas": 40, "idleCooldownSeconds": 30,
+                             "scaleDownStabilizationSeconds": 0, "podStartupSeconds": 5,
+                             "targetWaitSeconds": {"q": 2.0}, **spec})
+    observation = QueueObservation(at=now, backlog=dict.fromkeys(order, 0),
+                                   taken=dict(rates.taken), completed_total=rates.completed,
+                                   workers=workers)
+    state = PolicyState(replicas=current, rates=rates, last_active=POLL * len(EVERY_2MIN))
+    return decide(spec=scaling, observation=observation if redis else None, state=state,
+                  now=now, queue_order=order, flow=flow)
+
+
+BUSY_6_OF_8 = tuple(WorkerObservation(f"w{i}", int((POLL * 500) * 1000), 1 if i < 6 else 0)
+                    for i in range(8))
+
+
+@pytest.mark.parametrize("case, replicas, rule", [
+    pytest.param({}, 5, Rule.FORECAST, id="the-forecast-alone"),
+    pytest.param({"maxReplicas": 3}, 3, Rule.MAX_REPLICAS, id="maxReplicas-caps-it"),
+    pytest.param({"maxScaleUpStep": 2}, 2, Rule.MAX_SCALE_UP_STEP, id="maxScaleUpStep-paces-it"),
+    pytest.param({"minReplicas": 7}, 7, Rule.MIN_REPLICAS, id="minReplicas-above-it"),
+    pytest.param({"paused": True}, 0, Rule.PAUSED, id="a-paused-taskqueue-stays-at-zero"),
+    pytest.param({"paused": True, "current": 2}, 2, Rule.PAUSED, id="a-paused-taskqueue-holds"),
+    pytest.param({"redis": False}, 0, Rule.REDIS_UNREADABLE, id="redis-unreadable-holds"),
+    pytest.param({"redis": False, "fallbackReplicas": 1}, 1, Rule.FALLBACK_REPLICAS,
+                 id="redis-unreadable-fallbackReplicas"),
+    pytest.param({"flow": (QueueFlow("q", paused=True),)}, 0, Rule.PAUSED_QUEUE,
+                 id="its-queue-paused-by-the-spec"),
+    pytest.param({"flow": (QueueFlow("q", paused_cli="1764800000 ops"),)}, 0,
+                 Rule.PAUSED_QUEUE, id="its-queue-paused-by-taskqueue-pause"),
+    pytest.param({"flow": (QueueFlow("q", paused=True),), "current": 3}, 0, Rule.PAUSED_QUEUE,
+                 id="its-queue-paused-takes-the-fleet-to-zero"),
+    pytest.param({"flow": (QueueFlow("q", max_in_flight=2),)}, 2, Rule.IN_FLIGHT_CAP,
+                 id="maxInFlight-caps-it"),
+    pytest.param({"flow": (QueueFlow("q", rate=(1, 1.0, 1)),)}, 1, Rule.RATE_LIMIT_CAP,
+                 id="a-rate-limit-caps-it"),
+    # a pause of another queue, idle, does not cap the batch forecast for this one
+    pytest.param({"flow": (QueueFlow("q"), QueueFlow("p", paused=True))}, 5, Rule.FORECAST,
+                 id="another-queue-paused-no-cap"),
+    pytest.param({"forecastBatches": False}, 0, Rule.IDLE, id="forecastBatches-off"),
+])
+def test_the_rules_that_must_win_over_the_forecast(case: dict[str, Any], replicas: int,
+                                                   rule: Rule) -> None:
+    """The forecast only raises the recommendation, before the flow limits and the clamp and
+    after paused and Redis unreadable (which return first): each of those wins over it."""
+    d = decide_in_lull(**case)
+    assert (d.replicas, d.rule) == (replicas, rule)
+    if rule not in (Rule.PAUSED, Rule.REDIS_UNREADABLE, Rule.FALLBACK_REPLICAS, Rule.IDLE):
+        assert "forecast: batch of ~50 on q" in d.reason
+
+
+@pytest.mark.parametrize("after, replicas, rule", [
+    pytest.param({"w7": 0, "w6": 0, "w5": 1}, 6, Rule.DRAINING, id="a-busy-victim-stays"),
+    pytest.param({"w7": 0, "w6": 0, "w5": 0}, 5, Rule.FORECAST, id="all-drained-leave"),
+])
+def test_a_scale_in_under_the_forecast_is_quiesced_then_removed(
+        after: dict[str, int], replicas: int, rule: Rule) -> None:
+    """8 pods, 6 of them busy, the forecast wants 5: the victims are quiesced and only those
+    that hold nothing leave (the ReplicaSet order and the costs as for any rule)."""
+    d = decide_in_lull(current=8, workers=BUSY_6_OF_8)
+    assert (d.replicas, d.rule) == (5, Rule.FORECAST)
+    observation = QueueObservation(at=POLL * 500, backlog={"q": 0}, workers=BUSY_6_OF_8)
+    pods = tuple(PodView(w.worker_id, w.in_flight, created=float(i))
+                 for i, w in enumerate(BUSY_6_OF_8))
+    plan = quiesce.plan_scale_in(target=d.replicas, current=8, observation=observation,
+                                 pods=pods)
+    assert set(plan.quiesce) == set(after)
+    outcome = Outcome(d, plan.settle(after, annotated=True))
+    assert (outcome.replicas, outcome.rule) == (replicas, rule)
