@@ -139,7 +139,7 @@ def run_bullmq(url: str, r: redis.Redis, procs: int, conc: int, n: int) -> tuple
         stop_children(children)
 
 
-def pod_env(url: str) -> dict[str, str]:
+def pod_env(url: str, *, handler: str = "bench_first:stamp") -> dict[str, str]:
     """The literal env the operator gives a worker pod of a TaskQueue consuming QUEUE."""
     from tests.helpers.worker import pod_env as env_of
 
@@ -149,7 +149,7 @@ def pod_env(url: str) -> dict[str, str]:
         "apiVersion": models.API_VERSION, "kind": models.KIND,
         "metadata": {"name": "bench", "namespace": "default"},
         "spec": {"redis": {"url": url}, "queues": [{"key": QUEUE}],
-                 "worker": {"handler": "bench_first:stamp", "concurrency": 1}}})
+                 "worker": {"handler": handler, "concurrency": 1}}})
     return env_of(tq)
 
 

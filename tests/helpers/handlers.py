@@ -7,6 +7,7 @@ import concurrent.futures
 import functools
 import json
 import os
+import sys
 import threading
 import time
 
@@ -370,3 +371,21 @@ def record_envelope(payload: str, ctx: TaskContext) -> None:
     client().rpush(ENVELOPES, json.dumps({"payload": payload, "id": ctx.id,
                                           "attempt": ctx.attempt,
                                           "traceparent": ctx.traceparent}))
+
+
+MODULES = "test:modules"
+
+
+def record_modules(payload: str, ctx: TaskContext) -> None:
+    """Pushes the taskqueue modules this process has loaded when the task runs (JSON); with the
+    payload "progress", after a progress report."""
+    if payload == "progress":
+        ctx.progress(0.5, "half")
+    client().rpush(MODULES, json.dumps(sorted(m for m in sys.modules
+                                              if m.startswith("taskqueue"))))
+    record(payload)
+
+
+async def record_modules_async(payload: str, ctx: TaskContext) -> None:
+    await asyncio.sleep(0)
+    record_modules(payload, ctx)

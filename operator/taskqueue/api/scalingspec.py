@@ -76,6 +76,15 @@ class ScalingSpec(SpecModel):
         "stay for up to idleCooldownSeconds + this of idle time. 0: hold only when that is "
         "cheaper than re-activating, never past idleCooldownSeconds.",
     )
+    forecastBatches: bool = Field(
+        default=True,
+        description="For arrivals in batches (targetWaitSeconds) that are not held through "
+        "the lulls and recur at a stable period (the last three a stable gap apart): start the "
+        "fleet the next batch needs one pod start-up and one poll before it is expected, so it "
+        "waits less than a re-activation (a poll + a pod start-up). A batch that does not come "
+        "costs that fleet a start-up, a poll and at most idleCooldownSeconds. false: every such "
+        "batch is started when it lands.",
+    )
     fallbackReplicas: int | None = Field(
         default=None, ge=0, le=limits.MAX_REPLICAS,
         description="Replicas while Redis cannot be read (default: hold).",

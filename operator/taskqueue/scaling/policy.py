@@ -48,6 +48,7 @@ The rules, in the order they are applied:
    and held like a burst's until the batch is drained; a batch that has not come by its
    tolerance (at most a cooldown) after its time is not forecast again until the period is
    seen again, and the idle rule releases its pods.
+   ``forecastBatches: false`` turns the rule off (each batch started when it lands).
 7. Flow limits (`taskqueue.scaling.flowcap`): no more than the queues' rate limits, in-flight
    limits and pauses can use (a paused queue none, maxInFlight / concurrency, rate x service
    time (+ a 5-10 % headroom band, in whole pods) / concurrency; a rate-limited queue whose
@@ -467,10 +468,12 @@ def _idle(spec: ScalingSpec, state: PolicyState, idle_for: float, *, batches: in
 def _forecast(spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float,
               fleet: _Fleet) -> tuple[int, str] | None:
     """The replicas for the forecast batches of the queues with a wait target
-    (`_forecast_batch`), and why; None when no batch is due. They are the fleet each batch
-    would get from the wait model on landing, queued on top of what is queued now, as a burst
-    on no standing slot whose added pods are up when it lands (`waitpolicy.sizing`, `ready`):
-    each still runs at least `waitpolicy.burst_horizon` of it."""
+    (`_forecast_batch`), and why; None when no batch is due or `forecastBatches` is off. They
+    are the fleet each batch would get from the wait model on landing, queued on top of what is
+    queued now, as a burst on no standing slot whose added pods are up when it lands
+    (`waitpolicy.sizing`, `ready`): each still runs at least `waitpolicy.burst_horizon` of it."""
+    if not spec.forecastBatches:
+        return None
     targets = spec.targetWaitSeconds or {}
     due = {q: b for q in fleet.queue_order if q in targets
            and (b := _forecast_batch(spec, state, q, now)) is not None}

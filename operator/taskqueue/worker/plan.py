@@ -23,7 +23,11 @@
   calls around its task, retried through outages, so an idempotent worker runs thread slots
   ("threads" even at concurrency 1 or with a coroutine handler, which its thread slots await);
 - the long-lived threads the runner starts and watches (`threads`). Due retries and scheduled
-  tasks are promoted by one of them alone, the promoter (`promoter.py`): no fetch promotes.
+  tasks are promoted by one of them alone, the promoter (`promoter.py`): no fetch promotes. The
+  `flow` thread (`flowwatch.py`) runs for the blocking pops only (fetch.lua reads the flow
+  hashes itself), and the watchdog (`watchdog.py`) from the start only when it has an event
+  loop to watch: a coroutine handler with a task timeout (`watch_loop`). Other workers start
+  it when they drain (a drain must end), so a worker that needs neither imports neither.
 """
 
 from __future__ import annotations
@@ -43,9 +47,10 @@ FETCHERS: dict[Slots, tuple[str, ...]] = {
     "blocking": ("each slot",),
 }
 """Who may fetch, per kind of slots (one at a time: the holder of the dispatcher's Fetcher)."""
-PERIODIC_THREADS = ("heartbeat", "lifecycle", "promoter", "flow", "watchdog")
-"""The periodic threads every worker runs (`periodic.Periodic`; lifecycle: cancels and progress;
-flow: the pauses the blocking pops leave out: `flowwatch`)."""
+PERIODIC_THREADS = ("heartbeat", "lifecycle", "promoter")
+"""The periodic threads every worker runs (`periodic.Periodic`; lifecycle: cancels and
+progress). The blocking pops add `flow` (the pauses they leave out: `flowwatch`), a watched
+event loop `watchdog`."""
 
 
 class Settings(Protocol):
@@ -61,6 +66,8 @@ class Settings(Protocol):
     def idempotency_window(self) -> float | None: ...
     @property
     def tracking(self) -> bool: ...
+    @property
+    def task_timeout(self) -> float | None: ...
 
 
 def fetch_mode(config: Settings) -> FetchMode:
@@ -77,10 +84,10 @@ def fetch_mode(config: Settings) -> FetchMode:
 class Plan:
     """What `plan_for` decided (a plain class: a dataclass costs start-up time)."""
 
-    __slots__ = ("concurrency", "fetch", "held", "leases", "loop", "slots")
+    __slots__ = ("concurrency", "fetch", "held", "leases", "loop", "slots", "watch_loop")
 
     def __init__(self, *, fetch: FetchMode, slots: Slots, leases: bool, loop: bool,
-                 concurrency: int) -> None:
+                 concurrency: int, watch_loop: bool) -> None:
         self.fetch: FetchMode = fetch
         self.held = fetch == "held"
         """Entries stay in the processing list until acked (AtLeastOnce)."""
@@ -89,6 +96,9 @@ class Plan:
         self.loop = loop
         """The handler is a coroutine: the event loop thread (`handlers.shared_loop`) runs it,
         started with the worker and watched like the others."""
+        self.watch_loop = watch_loop and loop
+        """The watchdog runs from the start: it ends the process when the handler holds the
+        event loop past the task timeout. Without it the watchdog starts with the drain."""
         self.concurrency = concurrency
 
     @property
@@ -104,6 +114,10 @@ class Plan:
     def threads(self) -> tuple[str, ...]:
         """The names of the long-lived threads the runner starts and watches."""
         names = list(PERIODIC_THREADS)
+        if not self.dispatched:
+            names.append("flow")
+        if self.watch_loop:
+            names.append("watchdog")
         if self.leases:
             names.append("leases")
         if self.dispatched:
@@ -121,7 +135,8 @@ class Plan:
 
     def __repr__(self) -> str:
         return (f"Plan(fetch={self.fetch!r}, slots={self.slots!r}, leases={self.leases}, "
-                f"loop={self.loop}, concurrency={self.concurrency})")
+                f"loop={self.loop}, concurrency={self.concurrency}, "
+                f"watch_loop={self.watch_loop})")
 
 
 def plan_for(config: Settings, *, coroutine_handler: bool) -> Plan:
@@ -141,4 +156,5 @@ def plan_for(config: Settings, *, coroutine_handler: bool) -> Plan:
     else:
         slots = "threads"
     return Plan(fetch=fetch, slots=slots, leases=leases, loop=coroutine_handler,
-                concurrency=config.concurrency)
+                concurrency=config.concurrency,
+                watch_loop=coroutine_handler and config.task_timeout is not None)

@@ -5,6 +5,11 @@ here from the settings and the handler. Usable in-process (tests, benchmarks): `
 `stop()`, `join()`; `run_until_signal()` is the process (with the watchdog, which may end it:
 `watchdog.py`).
 
+The parts only some plans use are imported by the plans that use them: the `flow` thread
+(`flowwatch`, for the blocking pops), the watchdog (from the start for a watched event loop,
+else once the drain begins), the coroutine slots (`aslot`). A worker pays the start-up of no
+module it does not run.
+
 Drain: stop taking tasks, let the tasks in hand finish within the grace period, give back the
 prefetched ones and whatever could not finish (attempts unchanged), then leave the workers set
 (only when nothing is held any more; otherwise the heartbeat expires and recovery requeues).
@@ -27,7 +32,6 @@ from typing import TYPE_CHECKING
 from taskqueue.worker import backoff, handlers, resp, wrongtype
 from taskqueue.worker.config import WorkerConfig
 from taskqueue.worker.dispatch import Dispatcher
-from taskqueue.worker.flowwatch import FlowWatch
 from taskqueue.worker.handlers import AsyncHandler, Handler
 from taskqueue.worker.heartbeat import Heartbeat
 from taskqueue.worker.idempotency import LeaseKeeper, Leases
@@ -38,10 +42,11 @@ from taskqueue.worker.slot import Slot
 from taskqueue.worker.state import WorkerState
 from taskqueue.worker.store import REDIS_ERRORS, Store
 from taskqueue.worker.wakeup import Wakeup
-from taskqueue.worker.watchdog import Watchdog
 
-if TYPE_CHECKING:  # aslot (asyncio) is imported for coroutine handlers only (start-up time)
+if TYPE_CHECKING:  # imported by the plans that run them only (start-up time)
     from taskqueue.worker.aslot import AsyncSlot, Bridge
+    from taskqueue.worker.flowwatch import FlowWatch
+    from taskqueue.worker.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +75,15 @@ class Worker:
                                    heartbeat_seconds=config.heartbeat_seconds,
                                    seen=self.state.cancels, watch=not plan.dispatched)
         """Hears cancels for the running tasks and writes their progress reports."""
-        self.flow_watch = FlowWatch(url=config.redis_url, schema=config.schema,
-                                    worker_id=config.worker_id, seen=self.state.flow,
-                                    stopping=self.state.stopping)
-        """Keeps `state.flow` fresh: the pauses the blocking pops leave out."""
+        self.flow_watch: FlowWatch | None = None
+        """Keeps `state.flow` fresh: the pauses the blocking pops leave out (their plans only:
+        fetch.lua reads the flow hashes itself)."""
+        if not plan.dispatched:
+            from taskqueue.worker.flowwatch import FlowWatch
+
+            self.flow_watch = FlowWatch(url=config.redis_url, schema=config.schema,
+                                        worker_id=config.worker_id, seen=self.state.flow,
+                                        stopping=self.state.stopping)
         leases = Leases() if plan.leases else None
         self.lease_keeper = (LeaseKeeper(config=config, leases=leases)
                              if leases is not None else None)
@@ -99,10 +109,16 @@ class Worker:
                                inbox=inbox)
                           for i in range(config.concurrency)]
         self.stopped = threading.Event()
-        self.watchdog = Watchdog(handler=config.handler, task_timeout=config.task_timeout,
-                                 grace=config.grace_seconds, stopping=self.state.stopping,
-                                 abandon=self.abandon, in_fetch=self._loop_in_fetch)
-        """Started by `run_until_signal` only: it may end the process."""
+        self.watchdog: Watchdog | None = self._watchdog() if plan.watch_loop else None
+        """Started by `run_until_signal` only: it may end the process. Made here when it
+        watches the event loop (`plan.watch_loop`), else when the drain begins."""
+
+    def _watchdog(self) -> Watchdog:
+        from taskqueue.worker.watchdog import Watchdog
+
+        return Watchdog(handler=self.config.handler, task_timeout=self.config.task_timeout,
+                        grace=self.config.grace_seconds, stopping=self.state.stopping,
+                        abandon=self.abandon, in_fetch=self._loop_in_fetch)
 
     def _loop_in_fetch(self) -> bool:
         return self.bridge is not None and self.bridge.fetching
@@ -115,8 +131,9 @@ class Worker:
         with contextlib.suppress(*REDIS_ERRORS):
             self.promoter.step()
         # the first blocking pops know the pauses
-        with contextlib.suppress(*REDIS_ERRORS):
-            self.flow_watch.step()
+        if self.flow_watch is not None:
+            with contextlib.suppress(*REDIS_ERRORS):
+                self.flow_watch.step()
         if self.plan.loop:
             handlers.shared_loop()
         if self.wakeup is not None:
@@ -124,7 +141,8 @@ class Worker:
         self.heartbeat.loop.start()
         self.promoter.loop.start()
         self.lifecycle.loop.start()
-        self.flow_watch.loop.start()
+        if self.flow_watch is not None:
+            self.flow_watch.loop.start()
         if self.lease_keeper is not None:
             self.lease_keeper.loop.start()
         inline = [slot for slot in self.slots if slot.inline]
@@ -246,9 +264,13 @@ class Worker:
 
     def threads(self) -> list[threading.Thread]:
         """The long-lived threads (`plan.threads`); each must live until the worker stops
-        (the watchdog's counts once `run_until_signal` started it)."""
-        loops = [self.heartbeat.loop, self.promoter.loop, self.lifecycle.loop,
-                 self.flow_watch.loop, self.watchdog.loop]
+        (the watchdog's counts once `run_until_signal` started it; one started for the drain
+        is not long-lived)."""
+        loops = [self.heartbeat.loop, self.promoter.loop, self.lifecycle.loop]
+        if self.flow_watch is not None:
+            loops.append(self.flow_watch.loop)
+        if self.watchdog is not None and self.plan.watch_loop:
+            loops.append(self.watchdog.loop)
         if self.lease_keeper is not None:
             loops.append(self.lease_keeper.loop)
         threads = [loop.thread for loop in loops]
@@ -284,7 +306,8 @@ class Worker:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         self.start()
-        self.watchdog.loop.start()
+        if self.watchdog is not None:
+            self.watchdog.loop.start()
         status = 0
         while not got.wait(1.0):
             dead = self.dead_threads()
@@ -295,7 +318,11 @@ class Worker:
                 status = EXIT_THREAD_DIED
                 self.stop()
                 break
+        watchdog = self.watchdog
+        if watchdog is None:  # a drain must end: watched from now on
+            watchdog = self.watchdog = self._watchdog()
+            watchdog.loop.start()
         self.join()
-        self.watchdog.loop.stop.set()
+        watchdog.loop.stop.set()
         log.info("worker %s stopped", self.config.worker_id)
         return status

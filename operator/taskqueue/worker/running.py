@@ -8,6 +8,8 @@ A cancel that arrives just before its task registers is kept `EARLY_SECONDS` and
 with BRPOP/BZPOPMIN (AtMostOnce, `plan.fetch_mode`) knows of its TaskQueue's cancels zset: such
 a worker skips fetch.lua (which drops cancelled tasks itself) and asks Redis (ZSCORE) about a
 task it took only while `pending` is set, so nothing is asked per task while nobody cancels.
+The progress record (`wire.lifecycle.Progress`) is imported by the first report: a worker whose
+handlers report none does not load the records of a task's life (start-up time).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from taskqueue.wire import lifecycle
+if TYPE_CHECKING:  # imported by the first progress report (its records are start-up time)
+    from taskqueue.wire import lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +99,8 @@ class Control:
             coroutine.cancel()
 
     def report(self, fraction: float | None, message: str) -> None:
+        from taskqueue.wire import lifecycle
+
         self.progress = lifecycle.Progress(fraction=lifecycle.progress_fraction(fraction),
                                            message=str(message)[:500], at=time.time())
         self.reported = True

@@ -286,18 +286,25 @@ def test_the_worker_works_with_exactly_its_rule(redis_server: RedisServer, make_
                what="the worker did not run every task")
 
 
-@pytest.mark.parametrize("missing", ["evalsha", "zrangebyscore", "zadd", "rpop", "exists",
-                                     "hgetall"])
+BLOCKING_POPS = {"delivery": "AtMostOnce", "queues": [{"key": "{emails}:vip"}]}
+"""A worker whose slots pop with BRPOP: the one that runs the flow thread (HGETALL)."""
+
+
+@pytest.mark.parametrize(("missing", "spec"), [
+    *[pytest.param(m, {"queues": QUEUES}, id=m)
+      for m in ("evalsha", "zrangebyscore", "zadd", "rpop", "exists")],
+    pytest.param("hgetall", BLOCKING_POPS, id="hgetall-blocking-pops"),
+])
 def test_the_worker_without_one_permission_names_it(
         redis_server: RedisServer, make_user: MakeUser, start_worker: StartWorker,
-        caplog: pytest.LogCaptureFixture, missing: str) -> None:
+        caplog: pytest.LogCaptureFixture, missing: str, spec: dict[str, Any]) -> None:
     admin = _admin(redis_server)
     client.enqueue_sync(admin, "{emails}:vip", "t")
     admin.hset(SCHEMA.flow, flow.MAX + "{emails}:normal", "100")  # the flow thread reads it
     url = make_user("worker", without=missing)
     caplog.set_level(logging.WARNING)
     try:
-        start_worker(url, worker_id="w1", queues=QUEUES, record_url=redis_server.url)
+        start_worker(url, worker_id="w1", record_url=redis_server.url, **spec)
     except resp.NoPermissionError as exc:  # at registration: the worker does not start
         assert f"'{missing}'" in str(exc)
         return

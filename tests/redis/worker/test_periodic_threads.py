@@ -203,6 +203,7 @@ def _plant_event_loop(worker: Worker) -> None:
 
 
 def _plant_watchdog(worker: Worker) -> None:
+    assert worker.watchdog is not None
     worker.watchdog.watch.check = _bug_in(  # type: ignore[method-assign]
         "watchdog", worker.watchdog.watch.check)
 
@@ -215,7 +216,8 @@ def _plant_watchdog(worker: Worker) -> None:
         pytest.param(_plant_promoter, {}, id="promoter"),
         pytest.param(_plant_leases, {"worker": {"idempotency": {"windowSeconds": 60},
                                                 "heartbeatSeconds": 0.2}}, id="lease-keeper"),
-        pytest.param(_plant_watchdog, {}, id="watchdog"),
+        pytest.param(_plant_watchdog, {"handler": f"{HANDLERS}:record_async",
+                                       "worker": {"taskTimeoutSeconds": 30}}, id="watchdog"),
         pytest.param(_plant_wakeup, {}, id="wake-up-listener"),
         pytest.param(_plant_event_loop,
                      {"handler": f"{HANDLERS}:record_async",

@@ -28,6 +28,8 @@ HANDLERS = "tests.helpers.handlers"
                      "blocking", id="blocking-pop"),
         pytest.param("record_async", {"delivery": "AtMostOnce"}, "blocking",
                      id="blocking-pop-coroutine-handler"),
+        pytest.param("record_async", {"worker": {"concurrency": 2, "taskTimeoutSeconds": 30}},
+                     "coroutines", id="coroutines-with-a-task-timeout"),
         pytest.param("record", {"worker": {"concurrency": 2,
                                            "idempotency": {"windowSeconds": 60}}},
                      "threads", id="idempotent"),

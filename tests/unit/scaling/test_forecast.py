@@ -13,13 +13,15 @@ from typing import Any
 import pytest
 
 from taskqueue.api.models import ScalingSpec, TaskQueue
-from taskqueue.scaling import forecast
+from taskqueue.scaling import forecast, quiesce
 from taskqueue.scaling.forecast import Onset, QueueBatches
-from taskqueue.scaling.observation import QueueObservation
-from taskqueue.scaling.policy import PolicyState, Rule, decide
+from taskqueue.scaling.observation import QueueObservation, WorkerObservation
+from taskqueue.scaling.policy import Decision, Outcome, PolicyState, Rule, decide
+from taskqueue.scaling.quiesce import PodView
 from taskqueue.simulate.run import simulate
 from taskqueue.simulate.scalers import OperatorScaler
 from taskqueue.simulate.trace import Arrival
+from taskqueue.wire.flow import QueueFlow
 
 from .test_batch_arrivals import POLL, measured, with_service
 
@@ -155,12 +157,12 @@ def test_batches_held_through_the_lull_are_not_forecast() -> None:
 
 
 # -- the whole loop ----------------------------------------------------------------------------
-def manifest() -> TaskQueue:
+def manifest(**scaling: Any) -> TaskQueue:
     return TaskQueue.model_validate({"spec": {
         "redis": {"url": "redis://r:6379/0"}, "queues": [{"key": "tasks"}],
         "worker": {"concurrency": 1},
         "scaling": {"maxReplicas": 40, "targetWaitSeconds": {"tasks": 5.0},
-                    "podStartupSeconds": 5}}})
+                    "podStartupSeconds": 5, **scaling}}})
 
 
 def batches(starts: list[float], size: int = 50, seed: int = 1) -> list[Arrival]:
@@ -197,3 +199,121 @@ def test_a_forecast_batch_that_does_not_come_costs_a_bounded_start() -> None:
     # started a start-up and a poll or two ahead of its time, zero a cooldown after it
     assert up and forecast_at - 12 <= up[0] <= forecast_at
     assert after[-1][1] == 0 and after[-1][0] <= forecast_at + 30 + 2 * POLL
+
+
+# -- the knob: spec.scaling.forecastBatches ------------------------------------------------------
+@pytest.mark.parametrize("forecast_batches, idle_for, replicas, rule", [
+    pytest.param(True, 114.0, 5, Rule.FORECAST, id="on-started-ahead"),
+    pytest.param(False, 114.0, 0, Rule.IDLE, id="off-released-as-without-the-rule"),
+    pytest.param(True, 120.0, 5, Rule.FORECAST, id="on-held-at-its-time"),
+    pytest.param(False, 120.0, 0, Rule.IDLE, id="off-nothing-at-its-time"),
+    # the knob changes nothing but the forecast: too early, both released
+    pytest.param(True, 100.0, 0, Rule.IDLE, id="on-too-early"),
+    pytest.param(False, 100.0, 0, Rule.IDLE, id="off-too-early"),
+])
+def test_forecast_batches_turns_the_rule_on_and_off(forecast_batches: bool, idle_for: float,
+                                                    replicas: int, rule: Rule) -> None:
+    got, got_rule, reason = decide_after(EVERY_2MIN, idle_for=idle_for,
+                                         forecastBatches=forecast_batches)
+    assert (got, got_rule) == (replicas, rule)
+    assert ("forecast" in reason) is (rule == Rule.FORECAST)
+
+
+def test_forecast_batches_is_on_by_default() -> None:
+    assert ScalingSpec().forecastBatches is True
+    assert manifest().spec.scaling.forecastBatches is True
+
+
+@pytest.mark.parametrize("forecast_batches, restarts, met", [
+    pytest.param(True, 1, True, id="on-met-then-one-start-for-the-batch-that-never-comes"),
+    pytest.param(False, 0, False, id="off-each-batch-waits-a-reactivation"),
+])
+def test_taskqueue_simulate_follows_the_knob(forecast_batches: bool, restarts: int,
+                                             met: bool) -> None:
+    # 12 batches of 50 tasks of 0.5 s every 300 s, 5 s target (as above): with the rule, the
+    # median batch is started ahead and the fleet starts once more after the last batch; without
+    # it each batch waits a poll + a start-up, nothing starts after the trace
+    tq = manifest(forecastBatches=forecast_batches)
+    result = simulate(tq, batches([150.0 + 300 * i for i in range(12)]), OperatorScaler(tq))
+    assert (result.busy_deleted, result.interrupted, result.unserved) == (0, 0, 0)
+    assert result.restarts == restarts
+    assert (result.waits["tasks"][0] < 5.0) is met
+
+
+# -- the forecast among the rules that must win ---------------------------------------------------
+def decide_in_lull(*, flow: tuple[QueueFlow, ...] = (), current: int = 0, redis: bool = True,
+                   workers: tuple[WorkerObservation, ...] = (), **spec: Any) -> Decision:
+    """The decision 4 s before the next of EVERY_2MIN's batches is due (the polls of the lull
+    seen, as the operator sees them), `q` unbounded unless `flow` says otherwise."""
+    counts = [*EVERY_2MIN, *[0] * 57]
+    rates = with_service(measured(counts), 0.5)
+    now = POLL * (len(counts) + 1)
+    order = tuple(f.key for f in flow) or ("q",)
+    scaling = ScalingSpec(**{"maxReplicas": 40, "idleCooldownSeconds": 30,
+                             "scaleDownStabilizationSeconds": 0, "podStartupSeconds": 5,
+                             "targetWaitSeconds": {"q": 2.0}, **spec})
+    observation = QueueObservation(at=now, backlog=dict.fromkeys(order, 0),
+                                   taken=dict(rates.taken), completed_total=rates.completed,
+                                   workers=workers)
+    state = PolicyState(replicas=current, rates=rates, last_active=POLL * len(EVERY_2MIN))
+    return decide(spec=scaling, observation=observation if redis else None, state=state,
+                  now=now, queue_order=order, flow=flow)
+
+
+BUSY_6_OF_8 = tuple(WorkerObservation(f"w{i}", int((POLL * 500) * 1000), 1 if i < 6 else 0)
+                    for i in range(8))
+
+
+@pytest.mark.parametrize("case, replicas, rule", [
+    pytest.param({}, 5, Rule.FORECAST, id="the-forecast-alone"),
+    pytest.param({"maxReplicas": 3}, 3, Rule.MAX_REPLICAS, id="maxReplicas-caps-it"),
+    pytest.param({"maxScaleUpStep": 2}, 2, Rule.MAX_SCALE_UP_STEP, id="maxScaleUpStep-paces-it"),
+    pytest.param({"minReplicas": 7}, 7, Rule.MIN_REPLICAS, id="minReplicas-above-it"),
+    pytest.param({"paused": True}, 0, Rule.PAUSED, id="a-paused-taskqueue-stays-at-zero"),
+    pytest.param({"paused": True, "current": 2}, 2, Rule.PAUSED, id="a-paused-taskqueue-holds"),
+    pytest.param({"redis": False}, 0, Rule.REDIS_UNREADABLE, id="redis-unreadable-holds"),
+    pytest.param({"redis": False, "fallbackReplicas": 1}, 1, Rule.FALLBACK_REPLICAS,
+                 id="redis-unreadable-fallbackReplicas"),
+    pytest.param({"flow": (QueueFlow("q", paused=True),)}, 0, Rule.PAUSED_QUEUE,
+                 id="its-queue-paused-by-the-spec"),
+    pytest.param({"flow": (QueueFlow("q", paused_cli="1764800000 ops"),)}, 0,
+                 Rule.PAUSED_QUEUE, id="its-queue-paused-by-taskqueue-pause"),
+    pytest.param({"flow": (QueueFlow("q", paused=True),), "current": 3}, 0, Rule.PAUSED_QUEUE,
+                 id="its-queue-paused-takes-the-fleet-to-zero"),
+    pytest.param({"flow": (QueueFlow("q", max_in_flight=2),)}, 2, Rule.IN_FLIGHT_CAP,
+                 id="maxInFlight-caps-it"),
+    pytest.param({"flow": (QueueFlow("q", rate=(1, 1.0, 1)),)}, 1, Rule.RATE_LIMIT_CAP,
+                 id="a-rate-limit-caps-it"),
+    # a pause of another queue, idle, does not cap the batch forecast for this one
+    pytest.param({"flow": (QueueFlow("q"), QueueFlow("p", paused=True))}, 5, Rule.FORECAST,
+                 id="another-queue-paused-no-cap"),
+    pytest.param({"forecastBatches": False}, 0, Rule.IDLE, id="forecastBatches-off"),
+])
+def test_the_rules_that_must_win_over_the_forecast(case: dict[str, Any], replicas: int,
+                                                   rule: Rule) -> None:
+    """The forecast only raises the recommendation, before the flow limits and the clamp and
+    after paused and Redis unreadable (which return first): each of those wins over it."""
+    d = decide_in_lull(**case)
+    assert (d.replicas, d.rule) == (replicas, rule)
+    if rule not in (Rule.PAUSED, Rule.REDIS_UNREADABLE, Rule.FALLBACK_REPLICAS, Rule.IDLE):
+        assert "forecast: batch of ~50 on q" in d.reason
+
+
+@pytest.mark.parametrize("after, replicas, rule", [
+    pytest.param({"w7": 0, "w6": 0, "w5": 1}, 6, Rule.DRAINING, id="a-busy-victim-stays"),
+    pytest.param({"w7": 0, "w6": 0, "w5": 0}, 5, Rule.FORECAST, id="all-drained-leave"),
+])
+def test_a_scale_in_under_the_forecast_is_quiesced_then_removed(
+        after: dict[str, int], replicas: int, rule: Rule) -> None:
+    """8 pods, 6 of them busy, the forecast wants 5: the victims are quiesced and only those
+    that hold nothing leave (the ReplicaSet order and the costs as for any rule)."""
+    d = decide_in_lull(current=8, workers=BUSY_6_OF_8)
+    assert (d.replicas, d.rule) == (5, Rule.FORECAST)
+    observation = QueueObservation(at=POLL * 500, backlog={"q": 0}, workers=BUSY_6_OF_8)
+    pods = tuple(PodView(w.worker_id, w.in_flight, created=float(i))
+                 for i, w in enumerate(BUSY_6_OF_8))
+    plan = quiesce.plan_scale_in(target=d.replicas, current=8, observation=observation,
+                                 pods=pods)
+    assert set(plan.quiesce) == set(after)
+    outcome = Outcome(d, plan.settle(after, annotated=True))
+    assert (outcome.replicas, outcome.rule) == (replicas, rule)

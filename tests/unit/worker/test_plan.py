@@ -14,18 +14,19 @@ LIST = keys.QueueRef("a")
 LIST_2 = keys.QueueRef("b")
 ZSET = keys.QueueRef("z", "zset")
 LIMITED = keys.QueueRef("a", starvation_limit=3)
-PERIODIC = ("heartbeat", "lifecycle", "promoter", "flow", "watchdog")
+PERIODIC = ("heartbeat", "lifecycle", "promoter")
+BLOCKING = (*PERIODIC, "flow")
 DISPATCH = ("wakeup", "dispatch")
 
 
 def settings(delivery: str = "AtLeastOnce", queues: tuple[keys.QueueRef, ...] = (LIST,), *,
              concurrency: int = 1, idempotency: float | None = None,
-             tracking: bool = False) -> WorkerConfig:
+             tracking: bool = False, task_timeout: float | None = None) -> WorkerConfig:
     return WorkerConfig(redis_url="redis://127.0.0.1", worker_id="w", handler="m:f",
                         schema=keys.KeySchema(prefix="q", queues=queues, dead_letter="q:dead"),
                         delivery=delivery,  # type: ignore[arg-type]
                         concurrency=concurrency, idempotency_window=idempotency,
-                        tracking=tracking)
+                        tracking=tracking, task_timeout=task_timeout)
 
 
 def slots(n: int) -> tuple[str, ...]:
@@ -51,12 +52,22 @@ def slots(n: int) -> tuple[str, ...]:
                      (*PERIODIC, "leases", *DISPATCH, *slots(4), "async-handlers"),
                      id="idempotent-coroutine-handler-in-thread-slots"),
         pytest.param(settings("AtMostOnce", (LIST, LIST_2), concurrency=3), False, "brpop",
-                     "blocking", PERIODIC + slots(3), id="at-most-once-lists-brpop"),
+                     "blocking", BLOCKING + slots(3), id="at-most-once-lists-brpop"),
         pytest.param(settings("AtMostOnce", (ZSET,), concurrency=2), False, "bzpopmin",
-                     "blocking", PERIODIC + slots(2), id="at-most-once-zsets-bzpopmin"),
+                     "blocking", BLOCKING + slots(2), id="at-most-once-zsets-bzpopmin"),
         pytest.param(settings("AtMostOnce", (LIST,), concurrency=2), True, "brpop",
-                     "blocking", PERIODIC + slots(2) + ("async-handlers",),
+                     "blocking", BLOCKING + slots(2) + ("async-handlers",),
                      id="at-most-once-coroutine-handler-blocking"),
+        # the watchdog runs from the start when it watches an event loop: a coroutine handler
+        # with a task timeout (a sync one's, or without a timeout, starts with the drain)
+        pytest.param(settings(task_timeout=30), True, "held", "coroutines",
+                     PERIODIC + DISPATCH + ("async-handlers", "watchdog"),
+                     id="coroutine-handler-with-a-task-timeout-watchdog"),
+        pytest.param(settings(task_timeout=30), False, "held", "inline", PERIODIC + DISPATCH,
+                     id="sync-handler-with-a-task-timeout-no-watchdog"),
+        pytest.param(settings("AtMostOnce", (LIST,), task_timeout=30), True, "brpop",
+                     "blocking", BLOCKING + slots(1) + ("async-handlers", "watchdog"),
+                     id="blocking-coroutine-handler-with-a-task-timeout"),
         pytest.param(settings("AtMostOnce", (LIST, ZSET), concurrency=2), False, "unheld",
                      "threads", PERIODIC + DISPATCH + slots(2), id="at-most-once-mixed-types"),
         pytest.param(settings("AtMostOnce", (LIMITED, LIST_2)), False, "unheld", "inline",
