@@ -64,10 +64,10 @@ class Deployments:
         self._floors: dict[Key, str] = {}
         """resourceVersion of the deletion of a Deployment not seen since: older watch events
         still on their way are ignored."""
-        self._listing = float("-inf")
-        """When the watch's latest listing began (the cache's clock)."""
-        self._listed = float("-inf")
-        """When the latest listed Deployment came."""
+        self._listings: dict[str, tuple[float, float]] = {}
+        """Per namespace, when the watch's latest listing of it began and when its latest listed
+        Deployment came (the cache's clock): kopf lists each namespace it watches on its own, or
+        all at once when it watches the cluster."""
         self._rendered: dict[Key, tuple[models.TaskQueue, str, str]] = {}
         """Per Deployment, the spec hash last rendered and of what (TaskQueue object, uid): a
         poll of the same parsed TaskQueue compares hashes without rendering it again."""
@@ -79,9 +79,8 @@ class Deployments:
         key = (namespace, name)
         if listed:
             now = self.clock()
-            if now - self._listed > LISTING_GAP_SECONDS:
-                self._listing = now
-            self._listed = now
+            began, last = self._listings.get(namespace, (now, float("-inf")))
+            self._listings[namespace] = (now if now - last > LISTING_GAP_SECONDS else began, now)
         if deleted:  # a floor only for one we track (not one of a forgotten TaskQueue)
             tracked = self._seen.pop(key, None) is not None or key in self._floors
             if tracked and state.resource_version:
@@ -99,10 +98,11 @@ class Deployments:
         self._seen[key] = _Seen(state, self.clock())
         self._floors.pop(key, None)
 
-    def _trusted(self, seen: _Seen) -> bool:
-        """Whether a cached state is used as it is: confirmed since the latest listing began,
-        or that listing may still be showing it."""
-        return seen.since >= self._listing or self.clock() - self._listing < LISTING_SECONDS
+    def _trusted(self, namespace: str, seen: _Seen) -> bool:
+        """Whether a cached state is used as it is: confirmed since the latest listing of its
+        namespace began, or that listing may still be showing it."""
+        began = self._listings.get(namespace, (float("-inf"), 0.0))[0]
+        return seen.since >= began or self.clock() - began < LISTING_SECONDS
 
     def wrote(self, namespace: str, name: str, state: DeploymentState | None) -> None:
         """After our own create or PUT: `state` is the Deployment the reply returned (None: the
@@ -147,7 +147,7 @@ class Deployments:
         cache = owned and self.watched
         if cache:
             seen = self._seen.get(key)
-            if seen is not None and self._trusted(seen):
+            if seen is not None and self._trusted(namespace, seen):
                 return seen.state
         state = await self.kube.get_deployment(namespace, name)
         if cache:

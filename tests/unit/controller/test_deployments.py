@@ -130,6 +130,12 @@ async def test_after_the_watch_lists_again_what_it_did_not_show_is_read_once() -
     await p.ensure(tq, uid="u")
     assert fake.calls["get"] == 1
 
+    clock.now += 3600
+    p.saw("staging", "other-worker", other, listed=True)  # another namespace's listing
+    clock.now += LISTING_SECONDS
+    await p.ensure(tq, uid="u")
+    assert fake.calls["get"] == 1
+
 
 async def test_without_the_watch_every_poll_reads_and_scale_targets_always_do() -> None:
     fake = FakeKube()
