@@ -78,7 +78,7 @@ class Actor:
             rv = await self.kube.scale_deployment(ref.namespace, deployment.name,
                                                   outcome.replicas)
         finally:
-            self.deployments.wrote(ref.namespace, deployment.name, rv)
+            self.deployments.scaled(ref.namespace, deployment.name, outcome.replicas, rv)
         direction = "down" if down else "up"
         metrics.SCALE_EVENTS.labels(ref.namespace, ref.name, direction).inc()
         message = f"{deployment.name} {outcome.previous} -> {outcome.replicas}: {outcome.reason}"

@@ -1,9 +1,19 @@
 """The worker Deployments: a cache fed by the watch of the Deployments the operator owns, and
 `Deployments.ensure` (the one place a TaskQueue's Deployment is created or updated).
 
-With the watch on, a poll uses the last Deployment seen instead of a GET; a Deployment no watch
-event refreshed is re-read after DEPLOYMENT_REFRESH_SECONDS anyway (a missed event). After
-our own write, watch events older than it (resourceVersion floor) are ignored.
+With the watch on, the watch is the source of a Deployment's state between our writes: a poll
+uses the last state seen (a watch event, or the reply of our own create, PUT or scale) and does
+not GET it. It GETs only where the watch cannot be trusted:
+
+- it has no state yet (the first poll before the watch listed the Deployment; after the watch
+  said it was deleted; a scaleTargetRef Deployment, not watched);
+- after a write that failed or conflicted (the Deployment changed since it was read);
+- after the watch listed again (kopf lists when it starts and after a 410 Gone, and a Deployment
+  deleted while it was not watching sends no event): a state the new listing has not confirmed
+  within LISTING_SECONDS is re-read once.
+
+Watch events older than what is known (resourceVersion of the last state, or of the deletion)
+are ignored.
 """
 
 from __future__ import annotations
@@ -11,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from taskqueue.api import models
 from taskqueue.controller import admission, workload
@@ -20,10 +30,12 @@ from taskqueue.controller.record import SpecError
 
 log = logging.getLogger("taskqueue.operator")
 
-DEPLOYMENT_REFRESH_SECONDS = 60.0
-"""With the Deployment watch on, a cached Deployment no watch event has refreshed is re-read
-(GET) once it is this old anyway: a safety net for a missed event. In seconds, not polls, so
-polling faster does not read more (12 polls at the former 5 s default)."""
+LISTING_GAP_SECONDS = 30.0
+"""A listed Deployment (a watch event of type None, which only a listing sends) this long after
+the previous one means the watch is listing again."""
+LISTING_SECONDS = 60.0
+"""How long a listing has to show every Deployment that exists: a cached state older than the
+listing and not confirmed by it within this is re-read (it may be gone)."""
 
 Key = tuple[str, str]
 
@@ -32,7 +44,8 @@ Key = tuple[str, str]
 class _Seen:
     state: DeploymentState
     since: float
-    """When the watch event (or GET) that brought this state came (the cache's clock)."""
+    """When the watch event, GET or write reply that brought this state came (the cache's
+    clock)."""
 
 
 class Deployments:
@@ -49,16 +62,25 @@ class Deployments:
         """True when `saw` is fed by a watch of the Deployments the operator owns."""
         self._seen: dict[Key, _Seen] = {}
         self._floors: dict[Key, str] = {}
-        """resourceVersion of our last write (or of the deletion) of a Deployment not seen since:
-        older watch events still on their way are ignored."""
+        """resourceVersion of the deletion of a Deployment not seen since: older watch events
+        still on their way are ignored."""
+        self._listings: dict[str, tuple[float, float]] = {}
+        """Per namespace, when the watch's latest listing of it began and when its latest listed
+        Deployment came (the cache's clock): kopf lists each namespace it watches on its own, or
+        all at once when it watches the cluster."""
         self._rendered: dict[Key, tuple[models.TaskQueue, str, str]] = {}
         """Per Deployment, the spec hash last rendered and of what (TaskQueue object, uid): a
         poll of the same parsed TaskQueue compares hashes without rendering it again."""
 
     def saw(self, namespace: str, name: str, state: DeploymentState, *,
-            deleted: bool = False) -> None:
-        """A watch event of an owned Deployment (kept unless older than what we know)."""
+            deleted: bool = False, listed: bool = False) -> None:
+        """A watch event of an owned Deployment (kept unless older than what we know);
+        `listed`: an event of a listing (type None)."""
         key = (namespace, name)
+        if listed:
+            now = self.clock()
+            began, last = self._listings.get(namespace, (now, float("-inf")))
+            self._listings[namespace] = (now if now - last > LISTING_GAP_SECONDS else began, now)
         if deleted:  # a floor only for one we track (not one of a forgotten TaskQueue)
             tracked = self._seen.pop(key, None) is not None or key in self._floors
             if tracked and state.resource_version:
@@ -76,12 +98,32 @@ class Deployments:
         self._seen[key] = _Seen(state, self.clock())
         self._floors.pop(key, None)
 
-    def wrote(self, namespace: str, name: str, resource_version: str | None) -> None:
-        """After our own write: the next read is a GET, or the watch event of this write."""
+    def _trusted(self, namespace: str, seen: _Seen) -> bool:
+        """Whether a cached state is used as it is: confirmed since the latest listing of its
+        namespace began, or that listing may still be showing it."""
+        began = self._listings.get(namespace, (float("-inf"), 0.0))[0]
+        return seen.since >= began or self.clock() - began < LISTING_SECONDS
+
+    def wrote(self, namespace: str, name: str, state: DeploymentState | None) -> None:
+        """After our own create or PUT: `state` is the Deployment the reply returned (None: the
+        write failed or its reply is unknown, and the next read is a GET)."""
         key = (namespace, name)
-        self._seen.pop(key, None)
-        if resource_version:
-            self._floors[key] = resource_version
+        if state is None or not state.resource_version:
+            self._seen.pop(key, None)
+            return
+        self._keep(key, state)
+
+    def scaled(self, namespace: str, name: str, replicas: int,
+               resource_version: str | None) -> None:
+        """After our own scale to `replicas`, which made the Deployment `resource_version`
+        (None: the write failed, and the next read is a GET)."""
+        key = (namespace, name)
+        seen = self._seen.get(key)
+        if seen is None or not resource_version:
+            self._seen.pop(key, None)
+            return
+        self._keep(key, replace(seen.state, replicas=replicas,
+                                resource_version=resource_version))
 
     def forget(self, namespace: str, name: str) -> None:
         self._seen.pop((namespace, name), None)
@@ -105,7 +147,7 @@ class Deployments:
         cache = owned and self.watched
         if cache:
             seen = self._seen.get(key)
-            if seen is not None and self.clock() - seen.since < DEPLOYMENT_REFRESH_SECONDS:
+            if seen is not None and self._trusted(namespace, seen):
                 return seen.state
         state = await self.kube.get_deployment(namespace, name)
         if cache:
@@ -140,30 +182,30 @@ class Deployments:
                 f"set spec.scaleTargetRef.name: {name} to scale it without owning it"
             )
         if existing.spec_hash != self._spec_hash((ns, name), tq, uid):
-            rv = None
+            replaced = None
             try:
-                rv = await self.kube.replace_deployment(
+                replaced = await self.kube.replace_deployment(
                     workload.build_deployment(tq, uid=uid, replicas=existing.replicas),
                     replicas=existing.replicas, resource_version=existing.resource_version)
                 log.info("updated Deployment %s/%s", ns, name)
             except ConflictError:  # changed since read (e.g. scaled): the next poll retries
                 pass
             finally:
-                self.wrote(ns, name, rv)
+                self.wrote(ns, name, replaced)
         return existing
 
     async def _create(self, tq: models.TaskQueue, *, uid: str) -> DeploymentState:
         ns, name = tq.metadata.namespace or "default", workload.deployment_name(tq)
         replicas = tq.spec.scaling.minReplicas
-        rv = None
+        created = None
         try:
-            rv = await self.kube.create_deployment(
+            created = await self.kube.create_deployment(
                 workload.build_deployment(tq, uid=uid, replicas=replicas))
             log.info("created Deployment %s/%s", ns, name)
         except ConflictError:  # created meanwhile (e.g. by the previous operator leader)
             pass
         finally:
-            self.wrote(ns, name, rv)
-        return DeploymentState(name=name, replicas=replicas, ready_replicas=0,
-                               selector=workload.selector_labels(tq.metadata.name),
-                               owner_uids=(uid,))
+            self.wrote(ns, name, created)
+        return created or DeploymentState(
+            name=name, replicas=replicas, ready_replicas=0,
+            selector=workload.selector_labels(tq.metadata.name), owner_uids=(uid,))

@@ -4,8 +4,8 @@
   the poll is the one place the worker Deployment is created or updated.
 - create/resume/update of a TaskQueue's spec: wake its daemon, so a new spec is acted on at once.
 - pod events of worker pods: when a pod is gone, requeue what it held (the reaper).
-- events of the Deployments it owns (labelled `taskqueue.dev/taskqueue`): kept by the poller's
-  `Deployments`, so a poll does not GET the Deployment.
+- events of the Deployments it owns (labelled `taskqueue.dev/taskqueue`), the listing's
+  included: kept by the poller's `Deployments`, so a poll does not GET the Deployment.
 
 The shared `Poller` (Kubernetes client, Redis pools) is in kopf's memo, created by
 `taskqueue.controller.main`; each TaskQueue's `Record` is in kopf's per-object memo. When the
@@ -179,4 +179,4 @@ async def reap(event: kopf.RawEvent, body: kopf.Body, meta: kopf.Meta, memo: Any
 async def deployment_seen(event: kopf.RawEvent, body: kopf.Body, meta: kopf.Meta, memo: Any,
                           **_: Any) -> None:
     _poller(memo).deployments.saw(meta["namespace"], meta["name"], kube.deployment_state(body),
-                                  deleted=event["type"] == "DELETED")
+                                  deleted=event["type"] == "DELETED", listed=event["type"] is None)

@@ -3,7 +3,8 @@
 `KubeClient` implements it with the `kubernetes` client (kubeconfig on a laptop, the pod's
 service account in a cluster), running the blocking calls in threads. Everything the poller and
 the handlers need from the API server is one method here, so they are tested against the real API
-server and nothing else needs to know how a call is made. `LeaseApi` holds the Lease calls of
+server and nothing else needs to know how a call is made; each call is counted
+(`taskqueue_kube_requests_total{call}`). `LeaseApi` holds the Lease calls of
 leader election (`taskqueue.controller.leader`), blocking: the elector runs them in a thread.
 """
 
@@ -24,6 +25,7 @@ from kubernetes import config as _config
 from kubernetes.client.exceptions import ApiException
 
 from taskqueue.api import models
+from taskqueue.telemetry import metrics
 
 T = TypeVar("T")
 
@@ -106,10 +108,11 @@ class Kube(Protocol):
     async def secret_value(self, namespace: str, name: str, key: str) -> str: ...
     async def get_taskqueue(self, namespace: str, name: str) -> dict[str, Any]: ...
     async def get_deployment(self, namespace: str, name: str) -> DeploymentState | None: ...
-    # The three Deployment writes return the Deployment's new resourceVersion when known.
-    async def create_deployment(self, body: dict[str, Any]) -> str | None: ...
+    # The create and the PUT return the Deployment they made, the scale its new resourceVersion
+    # (None when unknown).
+    async def create_deployment(self, body: dict[str, Any]) -> DeploymentState | None: ...
     async def replace_deployment(self, body: dict[str, Any], *, replicas: int,
-                                 resource_version: str) -> str | None: ...
+                                 resource_version: str) -> DeploymentState | None: ...
     async def scale_deployment(self, namespace: str, name: str, replicas: int) -> str | None: ...
     async def list_pods(self, namespace: str, selector: dict[str, str]) -> list[PodState]: ...
     async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
@@ -185,6 +188,8 @@ class KubeClient:
         self.api.close()
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """`fn(*args, **kwargs)` in a thread, counted (`metrics.KUBE_REQUESTS`) by its name."""
+        metrics.KUBE_REQUESTS.labels(fn.__name__).inc()
         try:
             return await asyncio.to_thread(fn, *args, **kwargs)
         except ApiException as e:
@@ -210,8 +215,10 @@ class KubeClient:
     async def _raw(self, fn: Any, *args: Any, **kwargs: Any) -> bytes:
         """`fn`'s response body, read in the thread and not turned into the client's models
         (building a V1Deployment cost more CPU than the GET itself)."""
-        return bytes(await self._call(
-            lambda: fn(*args, _preload_content=False, **kwargs).data))
+        def body() -> Any:
+            return fn(*args, _preload_content=False, **kwargs).data
+        body.__name__ = fn.__name__
+        return bytes(await self._call(body))
 
     async def get_deployment(self, namespace: str, name: str) -> DeploymentState | None:
         try:
@@ -220,19 +227,19 @@ class KubeClient:
             return None
         return deployment_state(json.loads(raw))
 
-    async def create_deployment(self, body: dict[str, Any]) -> str | None:
-        return _resource_version(await self._call(
+    async def create_deployment(self, body: dict[str, Any]) -> DeploymentState | None:
+        return deployment_state(json.loads(await self._raw(
             self.apps.create_namespaced_deployment, body["metadata"]["namespace"], body,
-            field_manager=FIELD_MANAGER))
+            field_manager=FIELD_MANAGER)))
 
     async def replace_deployment(self, body: dict[str, Any], *, replicas: int,
-                                 resource_version: str) -> str | None:
+                                 resource_version: str) -> DeploymentState | None:
         """PUT `body` keeping `replicas`; fails with 409 if the Deployment changed meanwhile."""
         new = {**body, "metadata": {**body["metadata"], "resourceVersion": resource_version},
                "spec": {**body["spec"], "replicas": replicas}}
-        return _resource_version(await self._call(
+        return deployment_state(json.loads(await self._raw(
             self.apps.replace_namespaced_deployment, new["metadata"]["name"],
-            new["metadata"]["namespace"], new, field_manager=FIELD_MANAGER))
+            new["metadata"]["namespace"], new, field_manager=FIELD_MANAGER)))
 
     async def scale_deployment(self, namespace: str, name: str, replicas: int) -> str | None:
         return _resource_version(await self._call(

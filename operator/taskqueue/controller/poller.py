@@ -116,7 +116,7 @@ class Poller:
         await self._refusals(ref, record, refusals)
         deployment = await self.deployments.ensure(tq, uid=uid)
         state = record.state or statuses.initial_state(
-            record.status, slack=statuses.status_slack(tq.spec.scaling))
+            record.status, slack=statuses.status_slack(tq.spec.scaling, record.status))
         now = self.clock()
         decision = policy.decide(spec=tq.spec.scaling, observation=observation,
                                  state=replace(state, replicas=deployment.replicas), now=now,
@@ -229,7 +229,7 @@ class Poller:
 
     async def _write_status(self, ref: ObjectRef, record: Record, new: statuses.Status, *,
                             now: float, throttle: bool = True) -> None:
-        """Patch the status when it changed (drift alone at most every STATUS_DRIFT_SECONDS)."""
+        """Patch the status when it changed (drift alone once `statuses.drift_interval` passed)."""
         if new == record.status:
             return
         if throttle and not statuses.due(record.status, new, written=record.status_written,

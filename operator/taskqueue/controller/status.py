@@ -6,7 +6,10 @@
 - `problem_status`: the status when the spec cannot be acted on (condition Ready=False).
 - `due`: whether a new status is worth writing now (a change that is only the measured ages and
   rates (DRIFT_FIELDS, `lastActiveTime` among them) moving on is written at most every
-  STATUS_DRIFT_SECONDS).
+  STATUS_DRIFT_SECONDS; one that is only the ages growing (AGING_FIELDS) waits `drift_interval`:
+  a quarter of the oldest task's age as last written, within [STATUS_DRIFT_SECONDS,
+  STATUS_DRIFT_MAX_SECONDS] (the maximum when no age is shown), so a backlog nobody takes is
+  rewritten ever more rarely while the age shown stays within a fifth of the real one).
 - `initial_state`: the policy state after a restart, from the status last written.
 
 A key whose value is None is sent as null in the merge patch, i.e. removed from the object:
@@ -34,8 +37,15 @@ Status = dict[str, Any]
 STATUS_DRIFT_SECONDS = 15.0
 """A status change that is only DRIFT_FIELDS moving on is written at most this often; any other
 change is written at once."""
+STATUS_DRIFT_MAX_SECONDS = 120.0
+"""The longest a change of AGING_FIELDS alone waits to be written (`drift_interval`)."""
+DRIFT_FRACTION = 0.25
+"""A change of AGING_FIELDS alone waits this fraction of the oldest task's age as last
+written (at least STATUS_DRIFT_SECONDS)."""
 DRIFT_FIELDS = ("oldestTaskAgeSeconds", "lastActiveTime", "waitSeconds", "arrivalRate",
                 "serviceSeconds", "waitP95Seconds", "schedules", "nextScheduleTime")
+AGING_FIELDS = ("oldestTaskAgeSeconds", "waitSeconds", "lastActiveTime")
+"""The DRIFT_FIELDS that grow with the clock while tasks wait (`drift_interval`)."""
 COUNTS = ("backlog", "totalBacklog", "inFlight", "delayed", "dueSoon", "nextDueTime",
           "deadLetter", "oldestTaskAgeSeconds", "throughputPerReplica", "workers", "waitSeconds",
           "arrivalRate", "serviceSeconds", "waitP95Seconds")
@@ -244,28 +254,44 @@ def checked(status: Status) -> Status:
     return status
 
 
-def drift_only(old: Status | None, new: Status) -> bool:
-    """True when `new` differs from `old` only in the values of DRIFT_FIELDS."""
+def drift_only(old: Status | None, new: Status, fields: tuple[str, ...] = DRIFT_FIELDS,
+               ) -> bool:
+    """True when `new` differs from `old` only in the values of `fields`."""
     if old is None:
         return False
     def rest(s: Status) -> Status:
-        return {k: v for k, v in s.items() if k not in DRIFT_FIELDS}
+        return {k: v for k, v in s.items() if k not in fields}
     def known(s: Status, k: str) -> bool:
         return s.get(k) is not None
-    return rest(old) == rest(new) and all(known(old, k) == known(new, k) for k in DRIFT_FIELDS)
+    return rest(old) == rest(new) and all(known(old, k) == known(new, k) for k in fields)
+
+
+def drift_interval(old: Status | None) -> float:
+    """How long after writing `old` a change of AGING_FIELDS alone waits to be written:
+    DRIFT_FRACTION of the oldest task's age `old` shows, within [STATUS_DRIFT_SECONDS,
+    STATUS_DRIFT_MAX_SECONDS]; STATUS_DRIFT_MAX_SECONDS when it shows no age (tasks without an
+    enqueue time, or only tasks in flight: `lastActiveTime` alone moves on, and only a restart
+    reads it, with this as its slack)."""
+    age = (old or {}).get("oldestTaskAgeSeconds")
+    if age is None:
+        return STATUS_DRIFT_MAX_SECONDS
+    return min(STATUS_DRIFT_MAX_SECONDS, max(STATUS_DRIFT_SECONDS, DRIFT_FRACTION * float(age)))
 
 
 def due(old: Status | None, new: Status, *, written: float | None, now: float) -> bool:
     """Whether `new` is to be written now, `old` having been written at `written`."""
     if new == old:
         return False
-    recent = written is not None and now - written < STATUS_DRIFT_SECONDS
-    return not (recent and drift_only(old, new))
+    if written is None or not drift_only(old, new):
+        return True
+    wait = drift_interval(old) if drift_only(old, new, AGING_FIELDS) else STATUS_DRIFT_SECONDS
+    return now - written >= wait
 
 
-def status_slack(scaling: ScalingSpec) -> float:
-    """How far `status.lastActiveTime` can lag the last poll that saw work (throttled writes)."""
-    return STATUS_DRIFT_SECONDS + scaling.pollIntervalSeconds
+def status_slack(scaling: ScalingSpec, status: Status | None) -> float:
+    """How far `status.lastActiveTime` of `status` (as written) can lag the last poll that saw
+    work (throttled writes)."""
+    return drift_interval(status) + scaling.pollIntervalSeconds
 
 
 def last_scale(status: Status | None) -> float | None:
@@ -276,7 +302,7 @@ def last_scale(status: Status | None) -> float | None:
 def initial_state(status: Status | None, *, slack: float = 0.0) -> policy.PolicyState:
     """The policy state after a restart: the durable part comes from the TaskQueue's status.
 
-    While a TaskQueue has work, `lastActiveTime` is written at most every STATUS_DRIFT_SECONDS
+    While a TaskQueue has work, `lastActiveTime` is written at most every `drift_interval`
     (`drift_only`), so when the last status written shows work (or unknown counts: Redis was
     unreadable), the work may have lasted up to `slack` longer: the cooldown resumes from
     `lastActiveTime + slack` (a restart can delay a scale-in, never cause one). The status written

@@ -207,6 +207,10 @@ def forget_taskqueue(namespace: str, name: str) -> None:
 OWNED_TASKQUEUES = Gauge("taskqueue_owned_taskqueues",
                          "TaskQueues this operator replica acts on (its share when sharded).",
                          ["replica"], registry=_O)
+KUBE_REQUESTS = Counter("taskqueue_kube_requests",
+                        "Requests of the polls, the reaper and Events to the API server, by "
+                        "client call (e.g. read_namespaced_deployment); kopf's watches and "
+                        "Lease renewals not included.", ["call"], registry=_O)
 SHARD_REPLICAS = Gauge("taskqueue_shard_replicas",
                        "Live operator replicas this replica sees (sharded operators only).",
                        ["replica"], registry=_O)

@@ -12,7 +12,7 @@ import pytest
 from taskqueue.api import manifest, models
 from taskqueue.controller import admission, kube, workload
 from taskqueue.controller import status as statuses
-from taskqueue.controller.deployments import DEPLOYMENT_REFRESH_SECONDS, Deployments
+from taskqueue.controller.deployments import LISTING_SECONDS, Deployments
 from taskqueue.controller.kube import DeploymentState
 from taskqueue.controller.record import SpecError
 
@@ -41,16 +41,16 @@ class FakeKube:
         self.calls["get"] += 1
         return self.state()
 
-    async def create_deployment(self, body: dict[str, Any]) -> str | None:
+    async def create_deployment(self, body: dict[str, Any]) -> DeploymentState | None:
         self.calls["create"] += 1
         self.body = body
-        return str(self.calls.total())
+        return self.state()
 
     async def replace_deployment(self, body: dict[str, Any], *, replicas: int,
-                                 resource_version: str) -> str | None:
+                                 resource_version: str) -> DeploymentState | None:
         self.calls["replace"] += 1
         self.body = {**body, "spec": {**body["spec"], "replicas": replicas}}
-        return str(self.calls.total())
+        return self.state()
 
 
 class Clock:
@@ -61,43 +61,80 @@ class Clock:
         return self.now
 
 
-async def test_watched_deployment_is_not_read_on_every_poll() -> None:
+async def test_the_watch_is_the_deployments_state_between_writes() -> None:
     fake, tq, clock = FakeKube(), taskqueue(), Clock()
     p = Deployments(fake, watched=True, clock=clock)  # type: ignore[arg-type]
-    await p.ensure(tq, uid="u")  # missing: GET, create
+    await p.ensure(tq, uid="u")  # not seen yet: GET (missing), create
     assert fake.calls == {"get": 1, "create": 1}
-    await p.ensure(tq, uid="u")  # our own write: read again
-    assert fake.calls["get"] == 2
-    for _ in range(30):  # a minute of 2 s polls
-        clock.now += 2.0 - 1e-6
+    for _ in range(3600):  # two hours of 2 s polls on the create's reply, no event
+        clock.now += 2.0
         assert (await p.ensure(tq, uid="u")).replicas == 0
-    assert fake.calls["get"] == 2 and fake.calls["create"] == 1
+    assert fake.calls == {"get": 1, "create": 1}
 
     # scaled by hand: the watch event brings the new replicas, no GET
     assert fake.body is not None
     fake.body["spec"]["replicas"] = 3
-    p.saw("prod", "emails-worker", fake.state())
+    before_ours = fake.state()
+    p.saw("prod", "emails-worker", before_ours)
     assert (await p.ensure(tq, uid="u")).replicas == 3
-    assert fake.calls["get"] == 2
 
-    # the safety net: a GET once DEPLOYMENT_REFRESH_SECONDS pass without an event, however
-    # many polls that is
-    for _ in range(100):
-        await p.ensure(tq, uid="u")
-    assert fake.calls["get"] == 2
-    clock.now += DEPLOYMENT_REFRESH_SECONDS
+    # our own scale: its reply's resourceVersion; an event from before it, still on its way,
+    # is ignored
+    p.scaled("prod", "emails-worker", 1, "100")
+    p.saw("prod", "emails-worker", before_ours)
+    assert (await p.ensure(tq, uid="u")).replicas == 1
+    assert fake.calls == {"get": 1, "create": 1}
+
+    # a failed or conflicting write: the next poll reads it again
+    p.scaled("prod", "emails-worker", 2, None)
     await p.ensure(tq, uid="u")
-    assert fake.calls["get"] == 3
-    await p.ensure(tq, uid="u")  # the GET's state is fresh again
-    assert fake.calls["get"] == 3
+    assert fake.calls["get"] == 2
 
-    # deleted: the event drops it, the next poll recreates it
+    # deleted: the event drops it, the next poll finds it missing and recreates it
     gone = fake.state()
     assert gone is not None
     fake.body = None
     p.saw("prod", "emails-worker", gone, deleted=True)
     await p.ensure(tq, uid="u")
     assert fake.calls["create"] == 2 and fake.body is not None
+
+
+async def test_after_the_watch_lists_again_what_it_did_not_show_is_read_once() -> None:
+    """kopf lists after a 410 Gone: a Deployment deleted while it was not watching sends no
+    event, so a cached state the new listing does not confirm is read again, once."""
+    fake, tq, clock = FakeKube(), taskqueue(), Clock()
+    fake.body = workload.build_deployment(tq, uid="u", replicas=1)
+    p = Deployments(fake, watched=True, clock=clock)  # type: ignore[arg-type]
+    p.saw("prod", "emails-worker", fake.state(), listed=True)  # the first listing
+    other = kube.DeploymentState(name="other-worker", replicas=0, ready_replicas=0, selector={},
+                                 resource_version="1")
+    clock.now += 1
+    p.saw("prod", "other-worker", other, listed=True)  # the same listing, going on
+    clock.now += LISTING_SECONDS
+    await p.ensure(tq, uid="u")
+    assert fake.calls["get"] == 0
+
+    clock.now += 3600
+    p.saw("prod", "other-worker", other, listed=True)  # a new listing
+    await p.ensure(tq, uid="u")  # it may not have reached this one yet
+    assert fake.calls["get"] == 0
+    clock.now += LISTING_SECONDS
+    await p.ensure(tq, uid="u")  # it did not show it
+    await p.ensure(tq, uid="u")
+    assert fake.calls["get"] == 1
+
+    clock.now += 3600
+    p.saw("prod", "other-worker", other, listed=True)  # and another, which shows it
+    p.saw("prod", "emails-worker", fake.state(), listed=True)
+    clock.now += LISTING_SECONDS
+    await p.ensure(tq, uid="u")
+    assert fake.calls["get"] == 1
+
+    clock.now += 3600
+    p.saw("staging", "other-worker", other, listed=True)  # another namespace's listing
+    clock.now += LISTING_SECONDS
+    await p.ensure(tq, uid="u")
+    assert fake.calls["get"] == 1
 
 
 async def test_without_the_watch_every_poll_reads_and_scale_targets_always_do() -> None:
@@ -122,25 +159,6 @@ async def test_a_changed_spec_hash_rewrites_the_cached_deployment() -> None:
     p.saw("prod", "emails-worker", fake.state())
     await p.ensure(taskqueue(worker={"handler": "pkg.mod:other"}), uid="u")
     assert fake.calls["replace"] == 1
-
-
-async def test_a_watch_event_older_than_our_write_is_ignored() -> None:
-    fake, tq = FakeKube(), taskqueue()
-    p = Deployments(fake, watched=True)  # type: ignore[arg-type]
-    await p.ensure(tq, uid="u")  # created at resourceVersion "2"
-    created = await p.ensure(tq, uid="u")  # GET, kept
-    old = kube.DeploymentState(**{**created.__dict__, "replicas": 5, "resource_version": "1"})
-    p.saw("prod", "emails-worker", old)
-    assert (await p.ensure(tq, uid="u")).replicas == 0
-    p.wrote("prod", "emails-worker", "10")  # e.g. our scale to 2
-    p.saw("prod", "emails-worker",
-                     kube.DeploymentState(**{**old.__dict__, "resource_version": "9"}))
-    calls = fake.calls["get"]
-    await p.ensure(tq, uid="u")
-    assert fake.calls["get"] == calls + 1  # the stale event was not used
-    new = kube.DeploymentState(**{**old.__dict__, "replicas": 2, "resource_version": "10"})
-    p.saw("prod", "emails-worker", new)
-    assert (await p.ensure(tq, uid="u")).replicas == 2
 
 
 def test_drift_only_and_restart_slack() -> None:

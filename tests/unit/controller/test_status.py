@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from taskqueue.api.models import ScalingSpec
 from taskqueue.controller import status as st
 from taskqueue.scaling import policy, quiesce
 from taskqueue.scaling.arrivals import Arrivals
@@ -235,6 +236,11 @@ def test_status_names_the_replica_that_polled(shard: str | None) -> None:
 
 BASE = {"totalBacklog": 4, "oldestTaskAgeSeconds": 10, "lastActiveTime": "2026-01-01T00:00:00Z"}
 MEASURED = {**BASE, "waitSeconds": {"q": 2.5}, "arrivalRate": {"q": 0.5}, "serviceSeconds": 1.0}
+OLD = {**MEASURED, "oldestTaskAgeSeconds": 400, "waitSeconds": {"q": 400}}
+"""A backlog nobody takes, 400 s old: its age shown is rewritten every 100 s."""
+ANCIENT = {**MEASURED, "oldestTaskAgeSeconds": 100000}
+NO_AGE = {"totalBacklog": 4, "inFlight": 2, "lastActiveTime": "2026-01-01T00:00:00Z"}
+"""Busy with tasks of no known age (raw LPUSH payloads) or in flight only."""
 
 
 @pytest.mark.parametrize(
@@ -255,11 +261,34 @@ MEASURED = {**BASE, "waitSeconds": {"q": 2.5}, "arrivalRate": {"q": 0.5}, "servi
                      T0 - st.STATUS_DRIFT_SECONDS, True, id="measured-drift-due"),
         pytest.param(MEASURED, {**MEASURED, "serviceSeconds": None}, T0, True,
                      id="service-gone-is-not-drift"),
+        pytest.param(OLD, {**OLD, "oldestTaskAgeSeconds": 490, "waitSeconds": {"q": 490},
+                           "lastActiveTime": "2026-01-01T00:01:30Z"}, T0 - 90, False,
+                     id="old-backlog-aging-waits-a-quarter-of-its-age"),
+        pytest.param(OLD, {**OLD, "oldestTaskAgeSeconds": 500}, T0 - 100, True,
+                     id="old-backlog-aging-due"),
+        pytest.param(ANCIENT, {**ANCIENT, "oldestTaskAgeSeconds": 100120},
+                     T0 - st.STATUS_DRIFT_MAX_SECONDS, True, id="aging-waits-at-most-the-cap"),
+        pytest.param(OLD, {**OLD, "arrivalRate": {"q": 0.4}}, T0 - st.STATUS_DRIFT_SECONDS, True,
+                     id="old-backlog-rate-drift-waits-the-floor"),
+        pytest.param(OLD, {**OLD, "totalBacklog": 5}, T0 - 1, True,
+                     id="old-backlog-count-changed-at-once"),
+        pytest.param(NO_AGE, {**NO_AGE, "lastActiveTime": "2026-01-01T00:01:00Z"},
+                     T0 - st.STATUS_DRIFT_SECONDS, False, id="busy-without-an-age-waits-the-cap"),
+        pytest.param(NO_AGE, {**NO_AGE, "lastActiveTime": "2026-01-01T00:02:00Z"},
+                     T0 - st.STATUS_DRIFT_MAX_SECONDS, True, id="busy-without-an-age-due"),
     ],
 )
 def test_due(old: dict[str, Any] | None, new: dict[str, Any], written: float | None,
              expected: bool) -> None:
     assert st.due(old, new, written=written, now=T0) is expected
+
+
+def test_restart_slack_covers_the_aging_interval_of_the_status_written() -> None:
+    scaling = ScalingSpec(pollIntervalSeconds=2)
+    assert st.status_slack(scaling, BASE) == st.STATUS_DRIFT_SECONDS + 2
+    assert st.status_slack(scaling, NO_AGE) == st.STATUS_DRIFT_MAX_SECONDS + 2
+    assert st.status_slack(scaling, OLD) == 100 + 2
+    assert st.status_slack(scaling, ANCIENT) == st.STATUS_DRIFT_MAX_SECONDS + 2
 
 
 @pytest.mark.parametrize(
