@@ -403,7 +403,8 @@ def _recommend(
     standing = waitpolicy.standing_slots(spec, obs, replicas=state.replicas,
                                          scale_ups=state.scale_ups,
                                          concurrency=fleet.concurrency, now=now)
-    sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order, standing)
+    sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order, standing,
+                               concurrency=fleet.concurrency)
     # the length target counts the queues the wait model does not size
     by_length = _by_length(spec, obs, state, exclude=waited if sizing is not None else frozenset())
     rec, why = _held_load(*by_length, state.rates, fleet, exclude=waited)
@@ -416,6 +417,17 @@ def _recommend(
         if wait_rec >= rec:
             rec, burst = wait_rec, sizing.burst
             why = f"{sizing.why} / concurrency {fleet.concurrency} = {wait_rec}"
+    elif waited and (backlog := sum(obs.backlog.get(q, 0) for q in waited)):
+        # no service time yet: nothing tells how soon a busy slot frees, so each task queued
+        # on a queue with a wait target gets a slot, a burst's (they leave once it is gone)
+        steady = min(rec, _held_load(*_by_length(spec, obs, state, exclude=waited),
+                                     state.rates, fleet, exclude=waited)[0])
+        each = math.ceil((backlog + obs.in_flight) / fleet.concurrency)
+        if each > rec:
+            rec = each
+            why += (f"; no service time yet: a slot for each of {backlog} queued + "
+                    f"{obs.in_flight} in flight / concurrency {fleet.concurrency} = {each}")
+        burst = True
     rule: Rule | None = None
     if obs.queued + obs.in_flight + obs.due_soon == 0:
         idle_for = now - (state.last_active if state.last_active is not None else now)
@@ -478,7 +490,8 @@ def _forecast(spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now:
         return None
     landed = replace(obs, backlog={q: n + round(due[q].tasks) if q in due else n
                                    for q, n in obs.backlog.items()})
-    sizing = waitpolicy.sizing(spec, state.rates, landed, fleet.queue_order, ready=True)
+    sizing = waitpolicy.sizing(spec, state.rates, landed, fleet.queue_order, ready=True,
+                               concurrency=fleet.concurrency)
     if sizing is None:
         return None
     replicas = math.ceil(sizing.slots / fleet.concurrency)
