@@ -24,10 +24,12 @@ The rules, in the order they are applied:
    p95 wait of each such queue under its target, highest priority first
    (`taskqueue.scaling.waitmodel`, Erlang C with the measured rates, `taskqueue.scaling.rates`),
    divided by the worker concurrency; the length target then only counts the queues without a wait
-   target, plus the tasks due soon. The part of it the arrival rates need is the *steady*
+   target, plus the tasks due soon. Before any service time is known, each task queued or in
+   flight on a queue with a wait target gets a slot, as a burst (its pods leave with the
+   backlog). The part of it the arrival rates need is the *steady*
    recommendation; a backlog beyond the normal fluctuation (a burst) adds slots to start it within
    the target, each added slot running at least `waitpolicy.burst_horizon` of it (podStartupSeconds,
-   at least a poll), unless more than 5 % of the queue's recent tasks waited past its target (the
+   at least a poll, + a multi-slot pod's drain tail), unless more than 5 % of the queue's recent tasks waited past its target (the
    workers' wait histograms: `waitpolicy.over_budget`) and the target can still be met. The slots
    already up or on their way count first (`waitpolicy.standing_slots`: the pods of the scale-ups of
    the last two start-ups, `PolicyState.scale_ups`, are up that much sooner than pods asked
