@@ -17,7 +17,7 @@ MIN_SERVICE_SECONDS = 0.001
 def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
            queue_order: tuple[str, ...],
            standing: waitmodel.Standing = waitmodel.NO_STANDING, *,
-           ready: bool = False, concurrency: int = 1) -> waitmodel.WaitSizing | None:
+           ready: bool = False) -> waitmodel.WaitSizing | None:
     """Slots for the wait targets; None without targets or until a service time is known
     (measured, or expected: `expectedServiceSeconds`). `standing`: the slots already up or
     on their way (`standing_slots`); `ready`: the slots added are up when the backlog lands
@@ -37,8 +37,7 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
                             over_budget=not ready and over_budget(rates, q, targets.get(q)))
         for q in queue_order
     ]
-    horizon = burst_horizon(spec, service=service, concurrency=concurrency)
-    return waitmodel.size_for_wait(loads, service=service, horizon=horizon,
+    return waitmodel.size_for_wait(loads, service=service, horizon=burst_horizon(spec),
                                    startup=0.0 if ready else spec.podStartupSeconds,
                                    standing=standing,
                                    hold_lulls=lull_budget(spec))
@@ -128,20 +127,7 @@ def over_budget(rates: Rates, queue: str, target: float | None) -> bool:
     return late is not None and late > 1 - waitmodel.QUANTILE
 
 
-def burst_horizon(spec: ScalingSpec, *, service: float = 0.0, concurrency: int = 1) -> float:
-    """The least work each slot added for a burst gets: its pod's overhead, podStartupSeconds
-    (a pod with less work than its start-up costs more than it runs), at least a poll (no
-    decision comes sooner), plus, for a pod of several slots, the tail it is billed while its
-    last tasks end (`drain_tail`)."""
-    return (max(spec.pollIntervalSeconds, spec.podStartupSeconds)
-            + drain_tail(service=service, concurrency=concurrency))
-
-
-def drain_tail(*, service: float, concurrency: int) -> float:
-    """Seconds a pod of `concurrency` slots is billed after the mean end of its slots' last
-    tasks, its burst drained: it leaves with the last of them (quiesce removes only a pod that
-    holds nothing), and the longest of `concurrency` exponential remaining times of mean
-    `service` exceeds their mean by service x (H_c - 1), H_c the harmonic number (0 for one
-    slot). The burst floor adds it to each slot's least work: a pod of 4 slots drained after
-    its start-up's worth of 2 s tasks each is billed 2.2 s more, 40 % more than that work."""
-    return service * sum(1 / k for k in range(2, concurrency + 1))
+def burst_horizon(spec: ScalingSpec) -> float:
+    """The least work each pod added for a burst gets: podStartupSeconds (a pod with less work
+    than its start-up costs more than it runs), at least a poll (no decision comes sooner)."""
+    return max(spec.pollIntervalSeconds, spec.podStartupSeconds)
