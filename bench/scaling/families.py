@@ -232,8 +232,13 @@ def six(name: str, concurrency: int) -> list[Arrival]:
                                            service=bench.SERVICE, duration=DURATION))
 
 
-def one(job: tuple[str, str, Params, int, int, list[str]]) -> Run:
-    name, family, params, concurrency, seed, overrides = job
+Job = tuple[str, str, Params, int, int, list[str]]
+"""(name, family, params, concurrency, seed, --set overrides): one run."""
+
+
+def setup(job: Job) -> tuple[TaskQueue, list[Arrival], bool]:
+    """A run's manifest, its trace, and whether it is smooth traffic."""
+    _name, family, params, concurrency, seed, overrides = job
     rng = random.Random(seed)
     if family in trace.GENERATORS:
         tq = bench.taskqueue(concurrency, family, overrides)
@@ -242,11 +247,15 @@ def one(job: tuple[str, str, Params, int, int, list[str]]) -> Run:
             keys = [q.key for q in tq.spec.queues]
             rename = {trace.HIGH: keys[0], trace.LOW: keys[1]}
             arrivals = [Arrival(a.at, rename[a.queue], a.service) for a in arrivals]
-        smooth = family in bound.SMOOTH
-    else:
-        tq = manifest(family, params, concurrency, overrides)
-        arrivals = sorted(FAMILIES[family].make(params, concurrency, rng), key=lambda a: a.at)
-        smooth = FAMILIES[family].smooth
+        return tq, arrivals, family in bound.SMOOTH
+    tq = manifest(family, params, concurrency, overrides)
+    arrivals = sorted(FAMILIES[family].make(params, concurrency, rng), key=lambda a: a.at)
+    return tq, arrivals, FAMILIES[family].smooth
+
+
+def one(job: Job) -> Run:
+    name, family, params, concurrency, _seed, _overrides = job
+    tq, arrivals, smooth = setup(job)
     targets = dict(tq.spec.scaling.targetWaitSeconds or {})
     ours = simulate(tq, arrivals, OperatorScaler(tq))
     tuned = simulate(tq, arrivals, KedaScaler(tq, KEDA_TUNED))
@@ -326,6 +335,32 @@ def row(r: Run) -> str:
             ).replace(",", " ")
 
 
+def make_jobs(*, only: set[str], concurrencies: list[int], sweep: int = 0, seed: int = 3,
+              six_too: bool = False, overrides: list[str] | None = None) -> list[Job]:
+    """The runs of `--sweep N` (N random draws per family, `seed`) or of the fixed cases (with
+    the six built-in traces when `six_too`), those of `only` (names or families; all if empty)."""
+    overrides = overrides or []
+    jobs: list[Job] = []
+    if sweep:
+        rng = random.Random(seed)
+        for family, fam in FAMILIES.items():
+            for i in range(sweep):
+                params = fam.draw(rng)
+                c = _choice(rng, tuple(float(c) for c in concurrencies))
+                name, run_seed = f"{family}-{i}", rng.randrange(1 << 30)
+                # drawn whatever `only` is: a run's trace is the same alone as in the sweep
+                if not only or family in only or name in only:
+                    jobs.append((name, family, params, int(c), run_seed, overrides))
+        return jobs
+    named = [(n, f, p) for n, (f, p) in CASES.items()]
+    if six_too:
+        named = [(n, n, {}) for n in trace.GENERATORS] + named
+    for c in concurrencies:
+        jobs += [(n, f, p, c, 7, overrides) for n, f, p in named
+                 if not only or n in only or f in only]
+    return jobs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -342,23 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     only = set(filter(None, args.only.split(",")))
     concurrencies = [int(c) for c in args.concurrency.split(",")]
-    jobs: list[tuple[str, str, Params, int, int, list[str]]] = []
-    if args.sweep:
-        rng = random.Random(args.seed)
-        for family, fam in FAMILIES.items():
-            for i in range(args.sweep):
-                params = fam.draw(rng)
-                c = _choice(rng, tuple(float(c) for c in concurrencies))
-                if not only or family in only:
-                    jobs.append((f"{family}-{i}", family, params, int(c), rng.randrange(1 << 30),
-                                 args.overrides))
-    else:
-        named = [(n, f, p) for n, (f, p) in CASES.items()]
-        if args.six:
-            named = [(n, n, {}) for n in trace.GENERATORS] + named
-        for c in concurrencies:
-            jobs += [(n, f, p, c, 7, args.overrides) for n, f, p in named
-                     if not only or n in only or f in only]
+    jobs = make_jobs(only=only, concurrencies=concurrencies, sweep=args.sweep, seed=args.seed,
+                     six_too=args.six, overrides=args.overrides)
     with Pool(args.jobs) as pool:
         runs = pool.map(one, jobs, chunksize=1)
     print("| trace | c | operator worker-s | p95 | max pods | keda-tuned worker-s | keda-tuned p95 "

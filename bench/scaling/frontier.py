@@ -1,0 +1,257 @@
+"""What a simple fleet could reach on the burst and batch runs the policy misses (issue 34).
+
+The targets of `families.py` ask, on every trace that is not smooth, for worker-seconds <= 1.5x
+the tuned KEDA model's AND each queue's p95 wait within its target or <= 0.65x keda-tuned's
+(the box). Some runs miss it; this says whether any fleet of a simple kind gets into the box on
+them, so a miss is known to be the policy's or the target's. Each run's trace and manifest
+(`families.setup`, the same draws as `families.py --six` / `--sweep 12`) are replayed through the
+same simulator (`taskqueue.simulate`, its default cluster: pods up in 5 s, writes 0.1 s after the
+decision, a drained pod billed 1.8 s to its exit) with `Fleet`, a scaler with two knobs:
+
+- `pods`: on a decision that sees tasks queued, it asks for one slot per task queued or in
+  flight, at most `pods` pods (never fewer than it has); swept 1..maxReplicas;
+- `hold`: on a decision that sees nothing queued, the pods idle for `hold` seconds (and those
+  not up yet) are removed, the idle ones first (no busy pod is deleted); swept 0, the bench's
+  idleCooldownSeconds, and a few more.
+
+in three modes:
+
+| mode     | decides                   | sees                                  | writes land |
+|----------|---------------------------|---------------------------------------|-------------|
+| reactive | every pollIntervalSeconds | what is queued                        | 0.1 s later |
+| lands    | every tick (0.1 s)        | what is queued                        | at once     |
+| ahead    | every tick                | queued + what arrives within start-up | at once     |
+
+`reactive` is a fleet a poller could run; `lands` the optimistic bound the issue asks for (pods
+started the instant a batch lands: no detection delay); `ahead` a perfect forecast (pods up when
+the batch lands), the bound of what starting ahead of recurring batches can give. For each run
+and mode it prints the cost / p95 frontier (the points no other point beats on both) and whether
+a point is in the box; where no `lands` or `ahead` point is, the box is out of reach for fleets
+of this kind on that run.
+
+    python bench/scaling/frontier.py [--only NAME,...] [--jobs 2] [--json frontier.json]
+
+Deterministic (seeded traces, no clock).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+from multiprocessing import Pool
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import families
+
+from taskqueue.api.models import TaskQueue
+from taskqueue.simulate.run import Result, simulate
+from taskqueue.simulate.scalers import KEDA_TUNED, KedaScaler, OperatorScaler
+from taskqueue.simulate.world import API_DELAY_SECONDS, World
+
+TICK = 0.1
+"""The simulator's tick (`simulate.run.Settings.tick`): the clairvoyant modes decide on each."""
+PODS = (2, 4, 8, 13, 20, 40)
+HOLDS = (0.0, 30.0)
+MODES = ("reactive", "lands", "ahead")
+
+RUNS: dict[str, tuple[set[str], int, int]] = {
+    # name: (families.make_jobs's `only`, concurrency, sweep draws: 0 for the fixed cases)
+    "spikes c=1": ({"spikes"}, 1, 0),
+    "batches-100/600s c=4": ({"batches-100/600s"}, 4, 0),
+    "batches-0 c=1": ({"batches-0"}, 1, 12),
+    "batches-7 c=1": ({"batches-7"}, 1, 12),
+    "batches-10 c=1": ({"batches-10"}, 1, 12),
+    "heavytail-7 c=1": ({"heavytail-7"}, 1, 12),
+}
+"""The burst and batch runs that miss the box on main (docs/benchmarks.md)."""
+
+
+class Fleet:
+    """A scaler of two knobs (module docstring): up to `pods` pods while tasks are queued, idle
+    pods removed after `hold` seconds with nothing queued."""
+
+    def __init__(self, tq: TaskQueue, *, pods: int, hold: float, mode: str) -> None:
+        self.name = f"{mode} pods {pods} hold {hold:g}"
+        self.concurrency = tq.spec.worker.concurrency
+        self.pods, self.hold = min(pods, tq.spec.scaling.maxReplicas), hold
+        reactive = mode == "reactive"
+        self.every = tq.spec.scaling.pollIntervalSeconds if reactive else TICK
+        self.delay = API_DELAY_SECONDS if reactive else 0.0
+        self.lead = tq.spec.scaling.podStartupSeconds if mode == "ahead" else 0.0
+        self.next_poll = 0.0
+        self.pending: list[tuple[float, int]] = []
+
+    def tick(self, world: World, t: float) -> None:
+        for at, replicas in [p for p in self.pending if p[0] <= t + 1e-9]:
+            self.pending.remove((at, replicas))
+            world.scale(max(replicas, world.spec_replicas), t)
+        if t + 1e-9 >= self.next_poll:
+            self.next_poll += self.every
+            self._decide(world, t)
+
+    def _decide(self, world: World, t: float) -> None:
+        queued = sum(len(d) for d in world.queues.values())
+        i = world.next
+        while i < len(world.trace) and world.trace[i].at <= t + self.lead:
+            queued, i = queued + 1, i + 1
+        live = world.live()
+        current = world.spec_replicas
+        if queued:
+            held = sum(p.in_flight() for p in live)
+            want = max(current, min(self.pods, math.ceil((held + queued) / self.concurrency)))
+            if want > current and not self.pending:
+                if self.delay > 0:
+                    self.pending.append((t + self.delay, want))
+                else:
+                    world.scale(want, t)
+            return
+        if self.pending:
+            return
+        # nothing queued: the pods idle for `hold` (and those not up yet) go, idle ones first
+        costs = {p.name: "1" if p.ready_at <= t and (
+            p.in_flight() or t - max(p.free_at, default=p.ready_at) < self.hold) else "0"
+            for p in live}
+        keep = sum(1 for c in costs.values() if c == "1")
+        if keep < current:
+            world.set_costs(costs)
+            world.scale(keep, t)
+
+
+@dataclass(frozen=True)
+class Point:
+    mode: str
+    pods: int
+    hold: float
+    cost: float
+    """Worker-seconds / keda-tuned's."""
+    p95: float
+    worker_seconds: float
+    busy_deleted: int
+    unserved: int
+
+    def inside(self, box: Box) -> bool:
+        return self.cost <= families.KEDA_COST and self.p95 <= box.p95
+
+
+@dataclass(frozen=True)
+class Box:
+    keda_seconds: float
+    keda_p95: float
+    target: float
+
+    @property
+    def p95(self) -> float:
+        """The p95 the run's target asks for: its own target or 0.65x keda-tuned's."""
+        return max(self.target, families.KEDA_WAIT * self.keda_p95)
+
+
+def _job(name: str) -> families.Job:
+    only, concurrency, sweep = RUNS[name]
+    jobs = families.make_jobs(only=only, concurrencies=[1, 4] if sweep else [concurrency],
+                              sweep=sweep, six_too=not sweep)
+    job = next(j for j in jobs if j[3] == concurrency)
+    return job
+
+
+def _simulate(task: tuple[str, str, int, float, float]) -> Point:
+    name, mode, pods, hold, keda_seconds = task
+    tq, arrivals, _ = families.setup(_job(name))
+    r = simulate(tq, arrivals, Fleet(tq, pods=pods, hold=hold, mode=mode))
+    return _point(mode, pods, hold, r, keda_seconds)
+
+
+def _point(mode: str, pods: int, hold: float, r: Result, keda_seconds: float) -> Point:
+    return Point(mode, pods, hold, r.worker_seconds / keda_seconds, r.p95(),
+                 r.worker_seconds, r.busy_deleted, r.unserved)
+
+
+def _reference(name: str) -> tuple[Box, Point]:
+    """The run's box and what the operator's policy gets on it."""
+    tq, arrivals, _ = families.setup(_job(name))
+    keda = simulate(tq, arrivals, KedaScaler(tq, KEDA_TUNED))
+    ours = simulate(tq, arrivals, OperatorScaler(tq))
+    targets = tq.spec.scaling.targetWaitSeconds or {}
+    box = Box(keda.worker_seconds, keda.p95(), min(targets.values()))
+    return box, _point("operator", ours.max_replicas, tq.spec.scaling.idleCooldownSeconds,
+                       ours, keda.worker_seconds)
+
+
+def frontier(points: list[Point]) -> list[Point]:
+    """The points no other point beats on both cost and p95, cheapest first."""
+    out: list[Point] = []
+    for p in sorted(points, key=lambda p: (p.cost, p.p95)):
+        if not out or p.p95 < out[-1].p95:
+            out.append(p)
+    return out
+
+
+def verdict(box: Box, points: list[Point]) -> str:
+    inside = {m: [p for p in points if p.mode == m and p.inside(box)] for m in MODES}
+    if inside["reactive"]:
+        best = min(inside["reactive"], key=lambda p: p.cost)
+        return (f"reachable: reactive pods {best.pods} hold {best.hold:g} "
+                f"({best.cost:.2f}x, {best.p95:.2f} s)")
+    for mode in ("lands", "ahead"):
+        if inside[mode]:
+            best = min(inside[mode], key=lambda p: p.cost)
+            return (f"only {mode}: pods {best.pods} hold {best.hold:g} "
+                    f"({best.cost:.2f}x, {best.p95:.2f} s)")
+    cheap = [p for p in points if p.cost <= families.KEDA_COST]
+    best = min(cheap, key=lambda p: p.p95) if cheap else None
+    figure = (f"best p95 at <= 1.5x: {best.p95:.2f} s ({best.mode} pods {best.pods} "
+              f"hold {best.hold:g})" if best else "no point at <= 1.5x")
+    return f"out of reach for these fleets: {figure} against {box.p95:.2f} s"
+
+
+def _fmt(p: Point, box: Box) -> str:
+    mark = " **in**" if p.inside(box) else ""
+    unsafe = f", {p.busy_deleted} busy deleted" if p.busy_deleted else ""
+    unsafe += f", {p.unserved} unserved" if p.unserved else ""
+    return f"{p.cost:.2f}x/{p.p95:.1f}s (k{p.pods} h{p.hold:g}){mark}{unsafe}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="", help="comma list of RUNS names")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    names = [n for n in RUNS if not args.only or n in args.only.split(",")]
+    with Pool(args.jobs) as pool:
+        refs = dict(zip(names, pool.map(_reference, names, chunksize=1), strict=True))
+        tasks = [(n, m, k, h, refs[n][0].keda_seconds)
+                 for n in names for m in MODES for k in PODS for h in HOLDS]
+        points = pool.map(_simulate, tasks, chunksize=1)
+    by_run: dict[str, list[Point]] = {n: [] for n in names}
+    for (n, *_), p in zip(tasks, points, strict=True):
+        by_run[n].append(p)
+    print("| run | box: cost <= 1.5x, p95 <= | keda-tuned | operator (this checkout) | "
+          + " | ".join(f"{m} frontier: cost x keda-tuned / p95 (pods, hold s)" for m in MODES)
+          + " | verdict |")
+    print("|---|---|---|---|" + "---|" * len(MODES) + "---|")
+    out: list[dict[str, Any]] = []
+    for n in names:
+        box, ours = refs[n]
+        cells = ["; ".join(_fmt(p, box) for p in frontier(
+            [p for p in by_run[n] if p.mode == m])) for m in MODES]
+        why = verdict(box, by_run[n])
+        print(f"| {n} | {box.p95:.2f} s | {box.keda_seconds:,.0f} worker-s, {box.keda_p95:.2f} s"
+              f" | {ours.cost:.2f}x/{ours.p95:.2f}s | " + " | ".join(cells) + f" | {why} |")
+        out.append({"run": n, "box_p95": box.p95, "keda_tuned": {
+            "worker_seconds": box.keda_seconds, "p95": box.keda_p95}, "target": box.target,
+            "operator": {"cost": ours.cost, "p95": ours.p95},
+            "verdict": why, "points": [p.__dict__ for p in by_run[n]]})
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
