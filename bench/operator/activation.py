@@ -62,7 +62,7 @@ def main() -> None:
         server = RedisServer(data_dir=Path(tmp))
         server.start()
         cp.kubectl("apply", "-f", str(ROOT / "crds" / "taskqueue.dev_taskqueues.yaml"))
-        cp.kubectl("wait", "--for=condition=Established", "crd/taskqueues.taskqueue.dev")
+        cp.wait_established("crd/taskqueues.taskqueue.dev")
         cp.kubectl("create", "namespace", "bench")
         op = OperatorThread(["--namespace", "bench", "--metrics-port", "0", "--health-port",
                              str(free_port()), "--kubeconfig", str(cp.kubeconfig),

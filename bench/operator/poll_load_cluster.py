@@ -176,8 +176,7 @@ def create_taskqueues(cp: ControlPlane, url: str, n: int, interval: float,
 
 def run(args: argparse.Namespace, cp: ControlPlane, server: RedisServer, tmp: Path) -> None:
     cp.kubectl("apply", "-f", str(ROOT / "crds" / "taskqueue.dev_taskqueues.yaml"))
-    cp.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-               "crd/taskqueues.taskqueue.dev")
+    cp.wait_established("crd/taskqueues.taskqueue.dev")
     cp.kubectl("create", "namespace", "bench")
     t = time.monotonic()
     create_taskqueues(cp, server.url, args.taskqueues, args.interval, args.max_replicas)

@@ -233,8 +233,7 @@ def main() -> None:
             cp.kubectl("apply", "-f", str(ROOT / "crds" / "taskqueue.dev_taskqueues.yaml"))
             for attempt in range(10):  # kubectl wait fails while the CRD has no status yet
                 try:
-                    cp.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                               "crd/taskqueues.taskqueue.dev")
+                    cp.wait_established("crd/taskqueues.taskqueue.dev")
                     break
                 except CommandError:
                     if attempt == 9:

@@ -472,6 +472,21 @@ class ControlPlane:
         """Run kubectl against this cluster as the admin; raise `CommandError` on failure."""
         return self._run("kubectl", args, input=input, check=check, timeout=timeout)
 
+    def wait_established(self, crd: str, *, timeout: float = 60.0) -> None:
+        """Wait until the CustomResourceDefinition `crd` (`crd/<name>`) is Established.
+        `kubectl wait --for=condition=...` fails outright on a CRD the API server has not given
+        conditions yet ("accessor error"), so the condition is read until it is True."""
+        deadline = time.monotonic() + timeout
+        path = '{.status.conditions[?(@.type=="Established")].status}'
+        while True:
+            proc = self.kubectl("get", crd, "-o", f"jsonpath={path}", check=False)
+            if proc.returncode == 0 and proc.stdout.strip() == "True":
+                return
+            if time.monotonic() > deadline:
+                raise CommandError(["kubectl", "get", crd], proc.returncode, proc.stdout,
+                                   proc.stderr or f"{crd} not Established in {timeout:.0f} s")
+            time.sleep(0.2)
+
     def helm(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 300.0
     ) -> subprocess.CompletedProcess[str]:

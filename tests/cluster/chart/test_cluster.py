@@ -109,7 +109,7 @@ def test_install_upgrade_uninstall(control_plane: ControlPlane, namespace: str) 
     # the operator pod must pass the "restricted" Pod Security Standard, enforced at admission
     cp.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
     helm_install(cp, namespace, "rbac.secretNames={redis-url}")
-    cp.kubectl("wait", "--for=condition=Established", CRD, "--timeout=60s")
+    cp.wait_established(CRD)
     selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=operator"
     wait_for_pods(cp, namespace, selector, 1)
     deploy = get_json(cp, "deployment", SA, "-n", namespace)

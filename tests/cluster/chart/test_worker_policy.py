@@ -40,8 +40,7 @@ def test_worker_images_outside_the_prefixes_are_rejected(
     cp = control_plane
     helm_install(cp, namespace, "replicaCount=0",
                  f"workerPolicy.allowedImagePrefixes={{{PREFIX},ghcr.io/ok/}}")
-    cp.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-               "crd/taskqueues.taskqueue.dev")
+    cp.wait_established("crd/taskqueues.taskqueue.dev")
     try:
         # the API server loads a new policy asynchronously: retry until it is in force
         deadline = time.monotonic() + 60

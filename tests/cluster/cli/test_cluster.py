@@ -20,8 +20,7 @@ CRD = Path(__file__).resolve().parents[3] / "crds" / "taskqueue.dev_taskqueues.y
 @pytest.fixture
 def crd(control_plane: ControlPlane) -> None:
     control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                          "crd/taskqueues.taskqueue.dev")
+    control_plane.wait_established("crd/taskqueues.taskqueue.dev")
 
 
 def _apply(cp: ControlPlane, obj: dict[str, object]) -> None:

@@ -23,8 +23,7 @@ def two_namespaces(control_plane: ControlPlane, redis_url: str) -> Iterator[tupl
     """Namespaces `console-a-<id>` and `console-b-<id>`, each with a TaskQueue `thumbs` on the
     test's Redis (a: queue a-q, b: queue b-q)."""
     control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                          "crd/taskqueues.taskqueue.dev")
+    control_plane.wait_established("crd/taskqueues.taskqueue.dev")
     suffix = str(int(time.time() * 1000))[-8:]
     names = (f"console-a-{suffix}", f"console-b-{suffix}")
     for ns, prefix in zip(names, ("a", "b"), strict=True):

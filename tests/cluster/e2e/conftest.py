@@ -33,8 +33,7 @@ def chart_operator(
             "--set", "replicaCount=0", "--set", f"watchNamespaces={{{namespace}}}",
             "--wait", "--timeout", "120s",
         )
-        control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                              "crd/taskqueues.taskqueue.dev")
+        control_plane.wait_established("crd/taskqueues.taskqueue.dev")
         token = control_plane.token_kubeconfig(
             namespace, SERVICE_ACCOUNT, tmp_path / f"{namespace}-operator.kubeconfig"
         )
