@@ -35,6 +35,10 @@ operator measures: the mean size of the batch a task arrives in) scale the decay
 cv2) instead (Allen-Cunneen with D as the arrivals' cv2), and the steady fleet also starts 95 %
 of a batch within the target (`batch_slots`); a batch of that size queued is then normal, not a
 burst.
+
+A queue's `QueueLoad.trim` (> 1 where the workers' measured waits stay far inside its target:
+`waitpolicy.trimmed`) stretches the target its steady slots and a backlog behind it are sized
+for; its bursts are still started within the target itself.
 """
 
 from __future__ import annotations
