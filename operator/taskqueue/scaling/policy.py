@@ -251,10 +251,11 @@ def decide(
     current = state.replicas
     if observation is None:
         return _on_redis_error(spec, state)
-    waits = state.rates.waits
+    waits, since = state.rates.waits, state.rates.at
     state = _measure(state, observation, now)
-    state = replace(state, wait_trims=waitpolicy.trimmed(spec, state.wait_trims, before=waits,
-                                                         after=state.rates.waits))
+    state = replace(state, wait_trims=waitpolicy.trimmed(
+        spec, state.wait_trims, before=waits, after=state.rates.waits,
+        dt=0.0 if since is None else observation.at - since))
     if spec.paused:
         return Decision(current, current, f"paused: holding {current}", current, state,
                         Rule.PAUSED)

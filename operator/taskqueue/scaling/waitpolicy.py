@@ -148,16 +148,19 @@ GIVE_BACK_ABOVE = 0.035
 """A queue whose late share is over this gives its trim back (the quantile allows 5 %: the
 margin keeps the share that the trim lets rise under it)."""
 TRIM_TASKS = 100.0
-"""The trim grows by a factor e per this many measured waits while the late share stays under
-TRIM_BELOW, and gives back four times as fast over GIVE_BACK_ABOVE: slow enough that the
-waits of the trimmed fleet are measured (the late share is that of the last ~600 tasks) before
-it goes much further."""
+"""The trim grows by a factor e per this many measured waits (and at most TRIM_SECONDS) while
+the late share stays under TRIM_BELOW, and gives back four times as fast over GIVE_BACK_ABOVE:
+slow enough that the waits of the trimmed fleet are measured (the late share is that of the
+last ~600 tasks) before it goes much further."""
+TRIM_SECONDS = 120.0
+"""The trim grows by a factor e in no less than this many seconds, however many tasks arrive:
+at 15 tasks/s, 100 waits come in 7 s, less than a pod takes to start when the share rises."""
 MAX_TRIM = 4.0
 """The most the measured waits stretch a queue's target in its steady sizing."""
 
 
 def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: Waits,
-            after: Waits) -> tuple[tuple[str, float], ...]:
+            after: Waits, dt: float) -> tuple[tuple[str, float], ...]:
     """Each queue's trim of its steady sizing after an observation (the queues with one > 1).
 
     The wait model sizes a queue's steady fleet for P(W > target) <= 5 % from the measured
@@ -166,7 +169,8 @@ def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: 
     queue is sized for its own p95, not for the share of the queue's tasks that meet one), the
     fleet beats the target by far and pays for it. The trim is a bounded, slow correction from
     what the workers measured: the factor (1 to MAX_TRIM) the steady sizing stretches the
-    queue's target by (`waitmodel.QueueLoad.trim`). It grows with each wait measured while
+    queue's target by (`waitmodel.QueueLoad.trim`). It grows with each wait measured (over
+    the `dt` seconds since the last observation, at most e per TRIM_SECONDS) while
     fewer than TRIM_BELOW of the queue's recent tasks are late, holds between, shrinks four
     times as fast over GIVE_BACK_ABOVE, and is gone at once over the quantile's 5 % or while
     the share is not trusted (too few waits, a reset stats hash). Bursts are still started
@@ -182,7 +186,7 @@ def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: 
         measured = max(0, now.get(q, 0) - counted.get(q, now.get(q, 0)))
         step = 0.0
         if late < TRIM_BELOW:
-            step = measured / TRIM_TASKS
+            step = min(measured / TRIM_TASKS, max(0.0, dt) / TRIM_SECONDS)
         elif late > GIVE_BACK_ABOVE:
             step = -4 * measured / TRIM_TASKS
         trim = min(MAX_TRIM, old.get(q, 1.0) * math.exp(step))

@@ -36,19 +36,21 @@ def waits(share: float, total: int) -> Waits:
                             sums=(("tasks", tuple(map(float, counts))),))
 
 
-@pytest.mark.parametrize("share, before, measured, trim", [
-    pytest.param(0.0, 1.0, 100, math.e, id="far-inside-grows-e-per-100-waits"),
-    pytest.param(0.01, 2.0, 50, 2.0 * math.exp(0.5), id="under-2-percent-grows"),
-    pytest.param(0.0, 3.0, 100, waitpolicy.MAX_TRIM, id="bounded"),
-    pytest.param(0.0, 2.0, 0, 2.0, id="no-new-waits-no-growth"),
-    pytest.param(0.03, 2.0, 100, 2.0, id="between-holds"),
-    pytest.param(0.04, 4.0, 10, 4.0 * math.exp(-0.4), id="over-3.5-percent-gives-back"),
-    pytest.param(0.04, 2.0, 25, None, id="given-back-to-nothing"),
-    pytest.param(0.06, 4.0, 0, None, id="over-the-quantile-gone-at-once"),
+@pytest.mark.parametrize("share, before, measured, dt, trim", [
+    pytest.param(0.0, 1.0, 100, 120.0, math.e, id="far-inside-grows-e-per-100-waits"),
+    pytest.param(0.01, 2.0, 50, 120.0, 2.0 * math.exp(0.5), id="under-2-percent-grows"),
+    pytest.param(0.0, 1.0, 100, 12.0, math.exp(0.1), id="at-most-e-per-120-seconds"),
+    pytest.param(0.0, 3.0, 100, 120.0, waitpolicy.MAX_TRIM, id="bounded"),
+    pytest.param(0.0, 2.0, 0, 120.0, 2.0, id="no-new-waits-no-growth"),
+    pytest.param(0.03, 2.0, 100, 120.0, 2.0, id="between-holds"),
+    pytest.param(0.04, 4.0, 10, 2.0, 4.0 * math.exp(-0.4), id="over-3.5-percent-gives-back"),
+    pytest.param(0.04, 2.0, 25, 2.0, None, id="given-back-to-nothing"),
+    pytest.param(0.06, 4.0, 0, 2.0, None, id="over-the-quantile-gone-at-once"),
 ])
-def test_trimmed(share: float, before: float, measured: int, trim: float | None) -> None:
+def test_trimmed(share: float, before: float, measured: int, dt: float,
+                 trim: float | None) -> None:
     out = waitpolicy.trimmed(SPEC, (("tasks", before),) if before > 1 else (),
-                             before=waits(0.0, 500), after=waits(share, 500 + measured))
+                             before=waits(0.0, 500), after=waits(share, 500 + measured), dt=dt)
     if trim is None:
         assert out == ()
     else:
@@ -63,7 +65,7 @@ def test_trimmed(share: float, before: float, measured: int, trim: float | None)
 ])
 def test_untrusted_shares_trim_nothing(spec: ScalingSpec, after: Waits) -> None:
     assert waitpolicy.trimmed(spec, (("tasks", 3.0),), before=waits(0.0, 500),
-                              after=after) == ()
+                              after=after, dt=2.0) == ()
 
 
 def heavy(trim: float = 1.0, *, queued: int = 0, age: float = 0.0) -> QueueLoad:
@@ -104,25 +106,29 @@ def test_the_trim_stretches_the_backlog_behind(trim: float, slots: int) -> None:
     assert size_for_wait(queues, service=3.3).slots == slots
 
 
-def test_decide_trims_and_names_it() -> None:
-    rates = Rates(at=NOW - 2,
+@pytest.mark.parametrize("share, before, after, replicas", [
+    pytest.param(0.0, (), math.e, 4, id="far-inside-trims"),
+    pytest.param(0.0, (("tasks", 3.0),), waitpolicy.MAX_TRIM, 4, id="trimmed-to-the-bound"),
+    pytest.param(0.03, (), None, 5, id="holds-untrimmed"),
+    pytest.param(0.06, (("tasks", 3.0),), None, 5, id="over-the-quantile-untrimmed"),
+])
+def test_decide_trims_and_names_it(share: float, before: tuple[tuple[str, float], ...],
+                                   after: float | None, replicas: int) -> None:
+    # 1 task/s of 2 s tasks (cv2 9) over the last 120 s, 100 of their waits measured
+    rates = Rates(at=NOW - 120, backlog=(("tasks", 0),), taken=(("tasks", 0),),
                   service=ServiceTimes(totals=(("tasks", 2000.0, 1000),),
                                        totals_sq=(("tasks", 40000.0, 1000),),
                                        sums=(("tasks", 600.0, 300.0),),
                                        sums_sq=(("tasks", 12000.0, 300.0),)),
                   waits=waits(0.0, 500))
-    observation = QueueObservation(at=NOW, backlog={"tasks": 1},
+    observation = QueueObservation(at=NOW, backlog={"tasks": 1}, taken={"tasks": 119},
                                    service={"tasks": (2000.0, 1000)},
                                    service_sq={"tasks": (40000.0, 1000)},
-                                   waited={"tasks": histogram(0.0, 600)})
-    out = []
-    for trims in [(), (("tasks", 4.0),)]:
-        state = PolicyState(replicas=6, rates=rates, wait_trims=trims)
-        decision = decide(spec=SPEC, observation=observation, state=state, now=NOW,
-                          concurrency=1, queue_order=("tasks",))
-        out.append(decision)
-    # 100 waits measured, none late: the trim grows by e (from none, and from 4 to its bound)
-    assert dict(out[0].state.wait_trims) == {"tasks": pytest.approx(math.e)}
-    assert dict(out[1].state.wait_trims) == {"tasks": waitpolicy.MAX_TRIM}
-    assert out[1].replicas < out[0].replicas
-    assert "trimmed by the measured waits: tasks x4" in out[1].reason
+                                   waited={"tasks": histogram(share, 600)})
+    state = PolicyState(replicas=6, rates=rates, wait_trims=before)
+    decision = decide(spec=SPEC, observation=observation, state=state, now=NOW, concurrency=1,
+                      queue_order=("tasks",))
+    assert dict(decision.state.wait_trims) == ({} if after is None
+                                               else {"tasks": pytest.approx(after)})
+    assert decision.replicas == replicas
+    assert ("trimmed by the measured waits: tasks x" in decision.reason) is (after is not None)
