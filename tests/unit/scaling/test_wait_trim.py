@@ -62,6 +62,8 @@ def test_trimmed(share: float, before: float, measured: int, dt: float,
     pytest.param(SPEC.model_copy(update={"targetWaitSeconds": {"other": 5.0}}),
                  waits(0.0, 600), id="no-target"),
     pytest.param(SPEC, Waits(), id="histogram-gone"),
+    pytest.param(SPEC.model_copy(update={"podStartupSeconds": 20}), waits(0.0, 600),
+                 id="target-under-a-start-up"),
 ])
 def test_untrusted_shares_trim_nothing(spec: ScalingSpec, after: Waits) -> None:
     assert waitpolicy.trimmed(spec, (("tasks", 3.0),), before=waits(0.0, 500),
