@@ -113,6 +113,9 @@ class PolicyState:
     """Measured pod start-up: seconds from a scale-up from zero to the poll that saw its first
     worker registered (smoothed); the policy sizes with it where it is shorter than
     podStartupSeconds (`startup_seconds`)."""
+    wait_trims: tuple[tuple[str, float], ...] = ()
+    """(queue, factor > 1): how far the measured waits let the steady sizing stretch each
+    queue's wait target (`waitpolicy.trimmed`)."""
 
 
 class Rule(enum.StrEnum):
@@ -249,7 +252,11 @@ def decide(
     current = state.replicas
     if observation is None:
         return _on_redis_error(spec, state)
+    waits, since = state.rates.waits, state.rates.at
     state = _measure(state, observation, now)
+    state = replace(state, wait_trims=waitpolicy.trimmed(
+        spec, state.wait_trims, before=waits, after=state.rates.waits,
+        dt=0.0 if since is None else observation.at - since))
     if spec.paused:
         return Decision(current, current, f"paused: holding {current}", current, state,
                         Rule.PAUSED)
@@ -404,7 +411,8 @@ def _recommend(
     standing = waitpolicy.standing_slots(spec, obs, replicas=state.replicas,
                                          scale_ups=state.scale_ups,
                                          concurrency=fleet.concurrency, now=now)
-    sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order, standing)
+    sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order, standing,
+                               trims=dict(state.wait_trims))
     # the length target counts the queues the wait model does not size
     by_length = _by_length(spec, obs, state, exclude=waited if sizing is not None else frozenset())
     rec, why = _held_load(*by_length, state.rates, fleet, exclude=waited)

@@ -35,6 +35,10 @@ operator measures: the mean size of the batch a task arrives in) scale the decay
 cv2) instead (Allen-Cunneen with D as the arrivals' cv2), and the steady fleet also starts 95 %
 of a batch within the target (`batch_slots`); a batch of that size queued is then normal, not a
 burst.
+
+A queue's `QueueLoad.trim` (> 1 where the workers' measured waits stay far inside its target:
+`waitpolicy.trimmed`) stretches the target its steady slots and a backlog behind it are sized
+for; its bursts are still started within the target itself.
 """
 
 from __future__ import annotations
@@ -103,6 +107,11 @@ class QueueLoad:
     """More than 1 - QUANTILE of this queue's recent tasks waited longer than its target
     (measured by the workers: `waits.Waits.late_share`): its bursts are then started within
     the target whenever that is still possible, without the `horizon` floor."""
+    trim: float = 1.0
+    """The factor (>= 1) the steady sizing stretches `target_wait` by: the measured waits say
+    the model sizes this queue for far fewer late tasks than the quantile allows
+    (`waitpolicy.trimmed`). It sizes the slots for the arrivals and for a backlog behind the
+    queue; a burst of this queue is still started within `target_wait`."""
 
     def batch_gap(self) -> float | None:
         """Expected seconds from one of this queue's batches to the next: D / lambda (batches of
@@ -272,6 +281,7 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
     best, steadiest, batches, why, backlogged = 0, 0, 0, "", False
     before, queued, work, age = 0.0, 0, 0.0, 0.0
     arrived, batched_arrivals = 0.0, 0.0  # for ca2: the rate-weighted dispersion through q
+    trims: list[str] = []
     for i, q in enumerate(queues):
         age = max(age, q.oldest_age)
         through = before + q.arrival_rate * s_of(q)
@@ -283,12 +293,18 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
             ca2 = batched_arrivals / arrived if arrived > 0 else 1.0
             batched = batch_slots(load=through, ca2=ca2, service=mix, target=q.target_wait)
             batches = max(batches, batched)
-            steady = max(batched, slots_for_queue(
+            untrimmed = max(batched, slots_for_queue(
                 service=mix, load_before=before, load_through=through, load_total=load_total,
                 target=q.target_wait, cv2=cv2, ca2=ca2))
+            sized = q.target_wait * max(1.0, q.trim)
+            steady = untrimmed if sized == q.target_wait else max(batched, slots_for_queue(
+                service=mix, load_before=before, load_through=through, load_total=load_total,
+                target=sized, cv2=cv2, ca2=ca2))
             # queued beyond a normal fluctuation and batch (a burst) must start within the
-            # target as well
-            normal = normal_queue(slots=steady, load=load_total) + math.floor(batch_ahead(ca2))
+            # target as well; normal for the untrimmed fleet (a trimmed one queues more, and a
+            # burst term for that would undo the trim)
+            normal = (normal_queue(slots=untrimmed, load=load_total)
+                      + math.floor(batch_ahead(ca2)))
             excess = queued - normal
             left = q.target_wait - age - startup
             per_task = work / queued if queued else mix
@@ -298,8 +314,7 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                 standing=standing.ranked(per_task=per_task, reserved=through)))
             backlogged = backlogged or math.ceil(through + _burst_slots(
                 excess, per_task=per_task, left=left, horizon=floor)) > steady
-            behind = _behind_slots(queues[i + 1:], load=through, target=q.target_wait,
-                                   s_of=s_of)
+            behind = _behind_slots(queues[i + 1:], load=through, target=sized, s_of=s_of)
             need = max(steady, backlog, behind)
             steadiest = max(steadiest, steady)
             if need > best:
@@ -309,7 +324,11 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                        f"{queued} queued"
                        f"{' (and a backlog behind it)' if behind > max(steady, backlog) else ''}"
                        f": {need} slots")
+            if sized > q.target_wait:
+                trims.append(f"{q.key} x{q.trim:.2g} ({untrimmed} -> {steady} steady slots)")
         before = through
+    if trims:
+        why += f"; trimmed by the measured waits: {', '.join(trims)}"
     return WaitSizing(slots=best, steady=steadiest, why=why, batches=batches,
                       backlogged=backlogged, released=released)
 

@@ -4,10 +4,14 @@ measuring). Pure; called by `taskqueue.scaling.policy`."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
 from taskqueue.api.models import ScalingSpec
 from taskqueue.scaling import waitmodel
 from taskqueue.scaling.observation import QueueObservation
 from taskqueue.scaling.rates import Rates
+from taskqueue.scaling.waits import Waits
 
 MIN_SERVICE_SECONDS = 0.001
 """The least service time the wait model is given: the resolution of the workers' reports
@@ -17,13 +21,15 @@ MIN_SERVICE_SECONDS = 0.001
 def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
            queue_order: tuple[str, ...],
            standing: waitmodel.Standing = waitmodel.NO_STANDING, *,
-           ready: bool = False) -> waitmodel.WaitSizing | None:
+           ready: bool = False,
+           trims: Mapping[str, float] | None = None) -> waitmodel.WaitSizing | None:
     """Slots for the wait targets; None without targets or until a service time is known
     (measured, or expected: `expectedServiceSeconds`). `standing`: the slots already up or
     on their way (`standing_slots`); `ready`: the slots added are up when the backlog lands
     (started ahead of a forecast batch), not podStartupSeconds later, and each runs at least
     `burst_horizon` of it whatever the late shares (a bet on a batch that may not come pays
-    its start-up)."""
+    its start-up). `trims`: each queue's trim of its steady sizing (`trimmed`; none when
+    `ready`: a forecast batch is sized as it lands)."""
     targets = spec.targetWaitSeconds
     known = service_times(rates, spec.expectedServiceSeconds or {}, queue_order)
     if not targets or known is None:
@@ -34,7 +40,8 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
                             queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
                             service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0,
                             cv2=rates.service.cv2(q), arrival_cv2=rates.arrivals.cv2(q),
-                            over_budget=not ready and over_budget(rates, q, targets.get(q)))
+                            over_budget=not ready and over_budget(rates, q, targets.get(q)),
+                            trim=1.0 if ready else (trims or {}).get(q, 1.0))
         for q in queue_order
     ]
     return waitmodel.size_for_wait(loads, service=service, horizon=burst_horizon(spec),
@@ -131,3 +138,61 @@ def burst_horizon(spec: ScalingSpec) -> float:
     """The least work each pod added for a burst gets: podStartupSeconds (a pod with less work
     than its start-up costs more than it runs), at least a poll (no decision comes sooner)."""
     return max(spec.pollIntervalSeconds, spec.podStartupSeconds)
+
+
+TRIM_BELOW = 0.02
+"""A queue whose recent tasks waited longer than its target less often than this (the workers'
+wait histograms, `waits.Waits.late_share`) has its steady sizing trimmed (`trimmed`): its
+fleet meets the target with room to spare."""
+GIVE_BACK_ABOVE = 0.035
+"""A queue whose late share is over this gives its trim back (the quantile allows 5 %: the
+margin keeps the share that the trim lets rise under it)."""
+TRIM_TASKS = 100.0
+"""The trim grows by a factor e per this many measured waits (and at most TRIM_SECONDS) while
+the late share stays under TRIM_BELOW, and gives back four times as fast over GIVE_BACK_ABOVE:
+slow enough that the waits of the trimmed fleet are measured (the late share is that of the
+last ~600 tasks) before it goes much further."""
+TRIM_SECONDS = 120.0
+"""The trim grows by a factor e in no less than this many seconds, however many tasks arrive:
+at 15 tasks/s, 100 waits come in 7 s, less than a pod takes to start when the share rises."""
+MAX_TRIM = 4.0
+"""The most the measured waits stretch a queue's target in its steady sizing."""
+
+
+def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: Waits,
+            after: Waits, dt: float) -> tuple[tuple[str, float], ...]:
+    """Each queue's trim of its steady sizing after an observation (the queues with one > 1).
+
+    The wait model sizes a queue's steady fleet for P(W > target) <= 5 % from the measured
+    rates and service times; where it is pessimistic (Allen-Cunneen's (1 + cv2) / 2 is a mean
+    wait's factor, and heavy-tailed service times give a large, unstable cv2; a backlog behind a
+    queue is sized for its own p95, not for the share of the queue's tasks that meet one), the
+    fleet beats the target by far and pays for it. The trim is a bounded, slow correction from
+    what the workers measured: the factor (1 to MAX_TRIM) the steady sizing stretches the
+    queue's target by (`waitmodel.QueueLoad.trim`). It grows with each wait measured (over
+    the `dt` seconds since the last observation, at most e per TRIM_SECONDS) while
+    fewer than TRIM_BELOW of the queue's recent tasks are late, holds between, shrinks four
+    times as fast over GIVE_BACK_ABOVE, and is gone at once over the quantile's 5 % or while
+    the share is not trusted (too few waits, a reset stats hash). Bursts are still started
+    within the real target. Only a queue whose target is at least podStartupSeconds is
+    trimmed: a pod the trim took away comes back a start-up after the share rises, which for a
+    tighter target is too late for the tasks in between (in `bench/scaling/sweep.py`, five
+    runs with 20 s start-ups and 1-5 s targets went late)."""
+    old = dict(trims)
+    counted = {q: counts[0] for q, counts in before.totals if counts}
+    now = {q: counts[0] for q, counts in after.totals if counts}
+    out: list[tuple[str, float]] = []
+    for q, target in (spec.targetWaitSeconds or {}).items():
+        late = after.late_share(q, target)
+        if target < spec.podStartupSeconds or late is None or late > 1 - waitmodel.QUANTILE:
+            continue
+        measured = max(0, now.get(q, 0) - counted.get(q, now.get(q, 0)))
+        step = 0.0
+        if late < TRIM_BELOW:
+            step = min(measured / TRIM_TASKS, max(0.0, dt) / TRIM_SECONDS)
+        elif late > GIVE_BACK_ABOVE:
+            step = -4 * measured / TRIM_TASKS
+        trim = min(MAX_TRIM, old.get(q, 1.0) * math.exp(step))
+        if trim > 1.0:
+            out.append((q, trim))
+    return tuple(out)

@@ -1,0 +1,136 @@
+"""A queue whose measured waits stay far inside its targetWaitSeconds has its steady sizing
+trimmed: the workers' wait histograms (`Waits.late_share`) stretch the target the steady slots
+and a backlog behind it are sized for (`waitpolicy.trimmed`, `QueueLoad.trim`), slowly and
+bounded, and give it back as the late share rises."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from taskqueue.api.models import ScalingSpec
+from taskqueue.scaling import waitpolicy
+from taskqueue.scaling.observation import QueueObservation
+from taskqueue.scaling.policy import PolicyState, decide
+from taskqueue.scaling.rates import Rates
+from taskqueue.scaling.service import ServiceTimes
+from taskqueue.scaling.waitmodel import QueueLoad, size_for_wait
+from taskqueue.scaling.waits import Waits
+from taskqueue.wire.keys import WAIT_EDGES_SECONDS
+
+NOW = 1_000_000.0
+SPEC = ScalingSpec(maxReplicas=100, targetWaitSeconds={"tasks": 5.0}, podStartupSeconds=5,
+                   scaleDownStabilizationSeconds=0)
+
+
+def histogram(share: float, total: int, target: float = 5.0) -> tuple[int, ...]:
+    """`total` measured waits, `share` of them longer than `target` (and every edge up to it)."""
+    over = round(total * share)
+    return (total, *(over if edge <= target else 0 for edge in WAIT_EDGES_SECONDS))
+
+
+def waits(share: float, total: int) -> Waits:
+    counts = histogram(share, total)
+    return Waits(totals=(("tasks", counts),),
+                            sums=(("tasks", tuple(map(float, counts))),))
+
+
+@pytest.mark.parametrize("share, before, measured, dt, trim", [
+    pytest.param(0.0, 1.0, 100, 120.0, math.e, id="far-inside-grows-e-per-100-waits"),
+    pytest.param(0.01, 2.0, 50, 120.0, 2.0 * math.exp(0.5), id="under-2-percent-grows"),
+    pytest.param(0.0, 1.0, 100, 12.0, math.exp(0.1), id="at-most-e-per-120-seconds"),
+    pytest.param(0.0, 3.0, 100, 120.0, waitpolicy.MAX_TRIM, id="bounded"),
+    pytest.param(0.0, 2.0, 0, 120.0, 2.0, id="no-new-waits-no-growth"),
+    pytest.param(0.03, 2.0, 100, 120.0, 2.0, id="between-holds"),
+    pytest.param(0.04, 4.0, 10, 2.0, 4.0 * math.exp(-0.4), id="over-3.5-percent-gives-back"),
+    pytest.param(0.04, 2.0, 25, 2.0, None, id="given-back-to-nothing"),
+    pytest.param(0.06, 4.0, 0, 2.0, None, id="over-the-quantile-gone-at-once"),
+])
+def test_trimmed(share: float, before: float, measured: int, dt: float,
+                 trim: float | None) -> None:
+    out = waitpolicy.trimmed(SPEC, (("tasks", before),) if before > 1 else (),
+                             before=waits(0.0, 500), after=waits(share, 500 + measured), dt=dt)
+    if trim is None:
+        assert out == ()
+    else:
+        assert dict(out) == {"tasks": pytest.approx(trim)}
+
+
+@pytest.mark.parametrize("spec, after", [
+    pytest.param(SPEC, waits(0.0, 10), id="too-few-waits"),
+    pytest.param(SPEC.model_copy(update={"targetWaitSeconds": {"other": 5.0}}),
+                 waits(0.0, 600), id="no-target"),
+    pytest.param(SPEC, Waits(), id="histogram-gone"),
+    pytest.param(SPEC.model_copy(update={"podStartupSeconds": 20}), waits(0.0, 600),
+                 id="target-under-a-start-up"),
+])
+def test_untrusted_shares_trim_nothing(spec: ScalingSpec, after: Waits) -> None:
+    assert waitpolicy.trimmed(spec, (("tasks", 3.0),), before=waits(0.0, 500),
+                              after=after, dt=2.0) == ()
+
+
+def heavy(trim: float = 1.0, *, queued: int = 0, age: float = 0.0) -> QueueLoad:
+    """1 task/s of 2 s tasks with a service cv2 of 9 (Pareto 1.5) and a 5 s target."""
+    return QueueLoad(key="tasks", arrival_rate=1.0, queued=queued, target_wait=5.0, cv2=9.0,
+                     trim=trim, oldest_age=age)
+
+
+@pytest.mark.parametrize("trim, slots", [
+    pytest.param(1.0, 5, id="untrimmed"),
+    pytest.param(2.0, 4, id="target-sized-as-10s"),
+    pytest.param(0.5, 5, id="never-tighter"),
+])
+def test_the_trim_stretches_the_steady_target(trim: float, slots: int) -> None:
+    sizing = size_for_wait([heavy(trim)], service=2.0)
+    assert (sizing.slots, sizing.steady) == (slots, slots)
+    assert ("trimmed by the measured waits" in sizing.why) is (trim > 1)
+
+
+def test_a_burst_is_still_started_within_the_real_target() -> None:
+    # 40 queued, 1 s old: the burst term sizes for the 5 s target, whatever the trim
+    untrimmed = size_for_wait([heavy(1.0, queued=40, age=1.0)], service=2.0)
+    trimmed = size_for_wait([heavy(4.0, queued=40, age=1.0)], service=2.0)
+    assert trimmed.slots == untrimmed.slots > untrimmed.steady > trimmed.steady
+
+
+@pytest.mark.parametrize("trim, slots", [
+    # q0 (2 s target, 0.05/s of 0.5 s) behind a backlog of 4 s tasks on q1: load + 4 ln 20 / T
+    pytest.param(1.0, 7, id="untrimmed-load-and-4-ln-20-over-2"),
+    pytest.param(2.0, 4, id="sized-for-4s"),
+    pytest.param(4.0, 2, id="sized-for-8s"),
+])
+def test_the_trim_stretches_the_backlog_behind(trim: float, slots: int) -> None:
+    queues = [QueueLoad(key="q0", arrival_rate=0.05, queued=0, target_wait=2.0, service=0.5,
+                        cv2=1.0, trim=trim),
+              QueueLoad(key="q1", arrival_rate=0.2, queued=10, target_wait=None, service=4.0,
+                        cv2=1.0)]
+    assert size_for_wait(queues, service=3.3).slots == slots
+
+
+@pytest.mark.parametrize("share, before, after, replicas", [
+    pytest.param(0.0, (), math.e, 4, id="far-inside-trims"),
+    pytest.param(0.0, (("tasks", 3.0),), waitpolicy.MAX_TRIM, 4, id="trimmed-to-the-bound"),
+    pytest.param(0.03, (), None, 5, id="holds-untrimmed"),
+    pytest.param(0.06, (("tasks", 3.0),), None, 5, id="over-the-quantile-untrimmed"),
+])
+def test_decide_trims_and_names_it(share: float, before: tuple[tuple[str, float], ...],
+                                   after: float | None, replicas: int) -> None:
+    # 1 task/s of 2 s tasks (cv2 9) over the last 120 s, 100 of their waits measured
+    rates = Rates(at=NOW - 120, backlog=(("tasks", 0),), taken=(("tasks", 0),),
+                  service=ServiceTimes(totals=(("tasks", 2000.0, 1000),),
+                                       totals_sq=(("tasks", 40000.0, 1000),),
+                                       sums=(("tasks", 600.0, 300.0),),
+                                       sums_sq=(("tasks", 12000.0, 300.0),)),
+                  waits=waits(0.0, 500))
+    observation = QueueObservation(at=NOW, backlog={"tasks": 1}, taken={"tasks": 119},
+                                   service={"tasks": (2000.0, 1000)},
+                                   service_sq={"tasks": (40000.0, 1000)},
+                                   waited={"tasks": histogram(share, 600)})
+    state = PolicyState(replicas=6, rates=rates, wait_trims=before)
+    decision = decide(spec=SPEC, observation=observation, state=state, now=NOW, concurrency=1,
+                      queue_order=("tasks",))
+    assert dict(decision.state.wait_trims) == ({} if after is None
+                                               else {"tasks": pytest.approx(after)})
+    assert decision.replicas == replicas
+    assert ("trimmed by the measured waits: tasks x" in decision.reason) is (after is not None)
