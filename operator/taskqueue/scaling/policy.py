@@ -24,7 +24,9 @@ The rules, in the order they are applied:
    p95 wait of each such queue under its target, highest priority first
    (`taskqueue.scaling.waitmodel`, Erlang C with the measured rates, `taskqueue.scaling.rates`),
    divided by the worker concurrency; the length target then only counts the queues without a wait
-   target, plus the tasks due soon. The part of it the arrival rates need is the *steady*
+   target, plus the tasks due soon. Before any service time is known, each task queued or in
+   flight on a queue with a wait target gets a slot, as a burst (its pods leave with the
+   backlog). The part of it the arrival rates need is the *steady*
    recommendation; a backlog beyond the normal fluctuation (a burst) adds slots to start it within
    the target, each added slot running at least `waitpolicy.burst_horizon` of it (podStartupSeconds,
    at least a poll), unless more than 5 % of the queue's recent tasks waited past its target (the
@@ -425,6 +427,17 @@ def _recommend(
         if wait_rec >= rec:
             rec, burst = wait_rec, sizing.burst
             why = f"{sizing.why} / concurrency {fleet.concurrency} = {wait_rec}"
+    elif waited and (backlog := sum(obs.backlog.get(q, 0) for q in waited)):
+        # no service time yet: nothing tells how soon a busy slot frees, so each task queued
+        # on a queue with a wait target gets a slot, a burst's (they leave once it is gone)
+        steady = min(rec, _held_load(*_by_length(spec, obs, state, exclude=waited),
+                                     state.rates, fleet, exclude=waited)[0])
+        each = math.ceil((backlog + obs.in_flight) / fleet.concurrency)
+        if each > rec:
+            rec = each
+            why += (f"; no service time yet: a slot for each of {backlog} queued + "
+                    f"{obs.in_flight} in flight / concurrency {fleet.concurrency} = {each}")
+        burst = True
     rule: Rule | None = None
     if obs.queued + obs.in_flight + obs.due_soon == 0:
         idle_for = now - (state.last_active if state.last_active is not None else now)

@@ -394,11 +394,34 @@ def test_wait_target_sizes_the_fleet(targets: dict[str, float], backlog: dict[st
     assert "p95 wait of" in decision.reason
 
 
-def test_wait_target_falls_back_to_length_until_the_service_time_is_known() -> None:
-    spec = scaling(targetWaitSeconds={"q": 2.0})
-    decision = run(spec, obs(35), 1)
-    assert decision.replicas == 4
+@pytest.mark.parametrize("targets, replicas, why", [
+    pytest.param(None, 4, "demand 36 (35 queued + 1 in flight) / target 10 = 4",
+                 id="no-target-the-length-target"),
+    # no service time: a slot per task queued or in flight, up to maxReplicas
+    pytest.param({"q": 2.0}, 36, "no service time yet: a slot for each of 35 queued + 1 in "
+                 "flight / concurrency 1 = 36", id="a-slot-per-task"),
+])
+def test_a_wait_target_gives_each_task_a_slot_until_the_service_time_is_known(
+        targets: dict[str, float] | None, replicas: int, why: str) -> None:
+    spec = scaling(maxReplicas=100, targetWaitSeconds=targets)
+    decision = run(spec, obs(35, 1), 1)
+    assert decision.replicas == replicas
+    assert why in decision.reason
     assert "p95" not in decision.reason
+
+
+def test_the_first_bursts_pods_leave_with_its_backlog() -> None:
+    # the poll before, 36 pods for 36 tasks (no service time yet); now nothing is queued and
+    # 20 tasks are in flight, the service time still unknown: the window's 36 was a burst's, so
+    # only the steady window holds the fleet (quiesce removes the pods as they drain)
+    spec = scaling(maxReplicas=100, targetWaitSeconds={"q": 2.0},
+                   scaleDownStabilizationSeconds=15)
+    first = decide(spec=spec, observation=obs(35, 1), state=PolicyState(replicas=1), now=NOW - 2,
+                   queue_order=("q",))
+    assert first.replicas == 36
+    drained = decide(spec=spec, observation=obs(0, *[1] * 20), state=first.state, now=NOW,
+                     queue_order=("q",))
+    assert drained.replicas == 2
 
 
 @pytest.mark.parametrize("low_rate, low_queued, held, expected, why", [

@@ -263,16 +263,18 @@ def test_a_trace_queue_missing_from_the_manifest_is_named() -> None:
 
 
 def test_a_taskqueue_with_history_knows_the_service_time_at_the_first_spike() -> None:
-    # a spike of 30 two-second tasks at concurrency 1: a new TaskQueue sizes it by length (the
-    # service time is unknown), one with history by the wait target from the first poll
+    # a spike of 30 two-second tasks at concurrency 1: a new TaskQueue, the service time
+    # unknown, gives each task a slot; one with history sizes it by the wait target from the
+    # first poll, with fewer pods for less
     tq = manifest(concurrency=1, maxReplicas=40, targetWaitSeconds={"tasks": 2},
                   podStartupSeconds=5)
     arrivals = [Arrival(50.0 + i * 0.01, "tasks", 2.0) for i in range(30)]
     new = simulate(tq, arrivals, OperatorScaler(tq), Settings(tail=120))
     warm = simulate(tq, arrivals, OperatorScaler(tq), Settings(tail=120, history=300))
     assert history(arrivals, 300) == {"tasks": (600.0, 300)}
-    assert warm.max_replicas > new.max_replicas
-    assert warm.p95() < new.p95()
+    assert new.max_replicas == 30
+    assert warm.max_replicas < new.max_replicas
+    assert warm.worker_seconds < new.worker_seconds
 
 
 def test_constant_service_times_need_fewer_pods_than_exponential_ones() -> None:
