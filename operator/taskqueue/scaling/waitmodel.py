@@ -43,6 +43,7 @@ for; its bursts are still started within the target itself.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -293,13 +294,13 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
             ca2 = batched_arrivals / arrived if arrived > 0 else 1.0
             batched = batch_slots(load=through, ca2=ca2, service=mix, target=q.target_wait)
             batches = max(batches, batched)
-            untrimmed = max(batched, slots_for_queue(
-                service=mix, load_before=before, load_through=through, load_total=load_total,
-                target=q.target_wait, cv2=cv2, ca2=ca2))
+            slots_for = functools.partial(
+                slots_for_queue, service=mix, load_before=before, load_through=through,
+                load_total=load_total, cv2=cv2, ca2=ca2)
+            untrimmed = max(batched, slots_for(target=q.target_wait))
             sized = q.target_wait * max(1.0, q.trim)
-            steady = untrimmed if sized == q.target_wait else max(batched, slots_for_queue(
-                service=mix, load_before=before, load_through=through, load_total=load_total,
-                target=sized, cv2=cv2, ca2=ca2))
+            steady = (untrimmed if sized == q.target_wait
+                      else max(batched, slots_for(target=sized)))
             # queued beyond a normal fluctuation and batch (a burst) must start within the
             # target as well; normal for the untrimmed fleet (a trimmed one queues more, and a
             # burst term for that would undo the trim)
