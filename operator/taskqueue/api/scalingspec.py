@@ -46,7 +46,7 @@ class ScalingSpec(SpecModel):
     )
     idleCooldownSeconds: float = Field(
         default=30.0, ge=0, le=limits.MAX_DURATION_SECONDS,
-        description="Idle time (nothing queued or in flight) before zero.",
+        description="Idle time (nothing queued, in flight or completed) before zero.",
     )
     targetDrainSeconds: float | None = Field(
         default=None,

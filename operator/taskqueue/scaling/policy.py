@@ -329,12 +329,20 @@ def _on_redis_error(spec: ScalingSpec, state: PolicyState) -> Decision:
 
 
 def _measure(state: PolicyState, obs: QueueObservation, now: float) -> PolicyState:
-    """Update last-active time and the per-replica completion rate from `obs`."""
-    busy = obs.queued + obs.in_flight > 0
-    last_active = now if busy or state.last_active is None else state.last_active
+    """Update last-active time and the per-replica completion rate from `obs`. The fleet is
+    active now if a task is queued or held, and was active after the last poll if one
+    completed since: tasks shorter than a poll come and go between two polls that both see
+    nothing, and a fleet serving them is not idle (counted from the last poll, the idle time
+    reaches idleCooldownSeconds no later after the completion than if it had been seen)."""
     rate = state.throughput_per_replica
     prev, prev_at = state.completed_total, state.completed_at
     done = obs.completed_total - prev if prev is not None else -1
+    busy = obs.queued + obs.in_flight > 0
+    last_active = state.last_active
+    if busy or last_active is None:
+        last_active = now
+    elif done > 0 and prev_at is not None:
+        last_active = max(last_active, now - (obs.at - prev_at))
     elapsed = obs.at - prev_at if prev_at is not None else 0.0
     if done >= 0 and elapsed > 0 and state.replicas > 0 and (busy or done > 0):
         sample = done / elapsed / state.replicas

@@ -198,6 +198,25 @@ def test_scale_to_zero_only_after_idle_cooldown(
     assert "idleCooldownSeconds" in decision.reason
 
 
+@pytest.mark.parametrize("completed_before, completed_now, last_poll_ago, replicas, active_ago", [
+    pytest.param(40, 41, 2, 1, 2, id="a-task-done-between-two-empty-polls-keeps-the-fleet"),
+    pytest.param(40, 55, 5, 1, 5, id="counted-from-the-last-poll-not-from-this-one"),
+    pytest.param(41, 41, 2, 0, 60, id="nothing-done-since-the-last-poll-is-idle"),
+    pytest.param(90, 3, 2, 0, 60, id="a-reset-counter-is-not-activity"),
+])
+def test_tasks_that_come_and_go_between_polls_are_activity(
+    completed_before: int, completed_now: int, last_poll_ago: float, replicas: int,
+    active_ago: float,
+) -> None:
+    """Tasks shorter than a poll are never seen queued or held: the completions counter says
+    the fleet served them, and the cooldown runs from the last poll before they ended."""
+    decision = run(scaling(idleCooldownSeconds=30), obs(0, completed=completed_now), 1,
+                   last_active=NOW - 60, completed_total=completed_before,
+                   completed_at=NOW - last_poll_ago)
+    assert decision.replicas == replicas
+    assert decision.state.last_active == NOW - active_ago
+
+
 def test_unknown_last_active_starts_the_cooldown_now() -> None:
     decision = run(scaling(idleCooldownSeconds=30), obs(0), 2)
     assert decision.replicas == 1
