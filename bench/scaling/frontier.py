@@ -14,17 +14,21 @@ decision, a drained pod billed 1.8 s to its exit) with `Fleet`, a scaler with tw
   not up yet) are removed, the idle ones first (no busy pod is deleted); swept 0, the bench's
   idleCooldownSeconds, and a few more.
 
-in three modes:
+in three modes, and a fourth without a decision:
 
 | mode     | decides                   | sees                                  | writes land |
 |----------|---------------------------|---------------------------------------|-------------|
 | reactive | every pollIntervalSeconds | what is queued                        | 0.1 s later |
 | lands    | every tick (0.1 s)        | what is queued                        | at once     |
 | ahead    | every tick                | queued + what arrives within start-up | at once     |
+| fixed    | once, at t=0              | nothing: `pods` pods (hold ignored)   | at once     |
 
 `reactive` is a fleet a poller could run; `lands` the optimistic bound the issue asks for (pods
 started the instant a batch lands: no detection delay); `ahead` a perfect forecast (pods up when
-the batch lands), the bound of what starting ahead of recurring batches can give. For each run
+the batch lands), the bound of what starting ahead of recurring batches can give; `fixed` a
+constant fleet of `pods` pods up from the start and released once the trace has drained (no
+pod is busy then), the stationary bound for steady-rate traffic (heavytail, queues), where a
+fleet sized to the rate is what meeting a wait target costs; swept 1..8. For each run
 and mode it prints the cost / p95 frontier (the points no other point beats on both) and whether
 a point is in the box; where no `lands` or `ahead` point is, the box is out of reach for fleets
 of this kind on that run.
@@ -58,7 +62,15 @@ TICK = 0.1
 """The simulator's tick (`simulate.run.Settings.tick`): the clairvoyant modes decide on each."""
 PODS = (2, 4, 8, 13, 20, 40)
 HOLDS = (0.0, 30.0)
-MODES = ("reactive", "lands", "ahead")
+FIXED_PODS = tuple(range(1, 9))
+MODES = ("reactive", "lands", "ahead", "fixed")
+
+
+def grid(mode: str) -> list[tuple[int, float]]:
+    """The (pods, hold) points swept in `mode`."""
+    if mode == "fixed":
+        return [(k, 0.0) for k in FIXED_PODS]
+    return [(k, h) for k in PODS for h in HOLDS]
 
 RUNS: dict[str, tuple[set[str], int, int]] = {
     # name: (families.make_jobs's `only`, concurrency, sweep draws: 0 for the fixed cases)
@@ -74,12 +86,14 @@ RUNS: dict[str, tuple[set[str], int, int]] = {
 
 class Fleet:
     """A scaler of two knobs (module docstring): up to `pods` pods while tasks are queued, idle
-    pods removed after `hold` seconds with nothing queued."""
+    pods removed after `hold` seconds with nothing queued; in mode `fixed`, `pods` pods from
+    the start until the trace has drained."""
 
     def __init__(self, tq: TaskQueue, *, pods: int, hold: float, mode: str) -> None:
         self.name = f"{mode} pods {pods} hold {hold:g}"
         self.concurrency = tq.spec.worker.concurrency
         self.pods, self.hold = min(pods, tq.spec.scaling.maxReplicas), hold
+        self.fixed, self.started = mode == "fixed", False
         reactive = mode == "reactive"
         self.every = tq.spec.scaling.pollIntervalSeconds if reactive else TICK
         self.delay = API_DELAY_SECONDS if reactive else 0.0
@@ -88,12 +102,24 @@ class Fleet:
         self.pending: list[tuple[float, int]] = []
 
     def tick(self, world: World, t: float) -> None:
+        if self.fixed:
+            self._fixed(world, t)
+            return
         for at, replicas in [p for p in self.pending if p[0] <= t + 1e-9]:
             self.pending.remove((at, replicas))
             world.scale(max(replicas, world.spec_replicas), t)
         if t + 1e-9 >= self.next_poll:
             self.next_poll += self.every
             self._decide(world, t)
+
+    def _fixed(self, world: World, t: float) -> None:
+        """`pods` pods on the first tick; none once nothing is to arrive, queued or in flight
+        (so no pod is busy when they go)."""
+        if not self.started:
+            self.started = True
+            world.scale(self.pods, t)
+        elif world.spec_replicas and not world.has_work():
+            world.scale(0, t)
 
     def _decide(self, world: World, t: float) -> None:
         queued = sum(len(d) for d in world.queues.values())
@@ -197,6 +223,9 @@ def verdict(box: Box, points: list[Point]) -> str:
         best = min(inside["reactive"], key=lambda p: p.cost)
         return (f"reachable: reactive pods {best.pods} hold {best.hold:g} "
                 f"({best.cost:.2f}x, {best.p95:.2f} s)")
+    if inside["fixed"]:
+        best = min(inside["fixed"], key=lambda p: p.cost)
+        return f"reachable: fixed pods {best.pods} ({best.cost:.2f}x, {best.p95:.2f} s)"
     for mode in ("lands", "ahead"):
         if inside[mode]:
             best = min(inside[mode], key=lambda p: p.cost)
@@ -213,7 +242,8 @@ def _fmt(p: Point, box: Box) -> str:
     mark = " **in**" if p.inside(box) else ""
     unsafe = f", {p.busy_deleted} busy deleted" if p.busy_deleted else ""
     unsafe += f", {p.unserved} unserved" if p.unserved else ""
-    return f"{p.cost:.2f}x/{p.p95:.1f}s (k{p.pods} h{p.hold:g}){mark}{unsafe}"
+    knobs = f"k{p.pods}" if p.mode == "fixed" else f"k{p.pods} h{p.hold:g}"
+    return f"{p.cost:.2f}x/{p.p95:.1f}s ({knobs}){mark}{unsafe}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     with Pool(args.jobs) as pool:
         refs = dict(zip(names, pool.map(_reference, names, chunksize=1), strict=True))
         tasks = [(n, m, k, h, refs[n][0].keda_seconds)
-                 for n in names for m in MODES for k in PODS for h in HOLDS]
+                 for n in names for m in MODES for k, h in grid(m)]
         points = pool.map(_simulate, tasks, chunksize=1)
     by_run: dict[str, list[Point]] = {n: [] for n in names}
     for (n, *_), p in zip(tasks, points, strict=True):
