@@ -80,8 +80,16 @@ RUNS: dict[str, tuple[set[str], int, int]] = {
     "batches-7 c=1": ({"batches-7"}, 1, 12),
     "batches-10 c=1": ({"batches-10"}, 1, 12),
     "heavytail-7 c=1": ({"heavytail-7"}, 1, 12),
+    # cost misses whose p95 is far inside the target: the fixed fleets' runs
+    "heavytail-pareto1.5 c=1": ({"heavytail-pareto1.5"}, 1, 0),
+    "heavytail-2 c=1": ({"heavytail-2"}, 1, 12),
+    "heavytail-10 c=1": ({"heavytail-10"}, 1, 12),
+    "heavytail-11 c=1": ({"heavytail-11"}, 1, 12),
+    "queues-5 c=1": ({"queues-5"}, 1, 12),
+    "queues-8 c=1": ({"queues-8"}, 1, 12),  # the sweep draw (n 8, S 0.5): the fixed case meets
 }
-"""The burst and batch runs that miss the box on main (docs/benchmarks.md)."""
+"""The runs that miss the box on main (docs/benchmarks.md): burst and batch runs, and
+steady-rate runs that miss on cost with their p95 far inside the target."""
 
 
 class Fleet:
