@@ -286,9 +286,9 @@ def verdict(box: Box, points: list[Point]) -> str:
             return (f"only {mode}: pods {best.pods} hold {best.hold:g} "
                     f"({best.cost:.2f}x, {_waits(best, box)})")
     cheap = [p for p in points if p.cost <= families.KEDA_COST]
-    best = min(cheap, key=lambda p: box.over(p.waits)) if cheap else None
-    figure = (f"best p95 at <= 1.5x: {_waits(best, box)} ({best.mode} pods {best.pods} "
-              f"hold {best.hold:g})" if best else "no point at <= 1.5x")
+    fastest = min(cheap, key=lambda p: box.over(p.waits)) if cheap else None
+    figure = (f"best p95 at <= 1.5x: {_waits(fastest, box)} ({fastest.mode} pods "
+              f"{fastest.pods} hold {fastest.hold:g})" if fastest else "no point at <= 1.5x")
     return f"out of reach for these fleets: {figure} against {_box(box)}"
 
 
