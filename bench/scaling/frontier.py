@@ -1,33 +1,43 @@
-"""What a simple fleet could reach on the burst and batch runs the policy misses (issue 34).
+"""What a simple fleet could reach on the runs the policy misses (issue 34).
 
 The targets of `families.py` ask, on every trace that is not smooth, for worker-seconds <= 1.5x
 the tuned KEDA model's AND each queue's p95 wait within its target or <= 0.65x keda-tuned's
-(the box). Some runs miss it; this says whether any fleet of a simple kind gets into the box on
+(the box; on a run of several queues, each queue against its own target and keda-tuned's p95
+on that queue). Some runs miss it; this says whether any fleet of a simple kind gets into the box on
 them, so a miss is known to be the policy's or the target's. Each run's trace and manifest
 (`families.setup`, the same draws as `families.py --six` / `--sweep 12`) are replayed through the
 same simulator (`taskqueue.simulate`, its default cluster: pods up in 5 s, writes 0.1 s after the
 decision, a drained pod billed 1.8 s to its exit) with `Fleet`, a scaler with two knobs:
 
 - `pods`: on a decision that sees tasks queued, it asks for one slot per task queued or in
-  flight, at most `pods` pods (never fewer than it has); swept 1..maxReplicas;
+  flight, at most `pods` pods (never fewer than it has); swept 2..40 (`PODS`);
 - `hold`: on a decision that sees nothing queued, the pods idle for `hold` seconds (and those
-  not up yet) are removed, the idle ones first (no busy pod is deleted); swept 0, the bench's
-  idleCooldownSeconds, and a few more.
+  not up yet) are removed, the idle ones first (no busy pod is deleted); swept 0, 5, 10 and
+  30 s (the bench's idleCooldownSeconds): on steady-rate traffic a few seconds of hold keep a
+  small fleet from paying a start-up per gap (heavytail-pareto1.5 c=1, 4 pods: 6.38 s with
+  0 s, 3.51 s at 1.44x keda-tuned with 5 s, 1.71x with 30 s; its target is 5 s);
 
-in three modes:
+in three modes, and a fourth without a decision:
 
 | mode     | decides                   | sees                                  | writes land |
 |----------|---------------------------|---------------------------------------|-------------|
 | reactive | every pollIntervalSeconds | what is queued                        | 0.1 s later |
 | lands    | every tick (0.1 s)        | what is queued                        | at once     |
 | ahead    | every tick                | queued + what arrives within start-up | at once     |
+| fixed    | once, at t=0              | nothing: `pods` pods (hold ignored)   | at once     |
 
 `reactive` is a fleet a poller could run; `lands` the optimistic bound the issue asks for (pods
 started the instant a batch lands: no detection delay); `ahead` a perfect forecast (pods up when
-the batch lands), the bound of what starting ahead of recurring batches can give. For each run
-and mode it prints the cost / p95 frontier (the points no other point beats on both) and whether
-a point is in the box; where no `lands` or `ahead` point is, the box is out of reach for fleets
-of this kind on that run.
+the batch lands), the bound of what starting ahead of recurring batches can give; `fixed` a
+constant fleet of `pods` pods up from the start and released once the trace has drained (no
+pod is busy then), the stationary bound for steady-rate traffic (heavytail, queues), where a
+fleet sized to the rate is what meeting a wait target costs; swept 1..8. For each run
+and mode it prints the cost / p95 frontier (the points no other point beats on both; on several
+queues, p95 is the worst queue's as a multiple of its allowance) and whether a point is in the
+box; where no point is, the box is out of reach for fleets of this kind on that run. A second
+verdict gives the cheapest point of any mode that meets every queue's own target (the 0.65x
+clause left out): when that costs over 1.5x, the box is entered, if at all, only by missing the
+user's target on purpose, and the miss is the target's rather than the policy's.
 
     python bench/scaling/frontier.py [--only NAME,...] [--jobs 2] [--json frontier.json]
 
@@ -57,8 +67,16 @@ from taskqueue.simulate.world import API_DELAY_SECONDS, World
 TICK = 0.1
 """The simulator's tick (`simulate.run.Settings.tick`): the clairvoyant modes decide on each."""
 PODS = (2, 4, 8, 13, 20, 40)
-HOLDS = (0.0, 30.0)
-MODES = ("reactive", "lands", "ahead")
+HOLDS = (0.0, 5.0, 10.0, 30.0)
+FIXED_PODS = tuple(range(1, 9))
+MODES = ("reactive", "lands", "ahead", "fixed")
+
+
+def grid(mode: str) -> list[tuple[int, float]]:
+    """The (pods, hold) points swept in `mode`."""
+    if mode == "fixed":
+        return [(k, 0.0) for k in FIXED_PODS]
+    return [(k, h) for k in PODS for h in HOLDS]
 
 RUNS: dict[str, tuple[set[str], int, int]] = {
     # name: (families.make_jobs's `only`, concurrency, sweep draws: 0 for the fixed cases)
@@ -68,18 +86,28 @@ RUNS: dict[str, tuple[set[str], int, int]] = {
     "batches-7 c=1": ({"batches-7"}, 1, 12),
     "batches-10 c=1": ({"batches-10"}, 1, 12),
     "heavytail-7 c=1": ({"heavytail-7"}, 1, 12),
+    # cost misses whose p95 is far inside the target: the fixed fleets' runs
+    "heavytail-pareto1.5 c=1": ({"heavytail-pareto1.5"}, 1, 0),
+    "heavytail-2 c=1": ({"heavytail-2"}, 1, 12),
+    "heavytail-10 c=1": ({"heavytail-10"}, 1, 12),
+    "heavytail-11 c=1": ({"heavytail-11"}, 1, 12),
+    "queues-5 c=1": ({"queues-5"}, 1, 12),
+    "queues-8 c=1": ({"queues-8"}, 1, 12),  # the sweep draw (n 8, S 0.5): the fixed case meets
 }
-"""The burst and batch runs that miss the box on main (docs/benchmarks.md)."""
+"""The runs that miss the box on main (docs/benchmarks.md): burst and batch runs, and
+steady-rate runs that miss on cost with their p95 far inside the target."""
 
 
 class Fleet:
     """A scaler of two knobs (module docstring): up to `pods` pods while tasks are queued, idle
-    pods removed after `hold` seconds with nothing queued."""
+    pods removed after `hold` seconds with nothing queued; in mode `fixed`, `pods` pods from
+    the start until the trace has drained."""
 
     def __init__(self, tq: TaskQueue, *, pods: int, hold: float, mode: str) -> None:
         self.name = f"{mode} pods {pods} hold {hold:g}"
         self.concurrency = tq.spec.worker.concurrency
         self.pods, self.hold = min(pods, tq.spec.scaling.maxReplicas), hold
+        self.fixed, self.started = mode == "fixed", False
         reactive = mode == "reactive"
         self.every = tq.spec.scaling.pollIntervalSeconds if reactive else TICK
         self.delay = API_DELAY_SECONDS if reactive else 0.0
@@ -88,12 +116,24 @@ class Fleet:
         self.pending: list[tuple[float, int]] = []
 
     def tick(self, world: World, t: float) -> None:
+        if self.fixed:
+            self._fixed(world, t)
+            return
         for at, replicas in [p for p in self.pending if p[0] <= t + 1e-9]:
             self.pending.remove((at, replicas))
             world.scale(max(replicas, world.spec_replicas), t)
         if t + 1e-9 >= self.next_poll:
             self.next_poll += self.every
             self._decide(world, t)
+
+    def _fixed(self, world: World, t: float) -> None:
+        """`pods` pods on the first tick; none once nothing is to arrive, queued or in flight
+        (so no pod is busy when they go)."""
+        if not self.started:
+            self.started = True
+            world.scale(self.pods, t)
+        elif world.spec_replicas and not world.has_work():
+            world.scale(0, t)
 
     def _decide(self, world: World, t: float) -> None:
         queued = sum(len(d) for d in world.queues.values())
@@ -131,24 +171,53 @@ class Point:
     cost: float
     """Worker-seconds / keda-tuned's."""
     p95: float
+    """The worst queue's p95 (seconds)."""
     worker_seconds: float
     busy_deleted: int
     unserved: int
+    waits: dict[str, float]
+    """Each queue's p95 (seconds)."""
 
     def inside(self, box: Box) -> bool:
-        return self.cost <= families.KEDA_COST and self.p95 <= box.p95
+        return self.cost <= families.KEDA_COST and box.holds(self.waits)
 
 
 @dataclass(frozen=True)
 class Box:
+    """A run's box: worker-seconds <= 1.5x keda-tuned's and each queue's p95 within its
+    allowance, the larger of its target and 0.65x keda-tuned's p95 on that queue."""
+
     keda_seconds: float
-    keda_p95: float
-    target: float
+    keda_p95: dict[str, float]
+    """keda-tuned's p95 per queue."""
+    targets: dict[str, float]
+
+    def allowed(self, queue: str) -> float:
+        """The p95 the box allows on `queue`: its target or 0.65x keda-tuned's there."""
+        return max(self.targets.get(queue, 0.0),
+                   families.KEDA_WAIT * self.keda_p95.get(queue, 0.0))
+
+    def holds(self, waits: dict[str, float]) -> bool:
+        """Every queue's p95 within its allowance."""
+        return all(w <= self.allowed(q) for q, w in waits.items())
+
+    def over(self, waits: dict[str, float]) -> float:
+        """The worst queue's p95 as a multiple of its allowance (<= 1: every queue inside)."""
+        return max((_ratio(w, self.allowed(q)) for q, w in waits.items()), default=0.0)
+
+    def met(self, waits: dict[str, float]) -> bool:
+        """Every queue with a target has its p95 within it (the 0.65x clause left out)."""
+        return all(w <= self.targets[q] for q, w in waits.items() if q in self.targets)
 
     @property
-    def p95(self) -> float:
-        """The p95 the run's target asks for: its own target or 0.65x keda-tuned's."""
-        return max(self.target, families.KEDA_WAIT * self.keda_p95)
+    def allowances(self) -> dict[str, float]:
+        return {q: self.allowed(q) for q in sorted({*self.targets, *self.keda_p95})}
+
+
+def _ratio(value: float, limit: float) -> float:
+    if limit > 0:
+        return value / limit
+    return math.inf if value > 0 else 0.0
 
 
 def _job(name: str) -> families.Job:
@@ -163,12 +232,13 @@ def _simulate(task: tuple[str, str, int, float, float]) -> Point:
     name, mode, pods, hold, keda_seconds = task
     tq, arrivals, _ = families.setup(_job(name))
     r = simulate(tq, arrivals, Fleet(tq, pods=pods, hold=hold, mode=mode))
-    return _point(mode, pods, hold, r, keda_seconds)
+    return _point(mode=mode, pods=pods, hold=hold, r=r, keda_seconds=keda_seconds)
 
 
-def _point(mode: str, pods: int, hold: float, r: Result, keda_seconds: float) -> Point:
+def _point(*, mode: str, pods: int, hold: float, r: Result, keda_seconds: float) -> Point:
     return Point(mode, pods, hold, r.worker_seconds / keda_seconds, r.p95(),
-                 r.worker_seconds, r.busy_deleted, r.unserved)
+                 r.worker_seconds, r.busy_deleted, r.unserved,
+                 {q: w[1] for q, w in r.waits.items()})
 
 
 def _reference(name: str) -> tuple[Box, Point]:
@@ -176,19 +246,29 @@ def _reference(name: str) -> tuple[Box, Point]:
     tq, arrivals, _ = families.setup(_job(name))
     keda = simulate(tq, arrivals, KedaScaler(tq, KEDA_TUNED))
     ours = simulate(tq, arrivals, OperatorScaler(tq))
-    targets = tq.spec.scaling.targetWaitSeconds or {}
-    box = Box(keda.worker_seconds, keda.p95(), min(targets.values()))
-    return box, _point("operator", ours.max_replicas, tq.spec.scaling.idleCooldownSeconds,
-                       ours, keda.worker_seconds)
+    targets = dict(tq.spec.scaling.targetWaitSeconds or {})
+    box = Box(keda.worker_seconds, {q: w[1] for q, w in keda.waits.items()}, targets)
+    return box, _point(mode="operator", pods=ours.max_replicas,
+                       hold=tq.spec.scaling.idleCooldownSeconds, r=ours,
+                       keda_seconds=keda.worker_seconds)
 
 
-def frontier(points: list[Point]) -> list[Point]:
-    """The points no other point beats on both cost and p95, cheapest first."""
+def frontier(points: list[Point], box: Box) -> list[Point]:
+    """The points no other point beats on both cost and p95 (the worst queue's, against its
+    allowance), cheapest first."""
     out: list[Point] = []
-    for p in sorted(points, key=lambda p: (p.cost, p.p95)):
-        if not out or p.p95 < out[-1].p95:
+    for p in sorted(points, key=lambda p: (p.cost, box.over(p.waits))):
+        if not out or box.over(p.waits) < box.over(out[-1].waits):
             out.append(p)
     return out
+
+
+def _waits(p: Point, box: Box) -> str:
+    """A point's p95: seconds on one queue; the worst queue against its allowance on several."""
+    if len(p.waits) <= 1:
+        return f"{p.p95:.2f} s"
+    q = max(p.waits, key=lambda q: _ratio(p.waits[q], box.allowed(q)))
+    return f"{q} {p.waits[q]:.2f} s = {_ratio(p.waits[q], box.allowed(q)):.2f}x its allowance"
 
 
 def verdict(box: Box, points: list[Point]) -> str:
@@ -196,24 +276,59 @@ def verdict(box: Box, points: list[Point]) -> str:
     if inside["reactive"]:
         best = min(inside["reactive"], key=lambda p: p.cost)
         return (f"reachable: reactive pods {best.pods} hold {best.hold:g} "
-                f"({best.cost:.2f}x, {best.p95:.2f} s)")
+                f"({best.cost:.2f}x, {_waits(best, box)})")
+    if inside["fixed"]:
+        best = min(inside["fixed"], key=lambda p: p.cost)
+        return f"reachable: fixed pods {best.pods} ({best.cost:.2f}x, {_waits(best, box)})"
     for mode in ("lands", "ahead"):
         if inside[mode]:
             best = min(inside[mode], key=lambda p: p.cost)
             return (f"only {mode}: pods {best.pods} hold {best.hold:g} "
-                    f"({best.cost:.2f}x, {best.p95:.2f} s)")
+                    f"({best.cost:.2f}x, {_waits(best, box)})")
     cheap = [p for p in points if p.cost <= families.KEDA_COST]
-    best = min(cheap, key=lambda p: p.p95) if cheap else None
-    figure = (f"best p95 at <= 1.5x: {best.p95:.2f} s ({best.mode} pods {best.pods} "
-              f"hold {best.hold:g})" if best else "no point at <= 1.5x")
-    return f"out of reach for these fleets: {figure} against {box.p95:.2f} s"
+    fastest = min(cheap, key=lambda p: box.over(p.waits)) if cheap else None
+    figure = (f"best p95 at <= 1.5x: {_waits(fastest, box)} ({fastest.mode} pods "
+              f"{fastest.pods} hold {fastest.hold:g})" if fastest else "no point at <= 1.5x")
+    return f"out of reach for these fleets: {figure} against {_box(box)}"
+
+
+def _knobs(p: Point) -> str:
+    return f"{p.mode} k{p.pods}" + ("" if p.mode == "fixed" else f" h{p.hold:g}")
+
+
+def target_met(box: Box, points: list[Point]) -> tuple[str, Point | None]:
+    """The cheapest point meeting every queue's own target, against the box's 1.5x: above
+    it, the box is reached (if at all) only by missing the user's target by design."""
+    met = [p for p in points if box.met(p.waits)]
+    if not met:
+        return "target met by no point swept", None
+    best = min(met, key=lambda p: (p.cost, p.p95))
+    tail = ("within 1.5x" if best.cost <= families.KEDA_COST
+            else "above 1.5x: the box only by missing the target")
+    return f"target met from {best.cost:.2f}x ({_knobs(best)}): {tail}", best
+
+
+def _box(box: Box) -> str:
+    allowances = box.allowances
+    if len(allowances) == 1:
+        return f"{next(iter(allowances.values())):.2f} s"
+    return ", ".join(f"{q} {a:.2f}" for q, a in allowances.items()) + " s"
 
 
 def _fmt(p: Point, box: Box) -> str:
     mark = " **in**" if p.inside(box) else ""
     unsafe = f", {p.busy_deleted} busy deleted" if p.busy_deleted else ""
     unsafe += f", {p.unserved} unserved" if p.unserved else ""
-    return f"{p.cost:.2f}x/{p.p95:.1f}s (k{p.pods} h{p.hold:g}){mark}{unsafe}"
+    knobs = f"k{p.pods}" if p.mode == "fixed" else f"k{p.pods} h{p.hold:g}"
+    mark += " (target met)" if box.met(p.waits) else ""
+    wait = f"{p.p95:.1f}s" if len(p.waits) <= 1 else f"{box.over(p.waits):.2f}x box"
+    return f"{p.cost:.2f}x/{wait} ({knobs}){mark}{unsafe}"
+
+
+def _keda(box: Box) -> str:
+    if len(box.keda_p95) == 1:
+        return f"{next(iter(box.keda_p95.values())):.2f} s"
+    return ", ".join(f"{q} {w:.2f}" for q, w in box.keda_p95.items()) + " s"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,27 +342,31 @@ def main(argv: list[str] | None = None) -> int:
     with Pool(args.jobs) as pool:
         refs = dict(zip(names, pool.map(_reference, names, chunksize=1), strict=True))
         tasks = [(n, m, k, h, refs[n][0].keda_seconds)
-                 for n in names for m in MODES for k in PODS for h in HOLDS]
+                 for n in names for m in MODES for k, h in grid(m)]
         points = pool.map(_simulate, tasks, chunksize=1)
     by_run: dict[str, list[Point]] = {n: [] for n in names}
     for (n, *_), p in zip(tasks, points, strict=True):
         by_run[n].append(p)
     print("| run | box: cost <= 1.5x, p95 <= | keda-tuned | operator (this checkout) | "
           + " | ".join(f"{m} frontier: cost x keda-tuned / p95 (pods, hold s)" for m in MODES)
-          + " | verdict |")
-    print("|---|---|---|---|" + "---|" * len(MODES) + "---|")
+          + " | verdict | meeting the target |")
+    print("|---|---|---|---|" + "---|" * len(MODES) + "---|---|")
     out: list[dict[str, Any]] = []
     for n in names:
         box, ours = refs[n]
         cells = ["; ".join(_fmt(p, box) for p in frontier(
-            [p for p in by_run[n] if p.mode == m])) for m in MODES]
+            [p for p in by_run[n] if p.mode == m], box)) for m in MODES]
         why = verdict(box, by_run[n])
-        print(f"| {n} | {box.p95:.2f} s | {box.keda_seconds:,.0f} worker-s, {box.keda_p95:.2f} s"
-              f" | {ours.cost:.2f}x/{ours.p95:.2f}s | " + " | ".join(cells) + f" | {why} |")
-        out.append({"run": n, "box_p95": box.p95, "keda_tuned": {
-            "worker_seconds": box.keda_seconds, "p95": box.keda_p95}, "target": box.target,
-            "operator": {"cost": ours.cost, "p95": ours.p95},
-            "verdict": why, "points": [p.__dict__ for p in by_run[n]]})
+        met, cheapest = target_met(box, by_run[n])
+        print(f"| {n} | {_box(box)} | {box.keda_seconds:,.0f} worker-s, {_keda(box)}"
+              f" | {ours.cost:.2f}x/{_waits(ours, box)} | " + " | ".join(cells)
+              + f" | {why} | {met} |")
+        out.append({"run": n, "box_p95": box.allowances, "keda_tuned": {
+            "worker_seconds": box.keda_seconds, "p95": box.keda_p95}, "targets": box.targets,
+            "operator": {"cost": ours.cost, "p95": ours.waits},
+            "verdict": why, "target_met": {"verdict": met, "cheapest": (
+                None if cheapest is None else cheapest.__dict__)},
+            "points": [p.__dict__ for p in by_run[n]]})
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")
     return 0
