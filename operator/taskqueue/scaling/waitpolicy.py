@@ -155,7 +155,7 @@ last ~600 tasks) before it goes much further."""
 TRIM_SECONDS = 120.0
 """The trim grows by a factor e in no less than this many seconds, however many tasks arrive:
 at 15 tasks/s, 100 waits come in 7 s, less than a pod takes to start when the share rises."""
-MAX_TRIM = 4.0
+MAX_TRIM = 8.0
 """The most the measured waits stretch a queue's target in its steady sizing."""
 
 

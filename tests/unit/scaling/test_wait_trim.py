@@ -110,7 +110,7 @@ def test_the_trim_stretches_the_backlog_behind(trim: float, slots: int) -> None:
 
 @pytest.mark.parametrize("share, before, after, replicas", [
     pytest.param(0.0, (), math.e, 4, id="far-inside-trims"),
-    pytest.param(0.0, (("tasks", 3.0),), waitpolicy.MAX_TRIM, 4, id="trimmed-to-the-bound"),
+    pytest.param(0.0, (("tasks", 3.0),), waitpolicy.MAX_TRIM, 3, id="trimmed-to-the-bound"),
     pytest.param(0.03, (), None, 5, id="holds-untrimmed"),
     pytest.param(0.06, (("tasks", 3.0),), None, 5, id="over-the-quantile-untrimmed"),
 ])
