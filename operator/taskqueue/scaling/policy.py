@@ -118,6 +118,9 @@ class PolicyState:
     wait_trims: tuple[tuple[str, float], ...] = ()
     """(queue, factor > 1): how far the measured waits let the steady sizing stretch each
     queue's wait target (`waitpolicy.trimmed`)."""
+    lull_released: frozenset[str] = frozenset()
+    """The queues whose batches the last sizing did not hold through the lulls
+    (`waitmodel.lull_released`: the choice keeps to itself near the lull budget)."""
 
 
 class Rule(enum.StrEnum):
@@ -275,6 +278,7 @@ def decide(
         state,
         recommendations=history,
         steady_recommendations=steady,
+        lull_released=rec.released,
         replicas=replicas,
         activated_at=(now if current == 0 < replicas and observation.live_workers == 0
                       else state.activated_at),
@@ -411,6 +415,8 @@ class _Recommendation:
     """A backlog beyond the normal fluctuation is being drained."""
     rule: Rule | None = None
     """What made the recommendation when not the load: idle, or a bound."""
+    released: frozenset[str] = frozenset()
+    """The queues whose batches are not held through the lulls (`PolicyState.lull_released`)."""
 
 
 def _recommend(
@@ -422,7 +428,8 @@ def _recommend(
                                          scale_ups=state.scale_ups,
                                          concurrency=fleet.concurrency, now=now)
     sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order, standing,
-                               trims=dict(state.wait_trims))
+                               trims=dict(state.wait_trims),
+                               released_before=state.lull_released)
     # the length target counts the queues the wait model does not size
     by_length = _by_length(spec, obs, state, exclude=waited if sizing is not None else frozenset())
     rec, why = _held_load(*by_length, state.rates, fleet, exclude=waited)
@@ -467,7 +474,8 @@ def _recommend(
         bound = "maxReplicas" if clamped < rec else "minReplicas"
         rule = Rule.MAX_REPLICAS if clamped < rec else Rule.MIN_REPLICAS
         why += f"; {bound} {clamped}"
-    return _Recommendation(clamped, why, _clamp(min(steady, rec), spec), burst, rule)
+    return _Recommendation(clamped, why, _clamp(min(steady, rec), spec), burst, rule,
+                           frozenset(q for q, _ in released))
 
 
 def _idle(spec: ScalingSpec, state: PolicyState, idle_for: float, *, batches: int,
@@ -543,12 +551,13 @@ expected to see it (it lands up to a poll before that poll)."""
 
 def _batches_held(spec: ScalingSpec, state: PolicyState, queue: str) -> bool:
     """The lull rule holds `queue`'s batches: measured as batches (`arrivals.Arrivals.cv2`)
-    that come closer together than `waitpolicy.lull_budget`."""
+    that come closer together than `waitpolicy.lull_budget` (`waitmodel.lull_released`)."""
     arrivals = state.rates.arrivals
     load = waitmodel.QueueLoad(key=queue, arrival_rate=arrivals.rate(queue), queued=0,
                                target_wait=None, arrival_cv2=arrivals.cv2(queue))
     gap = load.batch_gap()
-    return gap is not None and gap <= waitpolicy.lull_budget(spec)
+    return gap is not None and not waitmodel.lull_released(
+        gap=gap, budget=waitpolicy.lull_budget(spec), was_released=queue in state.lull_released)
 
 
 def _released(spec: ScalingSpec, released: tuple[tuple[str, float], ...]) -> str:

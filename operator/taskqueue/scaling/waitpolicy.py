@@ -22,14 +22,16 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
            queue_order: tuple[str, ...],
            standing: waitmodel.Standing = waitmodel.NO_STANDING, *,
            ready: bool = False,
-           trims: Mapping[str, float] | None = None) -> waitmodel.WaitSizing | None:
+           trims: Mapping[str, float] | None = None,
+           released_before: frozenset[str] = frozenset()) -> waitmodel.WaitSizing | None:
     """Slots for the wait targets; None without targets or until a service time is known
     (measured, or expected: `expectedServiceSeconds`). `standing`: the slots already up or
     on their way (`standing_slots`); `ready`: the slots added are up when the backlog lands
     (started ahead of a forecast batch), not podStartupSeconds later, and each runs at least
     `burst_horizon` of it whatever the late shares (a bet on a batch that may not come pays
     its start-up). `trims`: each queue's trim of its steady sizing (`trimmed`; none when
-    `ready`: a forecast batch is sized as it lands)."""
+    `ready`: a forecast batch is sized as it lands). `released_before`: the queues whose
+    batches the last sizing did not hold through the lulls (`waitmodel.lull_released`)."""
     targets = spec.targetWaitSeconds
     known = service_times(rates, spec.expectedServiceSeconds or {}, queue_order)
     if not targets or known is None:
@@ -47,7 +49,8 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
     return waitmodel.size_for_wait(loads, service=service, horizon=burst_horizon(spec),
                                    startup=0.0 if ready else spec.podStartupSeconds,
                                    standing=standing,
-                                   hold_lulls=lull_budget(spec))
+                                   hold_lulls=lull_budget(spec),
+                                   released_before=released_before)
 
 
 def reactivation_seconds(spec: ScalingSpec) -> float:

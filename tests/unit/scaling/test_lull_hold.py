@@ -12,7 +12,7 @@ import pytest
 
 from taskqueue.api.models import ScalingSpec, TaskQueue
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.scaling.policy import PolicyState, Rule, decide
+from taskqueue.scaling.policy import Decision, PolicyState, Rule, decide
 from taskqueue.scaling.waitmodel import QueueLoad, size_for_wait
 from taskqueue.scaling.waitpolicy import lull_budget
 from taskqueue.simulate.run import simulate
@@ -67,6 +67,35 @@ def test_the_wait_model_holds_batches_that_pay(rate: float, ca2: float, queued: 
     assert (sizing.steady, sizing.batches, sizing.released) == (steady, batches, released)
 
 
+# batches of 11 at 2/s: ~5.5 s apart; against a 5 s budget they are over it, not far over
+@pytest.mark.parametrize("hold, before, released", [
+    pytest.param(5.0, frozenset(), (), id="held-stays-held-just-over-the-budget"),
+    pytest.param(5.0, frozenset({"q"}), (("q", 5.5),), id="released-stays-released-over-it"),
+    pytest.param(4.0, frozenset(), (("q", 5.5),), id="held-released-a-quarter-over"),
+    pytest.param(6.0, frozenset({"q"}), (), id="released-held-again-under-it"),
+    pytest.param(5.0, frozenset({"other"}), (), id="only-its-own-queue-counts"),
+])
+def test_the_choice_keeps_to_itself_near_the_budget(
+        hold: float, before: frozenset[str], released: tuple[tuple[str, float], ...]) -> None:
+    """Near the budget holding and re-activating cost the same and the gap is a measurement:
+    a queue's batches change between held and released only once the gap leaves the band
+    from the budget to LULL_MARGIN x the budget."""
+    sizing = size_for_wait([QueueLoad("q", 2.0, 0, 2.0, arrival_cv2=11.0)], service=0.5,
+                           hold_lulls=hold, released_before=before)
+    assert sizing.released == released
+    assert (sizing.batches > 0) is (not released)
+
+
+def test_the_policy_remembers_which_batches_it_released() -> None:
+    """The policy carries the released queues from one poll to the next
+    (`PolicyState.lull_released`) and the forecast rule reads the same choice."""
+    spec = {"podStartupSeconds": 3.0}  # a 5 s budget: MICRO's ~5.6 s gap is inside the band
+    held = decide_state(MICRO, idle_for=6.0, **spec)
+    assert held.lull_released == frozenset()
+    released = decide_state(MICRO, idle_for=6.0, lull_released=frozenset({"q"}), **spec)
+    assert released.lull_released == frozenset({"q"})
+
+
 def test_a_released_batch_that_lands_is_a_burst() -> None:
     # 30 tasks queued on a queue whose batches are released: more than its Poisson fleet
     # starts in time (a burst, sized from the backlog); held, the same batch is the normal
@@ -83,6 +112,18 @@ def decide_at(counts: list[int], *, idle_for: float, queued: int = 0, current: i
               **spec: Any) -> tuple[int, Rule, str]:
     """The decision after polls that saw `counts` arrive, of 0.5 s tasks, with `queued` tasks
     queued now and the last work seen `idle_for` seconds ago."""
+    d = decision_at(counts, idle_for=idle_for, queued=queued, current=current, **spec)
+    return d.replicas, d.rule, d.reason
+
+
+def decide_state(counts: list[int], *, idle_for: float,
+                 lull_released: frozenset[str] = frozenset(), **spec: Any) -> PolicyState:
+    """The state `decide_at`'s decision leaves, from a state with `lull_released`."""
+    return decision_at(counts, idle_for=idle_for, lull_released=lull_released, **spec).state
+
+
+def decision_at(counts: list[int], *, idle_for: float, queued: int = 0, current: int = 5,
+                lull_released: frozenset[str] = frozenset(), **spec: Any) -> Decision:
     rates = with_service(measured(counts), 0.5)
     scaling = ScalingSpec(**{"maxReplicas": 20, "idleCooldownSeconds": 30,
                              "scaleDownStabilizationSeconds": 0, "podStartupSeconds": 5,
@@ -91,9 +132,9 @@ def decide_at(counts: list[int], *, idle_for: float, queued: int = 0, current: i
     observation = QueueObservation(at=at, backlog={"q": queued}, taken=dict(rates.taken),
                                    completed_total=rates.completed,
                                    oldest_enqueued_at={"q": at} if queued else {})
-    state = PolicyState(replicas=current, rates=rates, last_active=at - idle_for)
-    d = decide(spec=scaling, observation=observation, state=state, now=at, queue_order=("q",))
-    return d.replicas, d.rule, d.reason
+    state = PolicyState(replicas=current, rates=rates, last_active=at - idle_for,
+                        lull_released=lull_released)
+    return decide(spec=scaling, observation=observation, state=state, now=at, queue_order=("q",))
 
 
 MICRO = batch_counts(10, 5.0, 300)
