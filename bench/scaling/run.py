@@ -24,6 +24,10 @@ from typing import Any
 
 import yaml
 
+# this checkout's operator/ first, whatever the environment's editable install points at: a
+# bench run from a worktree (a base to compare with) measures that worktree's policy
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "operator"))
+
 from taskqueue.api import manifest
 from taskqueue.api.models import TaskQueue
 from taskqueue.simulate import report, trace
