@@ -98,7 +98,8 @@ class PolicyState:
     """The same for the steady part (without a burst's backlog term): once a burst's backlog
     is gone, only these hold the fleet, so the pods added for it leave on the next poll."""
     last_active: float | None = None
-    """Last time anything was queued or in flight (unix seconds)."""
+    """Last time anything was queued or in flight, or the poll before a task completed (unix
+    seconds; `_measure`)."""
     completed_total: int | None = None
     """The `completed` counter at the previous observation, for the throughput."""
     completed_at: float | None = None
