@@ -201,9 +201,14 @@ class Box:
         """Every queue's p95 within its allowance."""
         return all(w <= self.allowed(q) for q, w in waits.items())
 
+    def worst(self, waits: dict[str, float]) -> tuple[str, float]:
+        """The queue whose p95 is the largest multiple of its allowance, and that multiple."""
+        return max(((q, _ratio(w, self.allowed(q))) for q, w in waits.items()),
+                   key=lambda qr: qr[1], default=("", 0.0))
+
     def over(self, waits: dict[str, float]) -> float:
         """The worst queue's p95 as a multiple of its allowance (<= 1: every queue inside)."""
-        return max((_ratio(w, self.allowed(q)) for q, w in waits.items()), default=0.0)
+        return self.worst(waits)[1]
 
     def met(self, waits: dict[str, float]) -> bool:
         """Every queue with a target has its p95 within it (the 0.65x clause left out)."""
@@ -267,8 +272,8 @@ def _waits(p: Point, box: Box) -> str:
     """A point's p95: seconds on one queue; the worst queue against its allowance on several."""
     if len(p.waits) <= 1:
         return f"{p.p95:.2f} s"
-    q = max(p.waits, key=lambda q: _ratio(p.waits[q], box.allowed(q)))
-    return f"{q} {p.waits[q]:.2f} s = {_ratio(p.waits[q], box.allowed(q)):.2f}x its allowance"
+    q, ratio = box.worst(p.waits)
+    return f"{q} {p.waits[q]:.2f} s = {ratio:.2f}x its allowance"
 
 
 def verdict(box: Box, points: list[Point]) -> str:
@@ -289,11 +294,16 @@ def verdict(box: Box, points: list[Point]) -> str:
     fastest = min(cheap, key=lambda p: box.over(p.waits)) if cheap else None
     figure = (f"best p95 at <= 1.5x: {_waits(fastest, box)} ({fastest.mode} pods "
               f"{fastest.pods} hold {fastest.hold:g})" if fastest else "no point at <= 1.5x")
-    return f"out of reach for these fleets: {figure} against {_box(box)}"
+    return f"out of reach for these fleets: {figure} against {_per_queue(box.allowances)}"
+
+
+def _settings(p: Point) -> str:
+    """A point's pods and hold (a fixed fleet has no hold)."""
+    return f"k{p.pods}" if p.mode == "fixed" else f"k{p.pods} h{p.hold:g}"
 
 
 def _knobs(p: Point) -> str:
-    return f"{p.mode} k{p.pods}" + ("" if p.mode == "fixed" else f" h{p.hold:g}")
+    return f"{p.mode} {_settings(p)}"
 
 
 def target_met(box: Box, points: list[Point]) -> tuple[str, Point | None]:
@@ -308,27 +318,20 @@ def target_met(box: Box, points: list[Point]) -> tuple[str, Point | None]:
     return f"target met from {best.cost:.2f}x ({_knobs(best)}): {tail}", best
 
 
-def _box(box: Box) -> str:
-    allowances = box.allowances
-    if len(allowances) == 1:
-        return f"{next(iter(allowances.values())):.2f} s"
-    return ", ".join(f"{q} {a:.2f}" for q, a in allowances.items()) + " s"
+def _per_queue(seconds: dict[str, float]) -> str:
+    """Seconds per queue: the figure alone for one queue, each queue's for several."""
+    if len(seconds) == 1:
+        return f"{next(iter(seconds.values())):.2f} s"
+    return ", ".join(f"{q} {v:.2f}" for q, v in seconds.items()) + " s"
 
 
 def _fmt(p: Point, box: Box) -> str:
     mark = " **in**" if p.inside(box) else ""
     unsafe = f", {p.busy_deleted} busy deleted" if p.busy_deleted else ""
     unsafe += f", {p.unserved} unserved" if p.unserved else ""
-    knobs = f"k{p.pods}" if p.mode == "fixed" else f"k{p.pods} h{p.hold:g}"
     mark += " (target met)" if box.met(p.waits) else ""
     wait = f"{p.p95:.1f}s" if len(p.waits) <= 1 else f"{box.over(p.waits):.2f}x box"
-    return f"{p.cost:.2f}x/{wait} ({knobs}){mark}{unsafe}"
-
-
-def _keda(box: Box) -> str:
-    if len(box.keda_p95) == 1:
-        return f"{next(iter(box.keda_p95.values())):.2f} s"
-    return ", ".join(f"{q} {w:.2f}" for q, w in box.keda_p95.items()) + " s"
+    return f"{p.cost:.2f}x/{wait} ({_settings(p)}){mark}{unsafe}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -358,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
             [p for p in by_run[n] if p.mode == m], box)) for m in MODES]
         why = verdict(box, by_run[n])
         met, cheapest = target_met(box, by_run[n])
-        print(f"| {n} | {_box(box)} | {box.keda_seconds:,.0f} worker-s, {_keda(box)}"
+        print(f"| {n} | {_per_queue(box.allowances)} | {box.keda_seconds:,.0f} worker-s, "
+              f"{_per_queue(box.keda_p95)}"
               f" | {ours.cost:.2f}x/{_waits(ours, box)} | " + " | ".join(cells)
               + f" | {why} | {met} |")
         out.append({"run": n, "box_p95": box.allowances, "keda_tuned": {
