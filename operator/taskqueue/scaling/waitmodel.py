@@ -397,8 +397,11 @@ def _burst_slots(excess: int, *, per_task: float, left: float, horizon: float,
     The slots of `standing` ((seconds until free, slots), soonest first) are used first: while
     w is the target's (a deadline), one free u seconds from now starts 1 + (startup + w - u) /
     per_task tasks by then, more than a new one (u = startup); when w is the floor (no
-    deadline), as many as a new one. They count in the slots returned as far as they are needed;
-    new slots only for what they leave."""
+    deadline), as many as a new one; one free only after the deadline (a slot busy with a task
+    that runs past it) none, and it stays busy: with new slots needed, it counts in the slots
+    returned as they do (the fleet is those and the new ones, not the arrivals' share of it and
+    the new ones). They count in the slots returned as far as they are needed; new slots only
+    for what they leave."""
     if excess <= 0:
         return 0.0
     window = max(left, horizon - per_task, 0.0)
@@ -408,11 +411,14 @@ def _burst_slots(excess: int, *, per_task: float, left: float, horizon: float,
     # one, not for the time until a finish line that is always startup + w away
     if not (left > 0 and window == left):
         return tasks / per_new
-    used = 0.0
+    used, held = 0.0, 0.0
     for free_in, slots in standing:
         if tasks <= 0:
             break
+        if free_in > startup + window:  # busy past the deadline: held, and no help
+            held += slots
+            continue
         each = 1 + max(0.0, startup + window - free_in) / per_task
         take = min(slots, tasks / each)
         used, tasks = used + take, tasks - take * each
-    return used + max(0.0, tasks) / per_new
+    return used + (held if tasks > 0 else 0.0) + max(0.0, tasks) / per_new

@@ -72,7 +72,9 @@ def standing_slots(spec: ScalingSpec, obs: QueueObservation, *, replicas: int,
                    now: float) -> waitmodel.Standing:
     """The slots of the `replicas` the Deployment asks for, as a burst can use them: those of
     running workers (the ones registered in Redis, at most `replicas`: idle or busy; not the
-    quiesced ones, which take nothing unless this decision keeps them), and those of pods not
+    quiesced ones, which take nothing unless this decision keeps them, though the tasks they
+    hold keep those slots busy until they end: a burst asking for them back gets no free slot
+    from them), and those of pods not
     running yet. Each of those is taken as asked for by the newest scale-up (`scale_ups`:
     (time, pods added)) it can belong to, and up podStartupSeconds after it and a poll later
     (a scale-up's pods are not all up at once, and the start-up is an estimate: counted from
@@ -96,7 +98,8 @@ def standing_slots(spec: ScalingSpec, obs: QueueObservation, *, replicas: int,
         starting.append((min(startup, due + poll if due > 0 else poll), pods * concurrency))
     if waiting > 0:
         starting.append((startup, waiting * concurrency))
-    return waitmodel.Standing(idle=running * concurrency - busy, busy=busy,
+    draining = sum(w.in_flight for w in alive if w.worker_id in obs.quiesced)
+    return waitmodel.Standing(idle=running * concurrency - busy, busy=busy + draining,
                               starting=tuple(starting))
 
 

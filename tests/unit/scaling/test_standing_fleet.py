@@ -114,6 +114,9 @@ def workers(*held: int, dead: int = 0, names: str = "w") -> tuple[WorkerObservat
     # a quiesced worker takes nothing; it is not a slot a burst can count on
     pytest.param((0, 0, 1), ("w0",), 3, (), 1, Standing(idle=1, busy=1),
                  id="quiesced-left-out"),
+    # ... but the tasks a quiesced worker still holds keep those slots busy
+    pytest.param((1, 0), ("w0",), 2, (), 1, Standing(idle=1, busy=1),
+                 id="quiesced-busy-slots-still-busy"),
     # more registered than asked for (pods terminating): at most the replicas
     pytest.param((0, 0, 0, 0), (), 2, (), 1, Standing(idle=2), id="terminating-left-out"),
     # 5 asked, 2 running: the 3 others belong to the newest scale-ups, up a start-up after
