@@ -33,7 +33,10 @@ The rules, in the order they are applied:
    workers' wait histograms: `waitpolicy.over_budget`) and the target can still be met. The slots
    already up or on their way count first (`waitpolicy.standing_slots`: the pods of the scale-ups of
    the last two start-ups, `PolicyState.scale_ups`, are up that much sooner than pods asked
-   for now), so a burst is not asked for again on each poll while its pods start.
+   for now), so a burst is not asked for again on each poll while its pods start; slots busy past
+   a burst's deadline start none of it. Where a queue's target leaves room for a poll and a
+   start-up, a task queued that long gets a slot whatever the queue's length (a rescue), and the
+   steady slots are the cheapest counting the rescues they leave (`waitmodel.reacts_in_time`).
 6. Idle (nothing queued, in flight or due soon): zero only once ``idleCooldownSeconds`` have
    passed since work was last seen; until then one replica stays, or, for arrivals that come in
    batches, the replicas the next batch needs (`waitmodel.WaitSizing.batches`) while the

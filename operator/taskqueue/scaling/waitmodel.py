@@ -39,6 +39,18 @@ burst.
 A queue's `QueueLoad.trim` (> 1 where the workers' measured waits stay far inside its target:
 `waitpolicy.trimmed`) stretches the target its steady slots and a backlog behind it are sized
 for; its bursts are still started within the target itself.
+
+Where reacting can still meet a queue's target (target >= a poll + the pod start-up:
+`reacts_in_time`), the steady fleet need not hold the tail of the waits itself. When the
+oldest task queued is as old as target - start-up - poll and the queue is no longer than a
+normal fluctuation (a longer one is a burst, sized against the same deadline), the tasks are
+*rescued*: every task queued through that queue counts as a burst (a slot held by a long
+task frees no sooner for the queue being short). The steady slots are then the count c, up to
+what the target asks, that costs least in slot-seconds per second: c, plus the rescues it
+leaves, lambda x P(W_c > target - start-up - poll) x (start-up + poll), each a pod started and
+a poll before its slot is judged again (`_rescued_steady`). For slow tasks on a fast-starting
+fleet that is a small fleet and a slot for each task past it, as reacting costs; a rescue's
+slots are a burst's, gone with its backlog.
 """
 
 from __future__ import annotations
@@ -254,7 +266,8 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                   horizon: float = 0.0, startup: float = 0.0,
                   standing: Standing = NO_STANDING,
                   hold_lulls: float | None = None,
-                  released_before: frozenset[str] = frozenset()) -> WaitSizing:
+                  released_before: frozenset[str] = frozenset(),
+                  poll: float = 0.0) -> WaitSizing:
     """`slots_for_wait` with its steady part.
 
     `service` is the fleet-wide mean service time (used for queues without their own). A
@@ -267,7 +280,10 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
     it costs, and what the user adds); a queue whose batches come further apart than that
     (`QueueLoad.batch_gap`) is sized as Poisson arrivals at its rate, its batches left to the
     burst term (`WaitSizing.released`; `lull_released`, with `released_before` the queues
-    released on the last sizing). None: every queue's batches are held."""
+    released on the last sizing). None: every queue's batches are held.
+
+    `poll`: seconds to the next decision, for the queues whose target a reaction still meets
+    (`reacts_in_time`: rescued tasks, `_rescued_steady`); 0 counts on no reaction."""
     def s_of(q: QueueLoad) -> float:
         return q.service if q.service is not None else service
     released = tuple((q.key, gap) for q in queues
@@ -304,6 +320,14 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
             sized = q.target_wait * max(1.0, q.trim)
             steady = (untrimmed if sized == q.target_wait
                       else max(batched, slots_for(target=sized)))
+            reacts = reacts_in_time(target=q.target_wait, startup=startup, poll=poll)
+            if reacts:
+                steady = max(batched, _rescued_steady(
+                    functools.partial(wait_tail, service=mix, load_before=before,
+                                      load_through=through, load_total=load_total, cv2=cv2,
+                                      ca2=ca2, wait=q.target_wait - startup - poll),
+                    load=through, most=steady, arrival_rate=q.arrival_rate,
+                    rescue=startup + poll))
             # queued beyond a normal fluctuation and batch (a burst) must start within the
             # target as well; normal for the untrimmed fleet (a trimmed one queues more, and a
             # burst term for that would undo the trim)
@@ -311,6 +335,8 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                       + math.floor(batch_ahead(ca2)))
             excess = queued - normal
             left = q.target_wait - age - startup
+            if reacts and left <= poll and excess < 1:
+                excess = queued  # rescued: the oldest is due a slot now, short queue or not
             per_task = work / queued if queued else mix
             floor = 0.0 if q.over_budget and left > 0 else horizon
             backlog = math.ceil(through + _burst_slots(
@@ -353,6 +379,25 @@ def lull_released(*, gap: float, budget: float, was_released: bool) -> bool:
     changes only when the gap leaves a band around the budget: released over LULL_MARGIN x
     the budget, held again under it."""
     return gap > (budget if was_released else budget * LULL_MARGIN)
+
+
+def reacts_in_time(*, target: float, startup: float, poll: float) -> bool:
+    """A task first seen queued on the next poll (`poll` seconds away; 0: no reaction counted
+    on) still starts within `target` on a pod asked for then and up `startup` seconds later."""
+    return poll > 0 and target >= startup + poll
+
+
+def _rescued_steady(tail: Callable[..., float], *, load: float, most: int, arrival_rate: float,
+                    rescue: float) -> int:
+    """The steady slots (more than `load`, at most `most`) that cost least, counting each
+    slot's second and the rescues it leaves: `arrival_rate` x `tail(slots=c)` (the share of
+    tasks that wait past the rescue age on c slots) x `rescue` slot-seconds each."""
+    best, cost = most, math.inf
+    for c in range(max(1, math.floor(load) + 1), most + 1):
+        total = c + arrival_rate * tail(slots=c) * rescue
+        if total < cost:
+            best, cost = c, total
+    return best
 
 
 def _behind_slots(lower: Sequence[QueueLoad], *, load: float, target: float,

@@ -50,7 +50,8 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
                                    startup=0.0 if ready else spec.podStartupSeconds,
                                    standing=standing,
                                    hold_lulls=lull_budget(spec),
-                                   released_before=released_before)
+                                   released_before=released_before,
+                                   poll=0.0 if ready else spec.pollIntervalSeconds)
 
 
 def reactivation_seconds(spec: ScalingSpec) -> float:
