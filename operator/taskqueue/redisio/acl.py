@@ -36,11 +36,12 @@ DIRECT: dict[Component, tuple[str, ...]] = {
     # the workers set; BRPOP/BZPOPMIN: AtMostOnce; CLIENT TRACKING: the idle wake-up; TYPE: the
     # startup key check (worker/wrongtype.py: wrong-type queue keys are skipped, named in the log);
     # ZRANGE: the promoter's look at the next due delayed task (worker/promoter.py);
-    # SUBSCRIBE/ZRANGEBYSCORE: cancels (worker/lifecycle.py), HSET/HDEL/PEXPIRE: progress;
+    # SUBSCRIBE/ZRANGEBYSCORE: cancels (worker/lifecycle.py), HSET/HDEL/PEXPIRE: progress
+    # (MULTI/EXEC: a report is written with its TTL in one transaction);
     # HGETALL: what flow control pauses, for the blocking pops (worker/flowwatch.py)
     "worker": ("evalsha", "script|load", "lrange", "llen", "zrem", "brpop", "bzpopmin",
                "client|tracking", "type", "zrange", "subscribe", "zrangebyscore", "hset",
-               "hdel", "pexpire", "hgetall"),
+               "hdel", "pexpire", "multi", "exec", "hgetall"),
     # PING: the connection pool's health check after 30 s idle; MULTI/SADD/SREM/LLEN/EXEC:
     # quiescing workers before scale-in (queueops.quiesce, one transaction); XADD: the history
     # and the decision log (queueops.observe_appending; MAXLEN ~ trims them, no XTRIM);

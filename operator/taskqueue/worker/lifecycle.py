@@ -134,11 +134,15 @@ class Lifecycle:
         self._next_write = now + PROGRESS_EVERY_SECONDS
         if ended:
             self._store.call("HDEL", self._progress_key, *ended)
+        expire = ("PEXPIRE", self._progress_key, self._progress_ttl_ms)
         if reports:
-            self._store.call("HSET", self._progress_key,
-                             *[x for pair in reports.items() for x in pair])
+            # with its TTL in one transaction: never seen, or left by a crash, without it
+            self._store.transaction(
+                ("HSET", self._progress_key, *[x for pair in reports.items() for x in pair]),
+                expire)
+        elif keep:
+            self._store.call(*expire)
         if reports or keep:
-            self._store.call("PEXPIRE", self._progress_key, self._progress_ttl_ms)
             self._next_keep = now + self._progress_ttl_ms / 3000
 
     def _drop(self) -> None:

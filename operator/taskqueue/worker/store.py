@@ -156,6 +156,24 @@ class Store:
         """One command and its reply."""
         return self.send(pack(args), timeout=timeout)
 
+    def transaction(self, *commands: Sequence[Any]) -> Any:
+        """`commands` as one MULTI ... EXEC, sent in one round trip: Redis applies all of them
+        or none, so no client sees a key between them and no crash leaves it half written
+        (a hash written without its TTL). EXEC's reply. Any error closes the connection: the
+        replies still unread would otherwise answer the next call."""
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = connect(self._url, key=self.processing)
+        try:
+            conn.send(b"".join(pack(c) for c in (("MULTI",), *commands, ("EXEC",))))
+            for _ in range(len(commands) + 1):  # +OK, then +QUEUED each
+                conn.read()
+            return conn.read()
+        except BaseException:
+            self._conn = None
+            conn.close()
+            raise
+
     def script(self, name: str, keys_: Sequence[str], args: Sequence[Any]) -> Any:
         packed = pack(["EVALSHA", scripts.script(name).sha, len(keys_), *keys_, *args])
         return self._evalsha(name, packed)
