@@ -326,8 +326,8 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                     functools.partial(wait_tail, service=mix, load_before=before,
                                       load_through=through, load_total=load_total, cv2=cv2,
                                       ca2=ca2, wait=q.target_wait - startup - poll),
-                    load=through, most=steady, arrival_rate=q.arrival_rate,
-                    rescue=startup + poll))
+                    load=through, load_total=load_total, most=steady,
+                    arrival_rate=q.arrival_rate, rescue=startup + poll))
             # queued beyond a normal fluctuation and batch (a burst) must start within the
             # target as well; normal for the untrimmed fleet (a trimmed one queues more, and a
             # burst term for that would undo the trim)
@@ -387,16 +387,22 @@ def reacts_in_time(*, target: float, startup: float, poll: float) -> bool:
     return poll > 0 and target >= startup + poll
 
 
-def _rescued_steady(tail: Callable[..., float], *, load: float, most: int, arrival_rate: float,
-                    rescue: float) -> int:
+def _rescued_steady(tail: Callable[..., float], *, load: float, load_total: float, most: int,
+                    arrival_rate: float, rescue: float) -> int:
     """The steady slots (more than `load`, at most `most`) that cost least, counting each
     slot's second and the rescues it leaves: `arrival_rate` x `tail(slots=c)` (the share of
-    tasks that wait past the rescue age on c slots) x `rescue` slot-seconds each."""
+    tasks that wait past the rescue age on c slots) x `rescue` slot-seconds each. Erlang B of
+    `load_total` is carried from one count to the next, as `slots_for_queue` does."""
     best, cost = most, math.inf
-    for c in range(max(1, math.floor(load) + 1), most + 1):
-        total = c + arrival_rate * tail(slots=c) * rescue
+    c = max(1, math.floor(load) + 1)
+    b = _erlang_b(c, load_total)
+    while c <= most:
+        waiting = _erlang_c_of_b(c, load_total, b)
+        total = c + arrival_rate * tail(slots=c, waiting=waiting) * rescue
         if total < cost:
             best, cost = c, total
+        c += 1
+        b = _next_erlang_b(b, c, load_total)
     return best
 
 
