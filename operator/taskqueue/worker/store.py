@@ -135,13 +135,17 @@ class Store:
         if self._conn is not None:
             self._conn.close()
 
+    def _connection(self) -> resp.Connection:
+        """The open connection, or a new one to the master of our processing list's slot."""
+        if self._conn is None:
+            self._conn = connect(self._url, key=self.processing)
+        return self._conn
+
     def send(self, packed: bytes, *, timeout: float | None = None) -> Any:
         """One packed command and its reply (within `timeout` s, else the socket timeout);
         after a connection error, MOVED or READONLY the master is found again and a new
         connection opened on the next call."""
-        conn = self._conn
-        if conn is None:
-            conn = self._conn = connect(self._url, key=self.processing)
+        conn = self._connection()
         try:
             conn.send(packed)
             if timeout is None:
@@ -161,9 +165,7 @@ class Store:
         or none, so no client sees a key between them and no crash leaves it half written
         (a hash written without its TTL). EXEC's reply. Any error closes the connection: the
         replies still unread would otherwise answer the next call."""
-        conn = self._conn
-        if conn is None:
-            conn = self._conn = connect(self._url, key=self.processing)
+        conn = self._connection()
         try:
             conn.send(b"".join(pack(c) for c in (("MULTI",), *commands, ("EXEC",))))
             for _ in range(len(commands) + 1):  # +OK, then +QUEUED each
