@@ -81,7 +81,7 @@ def _late(batch: list[float], *, standing: int, landed: float, allowed: float,
 def first_batches(name: str) -> dict[str, Any]:
     """The first two batches' bound on run `name` (module docstring)."""
     tq, arrivals, _ = families.setup(frontier._job(name))
-    box, _ours = frontier._reference(name)
+    box = frontier.box_of(tq, arrivals)
     scaling = tq.spec.scaling
     at = Counter(a.at for a in arrivals)
     landings = sorted(t for t, n in at.items() if n >= BATCH_AT_ONCE)[:2]

@@ -62,6 +62,7 @@ import families
 from taskqueue.api.models import TaskQueue
 from taskqueue.simulate.run import Result, simulate
 from taskqueue.simulate.scalers import KEDA_TUNED, KedaScaler, OperatorScaler
+from taskqueue.simulate.trace import Arrival
 from taskqueue.simulate.world import API_DELAY_SECONDS, World
 
 TICK = 0.1
@@ -246,16 +247,21 @@ def _point(*, mode: str, pods: int, hold: float, r: Result, keda_seconds: float)
                  {q: w[1] for q, w in r.waits.items()})
 
 
+def box_of(tq: TaskQueue, arrivals: list[Arrival]) -> Box:
+    """A run's box, from keda-tuned's run of its trace and its targets."""
+    keda = simulate(tq, arrivals, KedaScaler(tq, KEDA_TUNED))
+    targets = dict(tq.spec.scaling.targetWaitSeconds or {})
+    return Box(keda.worker_seconds, {q: w[1] for q, w in keda.waits.items()}, targets)
+
+
 def _reference(name: str) -> tuple[Box, Point]:
     """The run's box and what the operator's policy gets on it."""
     tq, arrivals, _ = families.setup(_job(name))
-    keda = simulate(tq, arrivals, KedaScaler(tq, KEDA_TUNED))
+    box = box_of(tq, arrivals)
     ours = simulate(tq, arrivals, OperatorScaler(tq))
-    targets = dict(tq.spec.scaling.targetWaitSeconds or {})
-    box = Box(keda.worker_seconds, {q: w[1] for q, w in keda.waits.items()}, targets)
     return box, _point(mode="operator", pods=ours.max_replicas,
                        hold=tq.spec.scaling.idleCooldownSeconds, r=ours,
-                       keda_seconds=keda.worker_seconds)
+                       keda_seconds=box.keda_seconds)
 
 
 def frontier(points: list[Point], box: Box) -> list[Point]:

@@ -76,19 +76,19 @@ def test_a_task_queued_for_as_long_as_a_reaction_takes_is_rescued(age: float, po
     assert (got.slots > got.steady) is rescued
 
 
-@pytest.mark.parametrize(("rate", "service", "cv2", "startup", "with_poll", "without"), [
+@pytest.mark.parametrize(("rate", "service", "cv2", "target", "startup", "with_poll",
+                          "without"), [
     # 0.2/s of heavy-tailed 8 s tasks, 15 s target: the tail is the rescue's, two slots
-    pytest.param(0.2, 8.0, 20.0, 5.0, 2, 5, id="heavy-tailed-5s-start-up"),
-    pytest.param(0.2, 8.0, 20.0, 1.0, 2, 5, id="heavy-tailed-1s-start-up"),
+    pytest.param(0.2, 8.0, 20.0, 15.0, 5.0, 2, 5, id="heavy-tailed-5s-start-up"),
+    pytest.param(0.2, 8.0, 20.0, 15.0, 1.0, 2, 5, id="heavy-tailed-1s-start-up"),
     # a 20 s start-up leaves no room for a reaction in 15 s: sized for the target alone
-    pytest.param(0.2, 8.0, 20.0, 20.0, 5, 5, id="no-room-to-react"),
+    pytest.param(0.2, 8.0, 20.0, 15.0, 20.0, 5, 5, id="no-room-to-react"),
     # half an erlang of 20 s tasks, 5 s target, 1 s start-up: one slot, a pod per task past it
-    pytest.param(0.025, 20.0, 1.0, 1.0, 1, 3, id="slow-tasks-fast-start-up"),
+    pytest.param(0.025, 20.0, 1.0, 5.0, 1.0, 1, 3, id="slow-tasks-fast-start-up"),
 ])
 def test_a_target_a_reaction_meets_keeps_the_steady_fleet_that_costs_least(
-        rate: float, service: float, cv2: float, startup: float, with_poll: int,
-        without: int) -> None:
-    target = 5.0 if service == 20.0 else 15.0
+        rate: float, service: float, cv2: float, target: float, startup: float,
+        with_poll: int, without: int) -> None:
     steady = {poll: sized(rate=rate, queued=0, target=target, service=service, cv2=cv2,
                           startup=startup, poll=poll).steady for poll in (2.0, 0.0)}
     assert steady == {2.0: with_poll, 0.0: without}
