@@ -9,7 +9,9 @@ starts the fleet for it a start-up and a poll ahead (`taskqueue.scaling.policy`)
 whose wait target is shorter than a re-activation (a poll + a pod start-up) is met without
 holding the fleet through the lull. A forecast is only for the next batch after the last one
 seen: once its window is past without a batch, nothing more is forecast until batches at a
-stable period are seen again (a missed forecast costs one early start of that fleet).
+stable period are seen again. A batch not seen two polls past the spread of the gaps it was
+forecast from is overdue (`overdue_at`) and its fleet is left to the idle rule: a missed
+forecast costs one early start of that fleet, held a few polls.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class Expected:
     period: float
     tolerance: float
     """How far from `at` it may still land and be the batch forecast."""
+    spread: float = 0.0
+    """How much the gaps it was forecast from differed."""
 
 
 def noted(batches: tuple[QueueBatches, ...], entered: Mapping[str, float],
@@ -109,4 +113,16 @@ def expected(batches: tuple[QueueBatches, ...], queue: str, *, now: float,
     at = run[-1].at + period
     if now > at + slack:
         return None
-    return Expected(queue, at, sum(o.tasks for o in run) / len(run), period, slack)
+    return Expected(queue, at, sum(o.tasks for o in run) / len(run), period, slack,
+                    max(gaps) - min(gaps))
+
+
+OVERDUE_POLLS = 2.0
+"""A forecast batch not seen this many polls past the spread of its gaps is overdue: each onset
+is the poll that first saw it, up to a poll after it landed, and one more poll sees it."""
+
+
+def overdue_at(batch: Expected, *, poll: float) -> float:
+    """When `batch`, not seen yet, is overdue: its fleet is no longer held for it (a batch
+    that lands later is a burst, as one never forecast)."""
+    return batch.at + batch.spread + OVERDUE_POLLS * poll

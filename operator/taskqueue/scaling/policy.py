@@ -50,9 +50,10 @@ The rules, in the order they are applied:
    the last three a stable gap apart, each seen on at most two polls), the fleet the next one
    would get on landing (`waitpolicy.sizing`, its pods up when it lands) is asked for a
    start-up (the measured one where shorter) and a poll before it is expected, idle or not,
-   and held like a burst's until the batch is drained; a batch that has not come by its
-   tolerance (at most a cooldown) after its time is not forecast again until the period is
-   seen again, and the idle rule releases its pods.
+   and held like a burst's until the batch is drained; a batch that has not come two polls
+   past the spread of its gaps (`forecast.overdue_at`, at most a cooldown) after its time is
+   overdue: the idle rule releases its pods, and it is not forecast again until the period is
+   seen again.
    ``forecastBatches: false`` turns the rule off (each batch started when it lands).
 7. Flow limits (`taskqueue.scaling.flowcap`): no more than the queues' rate limits, in-flight
    limits and pauses can use (a paused queue none, maxInFlight / concurrency, rate x service
@@ -536,14 +537,16 @@ def _forecast_batch(spec: ScalingSpec, state: PolicyState, queue: str,
                     now: float) -> forecast.Expected | None:
     """`queue`'s next batch when its fleet is to be up for it now: its batches are not held
     through the lull, and it is expected within a start-up and FORECAST_LEAD_POLLS polls, or
-    was expected less than a cooldown ago (a batch that has not come by then leaves its pods
-    to the idle rule: a missed forecast costs its fleet a start-up, a poll and a cooldown)."""
+    was expected and is not overdue yet (`forecast.overdue_at`, at most a cooldown: a batch
+    that has not come by then leaves its pods to the idle rule; a missed forecast costs its
+    fleet a start-up, a poll and the few polls to its overdue time)."""
     if _batches_held(spec, state, queue):
         return None
     poll = spec.pollIntervalSeconds
     batch = forecast.expected(state.rates.arrivals.batches, queue, now=now, poll=poll)
     lead = spec.podStartupSeconds + FORECAST_LEAD_POLLS * poll
-    if batch is None or not batch.at - lead <= now <= batch.at + spec.idleCooldownSeconds:
+    if batch is None or not batch.at - lead <= now <= min(
+            batch.at + spec.idleCooldownSeconds, forecast.overdue_at(batch, poll=poll)):
         return None
     return batch
 

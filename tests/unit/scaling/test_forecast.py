@@ -1,9 +1,10 @@
 """The batch forecast: batches that recur at a stable period, released through the lull between
 them, get their fleet started a start-up and a poll before the next is expected; irregular
 batches, a burst that lasts, or batches held by the lull rule get none; a forecast batch that
-does not come is released by the idle rule, at a bounded cost, and not forecast again until the
-period is seen again. The onsets (`forecast.noted`), the period (`forecast.expected`), the
-decision (`policy.decide`) and the whole loop in the simulator. Pure."""
+does not come is overdue two polls past the spread of its gaps, then released by the idle rule
+at a bounded cost, and not forecast again until the period is seen again. The onsets
+(`forecast.noted`), the period (`forecast.expected`), the decision (`policy.decide`) and the
+whole loop in the simulator. Pure."""
 
 from __future__ import annotations
 
@@ -131,8 +132,15 @@ EVERY_2MIN = periodic(50, 60, 6)
     # it, as for a burst: 47.5 / (1 + 19.5 / 0.5) -> 2)
     pytest.param(EVERY_2MIN, 100.0, {"podStartupSeconds": 20}, 2, Rule.FORECAST,
                  "expected in 20s", id="slow-pods-sooner"),
-    # the batch has not come a cooldown after its time: the idle rule releases the fleet
+    # the gaps agreed to the poll: held two polls past its time, as its poll may be a poll late
+    pytest.param(EVERY_2MIN, 124.0, {}, 5, Rule.FORECAST, "expected in 0s",
+                 id="held-two-polls-late"),
+    # not seen by then: overdue, the idle rule releases the fleet (well before a cooldown)
+    pytest.param(EVERY_2MIN, 126.0, {}, 0, Rule.IDLE, "hold 0", id="overdue-released"),
     pytest.param(EVERY_2MIN, 152.0, {}, 0, Rule.IDLE, "hold 0", id="missed-released"),
+    # gaps that differed by 2 polls (within the tolerance): held 2 polls longer
+    pytest.param(periodic(50, 60, 6, jitter=2, seed=3), 130.0, {}, 5, Rule.FORECAST,
+                 "started ahead", id="jittered-held-for-their-spread"),
     pytest.param(periodic(50, 60, 6, jitter=15), 114.0, {}, 0, Rule.IDLE, "hold 0",
                  id="irregular-batches-none"),
     pytest.param([0] * 300 + [50], 114.0, {}, 0, Rule.IDLE, "hold 0",
@@ -187,7 +195,7 @@ def test_recurring_batches_wait_less_than_a_reactivation() -> None:
 
 def test_a_forecast_batch_that_does_not_come_costs_a_bounded_start() -> None:
     # the same batches, then none: the fleet forecast for the 13th starts once, ahead of it,
-    # and the idle rule releases it a cooldown after its time
+    # and the idle rule releases it once it is overdue, a few polls after its time
     tq = manifest()
     starts = [150.0 + 300 * i for i in range(12)]
     result = simulate(tq, batches(starts), OperatorScaler(tq))
@@ -198,7 +206,8 @@ def test_a_forecast_batch_that_does_not_come_costs_a_bounded_start() -> None:
     up = [t for t, n in after if n > 0]
     # started a start-up and a poll or two ahead of its time, zero a cooldown after it
     assert up and forecast_at - 12 <= up[0] <= forecast_at
-    assert after[-1][1] == 0 and after[-1][0] <= forecast_at + 30 + 2 * POLL
+    # and zero once it is overdue: a poll to see it, a poll of slack, the next poll's decision
+    assert after[-1][1] == 0 and after[-1][0] <= forecast_at + 5 * POLL
 
 
 # -- the knob: spec.scaling.forecastBatches ------------------------------------------------------
