@@ -71,10 +71,10 @@ class ScalingSpec(SpecModel):
         description="For arrivals in batches (targetWaitSeconds): idle seconds per pod worth "
         "paying to keep the next batch's pods through the lulls between batches. They are held "
         "while the measured time between batches is under one poll + podStartupSeconds (what "
-        "re-activating them costs) + this; otherwise the fleet follows the arrival rate and "
-        "each batch is started when it lands (a poll and a pod start-up later). Held pods "
-        "stay for up to idleCooldownSeconds + this of idle time. 0: hold only when that is "
-        "cheaper than re-activating, never past idleCooldownSeconds.",
+        "re-activating them costs) + this; otherwise the fleet follows the rate between "
+        "batches and each batch is started when it lands (a poll and a pod start-up later). "
+        "Held pods stay for up to idleCooldownSeconds + this of idle time. 0: hold only when "
+        "that is cheaper than re-activating, never past idleCooldownSeconds.",
     )
     forecastBatches: bool = Field(
         default=True,

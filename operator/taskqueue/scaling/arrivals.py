@@ -7,7 +7,9 @@ blocking pops) the arrivals of all queues are the change of queued + in flight p
 ended, counted against the first queue (the conservative side for the priority model):
 `entered`. The rate is a sum that decays with MEMORY_SECONDS, so it
 follows a change in about that time and a quiet period does not divide by zero; a second sum
-forgets in SHORT_MEMORY_SECONDS, and the rate used is the lower of the two.
+forgets in SHORT_MEMORY_SECONDS, and the rate used is the lower of the two. The rate between
+batches (`Arrivals.rate_between`) leaves out the polls that saw a batch: it is what a queue whose
+batches are released through the lulls is sized for.
 
 How bursty each queue's arrivals are (`Arrivals.cv2`: 1 for Poisson, the mean batch size for
 tasks pushed in batches that recur) is the Allan factor of the count per interval, from the same
@@ -80,6 +82,8 @@ class Arrivals:
     """Per queue, the decayed sums behind `cv2`."""
     batches: tuple[forecast.QueueBatches, ...] = ()
     """Per queue, the last batches seen (what `_steady_part` left out), for `forecast`."""
+    between: tuple[tuple[str, float], ...] = ()
+    """Per queue, the decayed tasks that arrived on polls that saw no batch (as `counts`)."""
 
     def rate(self, queue: str) -> float:
         """Tasks/s into `queue`: the lower of the long and the short average."""
@@ -90,6 +94,13 @@ class Arrivals:
         if long * SHORT_MEMORY_SECONDS < SHORT_MIN_TASKS * self.batch_factor(queue):
             return long
         return min(long, dict(self.counts_short).get(queue, 0.0) / self.elapsed_short)
+
+    def rate_between(self, queue: str) -> float:
+        """Tasks/s into `queue` on polls that saw no batch (at most `rate`): what arrives
+        between its batches, the rate a queue whose batches are released is left with."""
+        if self.elapsed <= 0:
+            return 0.0
+        return min(self.rate(queue), dict(self.between).get(queue, 0.0) / self.elapsed)
 
     def cv2(self, queue: str) -> float | None:
         """How much burstier than Poisson `queue`'s arrivals are: the index of dispersion of the
@@ -144,6 +155,7 @@ def after(arrivals: Arrivals, raw: dict[str, float], dt: float, *, at: float) ->
     steady = _steady_part(arrivals, raw, dt)
     keep_short = math.exp(-dt / SHORT_MEMORY_SECONDS)
     old, old_short = dict(arrivals.counts), dict(arrivals.counts_short)
+    old_between = dict(arrivals.between)
     return Arrivals(
         elapsed=arrivals.elapsed * keep + dt,
         counts=tuple((q, old.get(q, 0.0) * keep + n) for q, n in steady.items()),
@@ -153,6 +165,8 @@ def after(arrivals: Arrivals, raw: dict[str, float], dt: float, *, at: float) ->
         spread=_spread(arrivals, raw, dt),
         batches=(forecast.noted(arrivals.batches, raw, steady, at=at, dt=dt)
                  if arrivals.elapsed > 0 else arrivals.batches),
+        between=tuple((q, old_between.get(q, 0.0) * keep + (n if raw.get(q, n) <= n else 0.0))
+                      for q, n in steady.items()),
     )
 
 

@@ -45,7 +45,7 @@ The rules, in the order they are applied:
    batches that come closer together than holding them costs in idle pod-seconds against what
    re-activating them costs (`waitpolicy.lull_budget`: a poll + ``podStartupSeconds``, +
    ``holdThroughLullsSeconds``); batches further apart are released (``lull-released``): the
-   fleet follows their rate and each batch is started as a burst when it lands.
+   fleet follows the rate between them and each batch is started as a burst when it lands.
    ``forecast``: when such released batches recur at a stable period (`forecast.expected`:
    the last three a stable gap apart, each seen on at most two polls), the fleet the next one
    would get on landing (`waitpolicy.sizing`, its pods up when it lands) is asked for a

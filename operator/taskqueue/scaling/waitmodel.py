@@ -120,11 +120,23 @@ class QueueLoad:
     """More than 1 - QUANTILE of this queue's recent tasks waited longer than its target
     (measured by the workers: `waits.Waits.late_share`): its bursts are then started within
     the target whenever that is still possible, without the `horizon` floor."""
+    between_rate: float | None = None
+    """Measured tasks per second entering the queue on polls that saw no batch
+    (`arrivals.Arrivals.rate_between`; None: `arrival_rate`): the rate a queue whose batches
+    are released is sized for."""
     trim: float = 1.0
     """The factor (>= 1) the steady sizing stretches `target_wait` by: the measured waits say
     the model sizes this queue for far fewer late tasks than the quantile allows
     (`waitpolicy.trimmed`). It sizes the slots for the arrivals and for a backlog behind the
     queue; a burst of this queue is still started within `target_wait`."""
+
+    def released(self) -> QueueLoad:
+        """This queue with its batches released through the lulls: Poisson at the rate
+        between its batches (each batch is a burst when it lands, started from the backlog;
+        counted in the rate too, it would hold standing slots for its share of the tasks
+        through every lull)."""
+        rate = self.arrival_rate if self.between_rate is None else self.between_rate
+        return replace(self, arrival_rate=rate, arrival_cv2=None)
 
     def batch_gap(self) -> float | None:
         """Expected seconds from one of this queue's batches to the next: D / lambda (batches of
@@ -278,9 +290,10 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
 
     `hold_lulls`: the idle seconds a slot held for the next batch may cost (what re-activating
     it costs, and what the user adds); a queue whose batches come further apart than that
-    (`QueueLoad.batch_gap`) is sized as Poisson arrivals at its rate, its batches left to the
-    burst term (`WaitSizing.released`; `lull_released`, with `released_before` the queues
-    released on the last sizing). None: every queue's batches are held.
+    (`QueueLoad.batch_gap`) is sized as Poisson arrivals at its rate between batches
+    (`QueueLoad.released`), its batches left to the burst term (`WaitSizing.released`;
+    `lull_released`, with `released_before` the queues released on the last sizing). None:
+    every queue's batches are held.
 
     `poll`: seconds to the next decision, for the queues whose target a reaction still meets
     (`reacts_in_time`: rescued tasks, `_rescued_steady`); 0 counts on no reaction."""
@@ -292,7 +305,7 @@ def size_for_wait(queues: Sequence[QueueLoad], *, service: float,
                                        was_released=q.key in released_before))
     if released:
         gone = {k for k, _ in released}
-        queues = [replace(q, arrival_cv2=None) if q.key in gone else q for q in queues]
+        queues = [q.released() if q.key in gone else q for q in queues]
     load_total = sum(q.arrival_rate * s_of(q) for q in queues)
     rate_total = sum(q.arrival_rate for q in queues)
     # rates decayed to denormals (half a day idle) give a load that underflows to 0: no mix then

@@ -42,6 +42,7 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
                             queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
                             service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0,
                             cv2=rates.service.cv2(q), arrival_cv2=rates.arrivals.cv2(q),
+                            between_rate=rates.arrivals.rate_between(q),
                             over_budget=not ready and over_budget(rates, q, targets.get(q)),
                             trim=1.0 if ready else (trims or {}).get(q, 1.0))
         for q in queue_order

@@ -101,6 +101,37 @@ def test_a_batch_of_the_measured_size_counts_as_a_rate() -> None:
     assert 1.7 <= measured(counts).arrivals.rate("q") <= 2.6
 
 
+def trickle_and_batches(trickle: float, size: int, every: int, polls: int) -> list[int]:
+    """Poisson at `trickle`/s, and `size` tasks at once every `every` polls."""
+    counts = poisson_counts(trickle, polls)
+    for i in range(every - 1, polls, every):
+        counts[i] += size
+    return counts
+
+
+@pytest.mark.parametrize("counts, between", [
+    # the polls that saw a batch left out: the trickle's rate as measured alone (the same
+    # seed), less its share of the polls left out (1 in 30)
+    pytest.param(trickle_and_batches(0.5, 30, 30, 600), measured(poisson_counts(0.5, 600)),
+                 id="a-trickle-between-batches"),
+    pytest.param(trickle_and_batches(0.05, 20, 30, 600), measured(poisson_counts(0.05, 600)),
+                 id="a-sparse-trickle-between-batches"),
+    # no batch: the rate
+    pytest.param(poisson_counts(2.0, 300), None, id="poisson-is-the-rate"),
+    # batches of 10 every ~5 s are within the cap their measured size gives: the rate (but
+    # for the first, seen before their size was measured, long forgotten)
+    pytest.param(batch_counts(10, 5.0, 300), None, id="batches-counted-as-the-rate"),
+])
+def test_the_rate_between_batches(counts: list[int], between: Rates | None) -> None:
+    arrivals = measured(counts).arrivals
+    if between is None:
+        assert arrivals.rate_between("q") == pytest.approx(arrivals.rate("q"), rel=1e-4)
+        return
+    alone = between.arrivals.rate("q")
+    assert 0.9 * alone <= arrivals.rate_between("q") <= alone
+    assert arrivals.rate_between("q") < arrivals.rate("q") / 2
+
+
 @pytest.mark.parametrize("counts, seconds, expected", [
     # 5/s Poisson: 2 s without a task happens e^-10 of the time: the rate has dropped
     pytest.param(poisson_counts(5.0, 300), 2.0, False, id="poisson-lull-is-news"),

@@ -19,7 +19,14 @@ from taskqueue.simulate.run import simulate
 from taskqueue.simulate.scalers import OperatorScaler
 from taskqueue.simulate.trace import Arrival
 
-from .test_batch_arrivals import POLL, batch_counts, measured, poisson_counts, with_service
+from .test_batch_arrivals import (
+    POLL,
+    batch_counts,
+    measured,
+    poisson_counts,
+    trickle_and_batches,
+    with_service,
+)
 
 
 # -- the gap between batches -------------------------------------------------------------------
@@ -65,6 +72,21 @@ def test_the_wait_model_holds_batches_that_pay(rate: float, ca2: float, queued: 
     sizing = size_for_wait([QueueLoad("q", rate, queued, 2.0, arrival_cv2=ca2)], service=0.5,
                            hold_lulls=hold)
     assert (sizing.steady, sizing.batches, sizing.released) == (steady, batches, released)
+
+
+# batches of 30 at 0.3/s (~100 s apart) of 2 s tasks, 2 s target, 0.02/s between them
+@pytest.mark.parametrize("between, hold, steady", [
+    # released: Poisson at the rate between batches (0.04 erlangs: one slot)
+    pytest.param(0.02, 7.0, 1, id="released-sized-by-the-rate-between"),
+    # unmeasured: at the whole rate (0.6 erlangs: two)
+    pytest.param(None, 7.0, 2, id="released-without-it-the-whole-rate"),
+    # held, the batches are the rate: the slots that start the next one
+    pytest.param(0.02, 307.0, 23, id="held-the-batches-count"),
+])
+def test_released_batches_leave_the_rate_between_them(between: float | None,
+                                                      hold: float, steady: int) -> None:
+    load = QueueLoad("q", 0.3, 0, 2.0, arrival_cv2=30.0, between_rate=between)
+    assert size_for_wait([load], service=2.0, hold_lulls=hold).steady == steady
 
 
 # batches of 11 at 2/s: ~5.5 s apart; against a 5 s budget they are over it, not far over
@@ -176,6 +198,15 @@ def test_a_task_between_released_batches_is_sized_by_the_rate(spec: dict[str, An
     # one task queued between batches ~31 s apart: the fleet the rate needs, not the batch's
     got, _, _ = decide_at(APART, idle_for=0.0, queued=1, current=1, **spec)
     assert got == replicas
+
+
+def test_a_trickle_between_released_batches_is_sized_by_its_own_rate() -> None:
+    # 0.5/s of 0.5 s tasks and 30 at once every 60 s: ~1.05/s in all, batches ~16 s apart
+    # (released); a task queued between two batches gets the trickle's pod (0.23 erlangs),
+    # not the two the whole rate would ask for (0.53 erlangs against a 2 s target)
+    d = decision_at(trickle_and_batches(0.5, 30, 30, 600), idle_for=0.0, queued=1, current=1)
+    assert d.replicas == 1
+    assert "at 0.467/s" in d.reason
 
 
 # -- the whole loop ------------------------------------------------------------------------------
