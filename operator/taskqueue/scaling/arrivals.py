@@ -172,7 +172,8 @@ def after(arrivals: Arrivals, raw: dict[str, float], dt: float, *, at: float) ->
 
 def restarted(arrivals: Arrivals) -> Arrivals:
     """`arrivals` with the rate sums started again (the stats hash was reset), the spread kept."""
-    return replace(arrivals, elapsed=0.0, counts=(), elapsed_short=0.0, counts_short=())
+    return replace(arrivals, elapsed=0.0, counts=(), elapsed_short=0.0, counts_short=(),
+                   between=())
 
 
 def _steady_part(arrivals: Arrivals, entered: dict[str, float],

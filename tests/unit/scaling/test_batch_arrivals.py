@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from taskqueue.api.models import ScalingSpec, TaskQueue
+from taskqueue.scaling.arrivals import after, restarted
 from taskqueue.scaling.observation import QueueObservation
 from taskqueue.scaling.policy import Decision, PolicyState, Rule, decide
 from taskqueue.scaling.rates import Rates, update
@@ -130,6 +131,14 @@ def test_the_rate_between_batches(counts: list[int], between: Rates | None) -> N
     alone = between.arrivals.rate("q")
     assert 0.9 * alone <= arrivals.rate_between("q") <= alone
     assert arrivals.rate_between("q") < arrivals.rate("q") / 2
+
+
+def test_a_restart_starts_the_rate_between_batches_again() -> None:
+    # the stats hash reset: the sums start again, the one between batches with them
+    arrivals = restarted(measured(trickle_and_batches(0.5, 30, 30, 600)).arrivals)
+    assert arrivals.between == arrivals.counts == ()
+    again = after(arrivals, {"q": 2.0}, 2.0, at=1.0)
+    assert again.rate_between("q") == again.rate("q") == 1.0
 
 
 @pytest.mark.parametrize("counts, seconds, expected", [
