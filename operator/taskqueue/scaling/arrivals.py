@@ -165,7 +165,8 @@ def after(arrivals: Arrivals, raw: dict[str, float], dt: float, *, at: float) ->
         spread=_spread(arrivals, raw, dt),
         batches=(forecast.noted(arrivals.batches, raw, steady, at=at, dt=dt)
                  if arrivals.elapsed > 0 else arrivals.batches),
-        between=tuple((q, old_between.get(q, 0.0) * keep + (n if raw.get(q, n) <= n else 0.0))
+        # a poll with a batch (more entered than its steady part) adds nothing between batches
+        between=tuple((q, old_between.get(q, 0.0) * keep + (0.0 if raw[q] > n else n))
                       for q, n in steady.items()),
     )
 
