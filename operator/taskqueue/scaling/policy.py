@@ -53,7 +53,7 @@ The rules, in the order they are applied:
    and held like a burst's until the batch is drained; a batch that has not come two polls
    past the spread of its gaps (`forecast.overdue_at`, at most a cooldown) after its time is
    overdue: the idle rule releases its pods, and it is not forecast again until the period is
-   seen again.
+   seen again. A forecast never holds an idle fleet past the idle rule's zero (`zero_by`).
    ``forecastBatches: false`` turns the rule off (each batch started when it lands).
 7. Flow limits (`taskqueue.scaling.flowcap`): no more than the queues' rate limits, in-flight
    limits and pauses can use (a paused queue none, maxInFlight / concurrency, rate x service
@@ -517,8 +517,12 @@ def _forecast(spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now:
     if not spec.forecastBatches:
         return None
     targets = spec.targetWaitSeconds or {}
+    zero_by = None
+    if (obs.queued + obs.in_flight + obs.due_soon == 0 and state.replicas > 0
+            and state.last_active is not None):
+        zero_by = state.last_active + spec.idleCooldownSeconds
     due = {q: b for q in fleet.queue_order if q in targets
-           and (b := _forecast_batch(spec, state, q, now)) is not None}
+           and (b := _forecast_batch(spec, state, q, now, zero_by=zero_by)) is not None}
     if not due:
         return None
     landed = replace(obs, backlog={q: n + round(due[q].tasks) if q in due else n
@@ -534,19 +538,31 @@ def _forecast(spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now:
 
 
 def _forecast_batch(spec: ScalingSpec, state: PolicyState, queue: str,
-                    now: float) -> forecast.Expected | None:
+                    now: float, *, zero_by: float | None) -> forecast.Expected | None:
     """`queue`'s next batch when its fleet is to be up for it now: its batches are not held
     through the lull, and it is expected within a start-up and FORECAST_LEAD_POLLS polls, or
     was expected and is not overdue yet (`forecast.overdue_at`, at most a cooldown: a batch
     that has not come by then leaves its pods to the idle rule; a missed forecast costs its
-    fleet a start-up, a poll and the few polls to its overdue time)."""
+    fleet a start-up, a poll and the few polls to its overdue time).
+
+    `zero_by`: while an idle fleet's cooldown runs, when the idle rule takes it to zero. A
+    forecast keeps that promise: a batch expected by then is held for at most until then, and
+    one expected later gets its fleet only once the fleet has been to zero (a start from zero,
+    as for a batch after a longer lull)."""
     if _batches_held(spec, state, queue):
         return None
     poll = spec.pollIntervalSeconds
     batch = forecast.expected(state.rates.arrivals.batches, queue, now=now, poll=poll)
+    if batch is None:
+        return None
     lead = spec.podStartupSeconds + FORECAST_LEAD_POLLS * poll
-    if batch is None or not batch.at - lead <= now <= min(
-            batch.at + spec.idleCooldownSeconds, forecast.overdue_at(batch, poll=poll)):
+    end = min(batch.at + spec.idleCooldownSeconds, forecast.overdue_at(batch, poll=poll))
+    if zero_by is not None:
+        if batch.at > zero_by and now <= zero_by:
+            return None
+        if batch.at <= zero_by:
+            end = min(end, zero_by)
+    if not batch.at - lead <= now <= end:
         return None
     return batch
 

@@ -157,6 +157,23 @@ def test_the_forecast_decision(counts: list[int], idle_for: float, spec: dict[st
     assert ("forecast" in reason) is (rule == Rule.FORECAST)
 
 
+@pytest.mark.parametrize("cooldown, idle_for, current, replicas, rule", [
+    # the cooldown ends (118 s) before the batch is due (120 s): no fleet bridges the two, the
+    # idle rule keeps its one pod and then takes it to zero ...
+    pytest.param(118, 114.0, 1, 1, Rule.IDLE_COOLDOWN, id="due-after-the-zero-waits-for-it"),
+    # ... and the forecast starts the fleet from zero
+    pytest.param(118, 120.0, 0, 5, Rule.FORECAST, id="then-started-from-zero"),
+    # due before the zero (122 s): held, but not past the zero (the overdue time is 124 s)
+    pytest.param(122, 122.0, 1, 5, Rule.FORECAST, id="due-before-the-zero-held-until-it"),
+    pytest.param(122, 124.0, 1, 0, Rule.IDLE, id="zero-on-time"),
+])
+def test_a_forecast_keeps_the_idle_rule_s_zero(cooldown: float, idle_for: float, current: int,
+                                               replicas: int, rule: Rule) -> None:
+    got, got_rule, _ = decide_after(EVERY_2MIN, idle_for=idle_for, current=current,
+                                    idleCooldownSeconds=cooldown)
+    assert (got, got_rule) == (replicas, rule)
+
+
 def test_batches_held_through_the_lull_are_not_forecast() -> None:
     # batches of 10 every 4 s: measured as batches ~4 s apart, under the 7 s lull budget: the
     # lull rule holds their fleet; the forecast adds nothing
@@ -208,6 +225,17 @@ def test_a_forecast_batch_that_does_not_come_costs_a_bounded_start() -> None:
     assert up and forecast_at - 12 <= up[0] <= forecast_at
     # and zero once it is overdue: a poll to see it, a poll of slack, the next poll's decision
     assert after[-1][1] == 0 and after[-1][0] <= forecast_at + 5 * POLL
+
+
+def test_a_forecast_in_the_cooldown_still_leaves_zero_on_time() -> None:
+    # batches every 60 s, a 55 s cooldown: the batch after the last one is due after the
+    # cooldown ends, and its fleet would be asked for before it: the fleet still reaches zero
+    # within the cooldown + a poll (+ 1 s, the bench's allowance for the API call), then starts
+    tq = manifest(idleCooldownSeconds=55)
+    result = simulate(tq, batches([150.0 + 60 * i for i in range(12)], size=20),
+                      OperatorScaler(tq))
+    assert result.zero_after is not None and result.zero_after <= 55 + POLL + 1
+    assert result.restarts == 1
 
 
 # -- the knob: spec.scaling.forecastBatches ------------------------------------------------------

@@ -83,7 +83,7 @@ def test_batches_on_a_low_priority_queue_meet_its_target(monkeypatch: pytest.Mon
     assert result.waits["high"][1] <= 2.0
     # the floor alone (late shares ignored) starts too few of them in time; without the batch
     # forecast, which starts the batches from the fourth on ahead of them (9.02 s with it)
-    monkeypatch.setattr(policy, "_forecast_batch", lambda *_: None)
+    monkeypatch.setattr(policy, "_forecast_batch", lambda *_, **__: None)
     assert simulate(tq, arrivals, OperatorScaler(tq)).waits["low"][1] <= 9.5
     monkeypatch.setattr(waitpolicy, "over_budget", lambda *_: False)
     floor_only = simulate(tq, arrivals, OperatorScaler(tq))
