@@ -55,10 +55,16 @@ def _second(slot_id: str) -> int:
     return calendar.timegm(time.strptime(slot_id, "%Y-%m-%dT%H:%M:%SZ"))
 
 
+def _complete(log: str) -> str:
+    """The monitor's log without a last line it is still writing (read mid-line, a ZADD's
+    arguments are cut short)."""
+    return log[:log.rfind("\n") + 1]
+
+
 def _firings(log: str) -> Counter[int]:
     """Slot (epoch second) -> how many times fire.lua ZADDed its task to the delayed zset."""
     fired: Counter[int] = Counter()
-    for line in log.splitlines():
+    for line in _complete(log).splitlines():
         if '[0 lua] "ZADD"' in line and f'"{QUEUE}:delayed"' in line:
             ids = set(SLOT_ID.findall(line))
             assert len(ids) == 1, line
@@ -68,7 +74,8 @@ def _firings(log: str) -> Counter[int]:
 
 def _counting_call(log: str) -> tuple[int, int, int]:
     """(seen, init, missed) of the one fire.lua call that counted missed slots."""
-    headers = [tuple(int(v or 0) for v in m.groups()) for m in HEADER.finditer(log)]
+    headers = [tuple(int(v or 0) for v in m.groups())
+               for m in HEADER.finditer(_complete(log))]
     counting = [(seen, init, missed) for seen, init, _, missed in headers if missed]
     assert len(counting) == 1, counting
     return counting[0]
