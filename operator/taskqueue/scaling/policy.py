@@ -459,12 +459,15 @@ def _recommend(
                     f"{obs.in_flight} in flight / concurrency {fleet.concurrency} = {each}")
         burst = True
     rule: Rule | None = None
+    zero_by = None  # when the idle rule takes an idle fleet to zero
     if obs.queued + obs.in_flight + obs.due_soon == 0:
         idle_for = now - (state.last_active if state.last_active is not None else now)
         rec, rule, why = _idle(spec, state, idle_for, batches=batches, released=released,
                                why=why)
         steady = rec
-    ahead = _forecast(spec, obs, state, now, fleet)
+        if state.replicas > 0 and state.last_active is not None:
+            zero_by = state.last_active + spec.idleCooldownSeconds
+    ahead = _forecast(spec, obs, state, now, fleet, zero_by=zero_by)
     if ahead is not None and ahead[0] > rec:
         # held like a burst's pods (the window of every recommendation while it is in force),
         # not a steady need: once its batch is drained, or its window past, they leave
@@ -508,19 +511,16 @@ def _idle(spec: ScalingSpec, state: PolicyState, idle_for: float, *, batches: in
 
 
 def _forecast(spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float,
-              fleet: _Fleet) -> tuple[int, str] | None:
+              fleet: _Fleet, *, zero_by: float | None) -> tuple[int, str] | None:
     """The replicas for the forecast batches of the queues with a wait target
-    (`_forecast_batch`), and why; None when no batch is due or `forecastBatches` is off. They
+    (`_forecast_batch`, `zero_by` as there), and why; None when no batch is due or
+    `forecastBatches` is off. They
     are the fleet each batch would get from the wait model on landing, queued on top of what is
     queued now, as a burst on no standing slot whose added pods are up when it lands
     (`waitpolicy.sizing`, `ready`): each still runs at least `waitpolicy.burst_horizon` of it."""
     if not spec.forecastBatches:
         return None
     targets = spec.targetWaitSeconds or {}
-    zero_by = None
-    if (obs.queued + obs.in_flight + obs.due_soon == 0 and state.replicas > 0
-            and state.last_active is not None):
-        zero_by = state.last_active + spec.idleCooldownSeconds
     due = {q: b for q in fleet.queue_order if q in targets
            and (b := _forecast_batch(spec, state, q, now, zero_by=zero_by)) is not None}
     if not due:
