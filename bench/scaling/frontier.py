@@ -204,8 +204,7 @@ class Box:
 
     def allowed(self, queue: str) -> float:
         """The p95 the box allows on `queue`: its target or 0.65x keda-tuned's there."""
-        return max(self.targets.get(queue, 0.0),
-                   families.KEDA_WAIT * self.keda_p95.get(queue, 0.0))
+        return families.allowed_wait(self.targets.get(queue), self.keda_p95.get(queue, 0.0))
 
     def holds(self, waits: dict[str, float]) -> bool:
         """Every queue's p95 within its allowance."""
