@@ -514,10 +514,10 @@ def _forecast(spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now:
               fleet: _Fleet, *, zero_by: float | None) -> tuple[int, str] | None:
     """The replicas for the forecast batches of the queues with a wait target
     (`_forecast_batch`, `zero_by` as there), and why; None when no batch is due or
-    `forecastBatches` is off. They
-    are the fleet each batch would get from the wait model on landing, queued on top of what is
-    queued now, as a burst on no standing slot whose added pods are up when it lands
-    (`waitpolicy.sizing`, `ready`): each still runs at least `waitpolicy.burst_horizon` of it."""
+    `forecastBatches` is off. They are the fleet each batch would get from the wait model on
+    landing, queued on top of what is queued now, as a burst on no standing slot whose added
+    pods are up when it lands (`waitpolicy.sizing`, `ready`): each still runs at least
+    `waitpolicy.burst_horizon` of it."""
     if not spec.forecastBatches:
         return None
     targets = spec.targetWaitSeconds or {}
