@@ -490,34 +490,72 @@ def simulate(arrivals: Sequence[Arrival], tq: dict[str, Any], *, delays: Delays,
         timeline=[(float(row["time"]), int(row["replicas"])) for row in rows])
 
 
+def quantile_band(values: Sequence[float], q: float, *, z: float = 1.645) -> tuple[float, float]:
+    """The values between which the `q` quantile of the population `values` were drawn from
+    lies, with about 90 % confidence (`z` 1.645): the order statistics at ranks
+    n*q -/+ z*sqrt(n*q*(1-q)), distribution-free. Of 171 waits the p95 is the 163rd and its
+    band runs from the 157th to the 168th: the p95 of a run this short is known no closer than
+    that. Pure."""
+    if not values:
+        return 0.0, 0.0
+    ordered, n = sorted(values), len(values)
+    half = z * math.sqrt(n * q * (1 - q))
+    lo = max(0, math.floor(n * q - half) - 1)
+    hi = min(n - 1, math.ceil(n * q + half) - 1)
+    return ordered[lo], ordered[hi]
+
+
 @dataclass(frozen=True)
 class Check:
     figure: str
     real: float
     simulated: float
     ok: bool
+    band: tuple[float, float] | None = None
+    """For a percentile: the real run's confidence band of it (`quantile_band`)."""
 
     @property
     def off(self) -> str:
         return f"{self.simulated / self.real - 1:+.1%}" if self.real else "n/a"
 
+    @property
+    def in_band_only(self) -> bool:
+        """Passed only because the real run's own band of the figure holds the simulated one."""
+        return self.band is not None and self.ok and not (
+            abs(self.simulated - self.real) <= TOLERANCE * self.real)
+
 
 def compare(m: Measured, s: Simulated) -> list[Check]:
-    """Worker-seconds and p95 wait within TOLERANCE, max replicas within REPLICA_TOLERANCE."""
+    """Worker-seconds within TOLERANCE, max replicas within REPLICA_TOLERANCE; the p95 wait
+    within TOLERANCE, or inside the real run's 90 % band of its p95 (`quantile_band`): on a
+    short run that band is as wide as the tolerance, and a simulated p95 inside it is one the
+    real run could have shown."""
     ws, p95 = m.worker_seconds(), m.p95()
+    band = quantile_band(m.waits(), 0.95)
     return [
         Check("worker-seconds", ws, s.worker_seconds,
               abs(s.worker_seconds - ws) <= TOLERANCE * ws),
-        Check("p95 wait (s)", p95, s.p95, abs(s.p95 - p95) <= TOLERANCE * p95),
+        Check("p95 wait (s)", p95, s.p95,
+              abs(s.p95 - p95) <= TOLERANCE * p95 or band[0] <= s.p95 <= band[1], band=band),
         Check("max replicas", m.max_replicas(), s.max_replicas,
               abs(s.max_replicas - m.max_replicas()) <= REPLICA_TOLERANCE),
     ]
 
 
+def _verdict(c: Check) -> str:
+    if not c.ok:
+        return "NO"
+    if c.in_band_only and c.band is not None:
+        return f"band {c.band[0]:.2f}-{c.band[1]:.2f}"
+    return "yes"
+
+
 def report(m: Measured, s: Simulated, checks: Sequence[Check]) -> str:
     lines = [f"{'figure':<16} {'real':>9} {'simulated':>10} {'off':>7}  within"]
     lines += [f"{c.figure:<16} {c.real:>9.2f} {c.simulated:>10.2f} {c.off:>7}  "
-              f"{'yes' if c.ok else 'NO'}" for c in checks]
+              f"{_verdict(c)}" for c in checks]
+    lines += [f"{c.figure} of the real run, 90 % band: {c.band[0]:.2f}-{c.band[1]:.2f} s"
+              for c in checks if c.band is not None]
     st, ex, api = m.startups(), m.exits(), m.api_delays()
     d = m.delays()
     lines.append(

@@ -7,7 +7,16 @@ from __future__ import annotations
 import pytest
 
 from taskqueue.simulate import world
-from tests.helpers.fidelity import Delays, Measured, PodLife
+from tests.helpers.fidelity import (
+    Delays,
+    Measured,
+    PodLife,
+    Simulated,
+    compare,
+    percentile,
+    quantile_band,
+    report,
+)
 
 START = 1_000.0
 
@@ -49,3 +58,49 @@ def test_a_start_up_that_falls_with_more_pods_is_not_a_negative_delay() -> None:
     pods = [pod(0, 10.0, 3.0), pod(1, 50.0, 1.0), pod(2, 50.2, 1.0)]
     delays = run(pods).delays()
     assert delays.per_pod == 0.0 and delays.startup > 0
+
+
+@pytest.mark.parametrize(("n", "band"), [
+    pytest.param(171, (157, 168), id="the-node-test-171-waits"),
+    pytest.param(511, (477, 494), id="the-10-minute-run-511-waits"),
+    pytest.param(20, (17, 20), id="few-waits-reach-the-largest"),
+    pytest.param(1, (1, 1), id="one-wait"),
+])
+def test_the_p95s_band_holds_the_ranks_a_run_of_n_waits_could_show(
+        n: int, band: tuple[int, int]) -> None:
+    waits = [float(rank) for rank in range(n, 0, -1)]  # the wait of rank r is r seconds
+    lo, hi = quantile_band(waits, 0.95)
+    assert (lo, hi) == band
+    assert lo <= percentile(waits, 0.95) <= hi
+
+
+def test_no_waits_no_band() -> None:
+    assert quantile_band([], 0.95) == (0.0, 0.0)
+
+
+
+def tail_run() -> Measured:
+    """171 waits: 150 of 1 s, then a steep tail, rank r (151-171) waiting 2^((r - 150) / 3) s:
+    its p95 (rank 163) 20.2 s, the band from rank 157 (5.0 s) to rank 168 (64 s)."""
+    waits = [1.0] * 150 + [2 ** ((r - 150) / 3) for r in range(151, 172)]
+    m = run([])
+    m.enqueued = {str(i): START for i in range(len(waits))}
+    m.started = {str(i): START + w for i, w in enumerate(waits)}
+    return m
+
+
+@pytest.mark.parametrize(("simulated", "ok", "band_only"), [
+    pytest.param(21.0, True, False, id="within-15-percent"),
+    pytest.param(10.0, True, True, id="outside-15-percent-inside-the-band"),
+    pytest.param(4.0, False, False, id="below-the-band"),
+    pytest.param(70.0, False, False, id="above-the-band"),
+])
+def test_a_simulated_p95_passes_within_the_tolerance_or_the_real_runs_band(
+        simulated: float, ok: bool, band_only: bool) -> None:
+    m = tail_run()
+    assert m.p95() == pytest.approx(2 ** (13 / 3))
+    sim = Simulated(worker_seconds=0.0, p95=simulated, max_replicas=0, unserved=0, timeline=[])
+    [_, p95, _] = compare(m, sim)
+    assert p95.band == pytest.approx((2 ** (7 / 3), 2 ** 6))
+    assert (p95.ok, p95.in_band_only) == (ok, band_only)
+    assert ("band 5.04-64.00" in report(m, sim, compare(m, sim))) == band_only
