@@ -36,15 +36,22 @@ def waits(share: float, total: int) -> Waits:
                             sums=(("tasks", tuple(map(float, counts))),))
 
 
+BETWEEN = (waitpolicy.TRIM_BELOW + waitpolicy.GIVE_BACK_ABOVE) / 2
+"""A late share between the trim's two thresholds (4 % and 4.5 %)."""
+GIVING_BACK = (waitpolicy.GIVE_BACK_ABOVE + 0.05) / 2
+"""A late share over the give-back threshold and under the quantile's 5 %."""
+
+
 @pytest.mark.parametrize("share, before, measured, dt, trim", [
     pytest.param(0.0, 1.0, 100, 120.0, math.e, id="far-inside-grows-e-per-100-waits"),
-    pytest.param(0.01, 2.0, 50, 120.0, 2.0 * math.exp(0.5), id="under-2-percent-grows"),
+    pytest.param(0.03, 2.0, 50, 120.0, 2.0 * math.exp(0.5), id="under-4-percent-grows"),
     pytest.param(0.0, 1.0, 100, 12.0, math.exp(0.1), id="at-most-e-per-120-seconds"),
     pytest.param(0.0, 3.0, 100, 120.0, waitpolicy.MAX_TRIM, id="bounded"),
     pytest.param(0.0, 2.0, 0, 120.0, 2.0, id="no-new-waits-no-growth"),
-    pytest.param(0.03, 2.0, 100, 120.0, 2.0, id="between-holds"),
-    pytest.param(0.04, 4.0, 10, 2.0, 4.0 * math.exp(-0.4), id="over-3.5-percent-gives-back"),
-    pytest.param(0.04, 2.0, 25, 2.0, None, id="given-back-to-nothing"),
+    pytest.param(BETWEEN, 2.0, 100, 120.0, 2.0, id="between-holds"),
+    pytest.param(GIVING_BACK, 4.0, 10, 2.0, 4.0 * math.exp(-0.4),
+                 id="over-4.5-percent-gives-back"),
+    pytest.param(GIVING_BACK, 2.0, 25, 2.0, None, id="given-back-to-nothing"),
     pytest.param(0.06, 4.0, 0, 2.0, None, id="over-the-quantile-gone-at-once"),
 ])
 def test_trimmed(share: float, before: float, measured: int, dt: float,
@@ -111,7 +118,7 @@ def test_the_trim_stretches_the_backlog_behind(trim: float, slots: int) -> None:
 @pytest.mark.parametrize("share, before, after, replicas", [
     pytest.param(0.0, (), math.e, 4, id="far-inside-trims"),
     pytest.param(0.0, (("tasks", 3.0),), waitpolicy.MAX_TRIM, 3, id="trimmed-to-the-bound"),
-    pytest.param(0.03, (), None, 5, id="holds-untrimmed"),
+    pytest.param(BETWEEN, (), None, 5, id="holds-untrimmed"),
     pytest.param(0.06, (("tasks", 3.0),), None, 5, id="over-the-quantile-untrimmed"),
 ])
 def test_decide_trims_and_names_it(share: float, before: tuple[tuple[str, float], ...],
