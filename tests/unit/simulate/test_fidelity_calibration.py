@@ -78,7 +78,6 @@ def test_no_waits_no_band() -> None:
     assert quantile_band([], 0.95) == (0.0, 0.0)
 
 
-
 def tail_run() -> Measured:
     """171 waits: 150 of 1 s, then a steep tail, rank r (151-171) waiting 2^((r - 150) / 3) s:
     its p95 (rank 163) 20.2 s, the band from rank 157 (5.0 s) to rank 168 (64 s)."""
