@@ -10,6 +10,7 @@ KEYS and ARGV from `taskqueue.wire.scripts`, which the worker uses without redis
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -89,10 +90,12 @@ def wire(values: Sequence[Any]) -> list[Any]:
 def observe_call(schema: keys.KeySchema, worker_ids: Sequence[str], *, horizon_ms: int | None = None
                  ) -> tuple[list[str], list[str | int]]:
     """KEYS and ARGV of observe.lua (its reply: `keys.OBSERVE_REPLY`), declaring the processing
-    lists of `worker_ids`; delayed entries due by `horizon_ms` (unix ms) count as due soon."""
+    lists and started strings of `worker_ids`; delayed entries due by `horizon_ms` (unix ms)
+    count as due soon."""
     return (
         [schema.workers, schema.delayed, schema.dead_letter, schema.stats, schema.quiesced,
-         *schema.queue_keys, *(schema.processing(w) for w in worker_ids)],
+         *schema.queue_keys, *(schema.processing(w) for w in worker_ids),
+         *(schema.started(w) for w in worker_ids)],
         [len(schema.queues), len(schema.queue_counter_fields), *(q.type for q in schema.queues),
          *schema.queue_counter_fields,
          "" if horizon_ms is None else horizon_ms, *worker_ids],
@@ -102,8 +105,8 @@ def observe_call(schema: keys.KeySchema, worker_ids: Sequence[str], *, horizon_m
 def _missing_workers(raw: Any) -> tuple[str, ...] | None:
     """All worker ids of an observe.lua reply when some processing list was not declared."""
     flat = raw[3]
-    ids = tuple(_text(flat[i]) for i in range(0, len(flat), 3))
-    if any(int(flat[i + 2]) < 0 for i in range(0, len(flat), 3)):
+    ids = tuple(_text(flat[i]) for i in range(0, len(flat), WORKER_FIELDS))
+    if any(int(flat[i + 2]) < 0 for i in range(0, len(flat), WORKER_FIELDS)):
         return ids
     return None
 
@@ -230,6 +233,19 @@ def _deadline_ms(text: str) -> int:
     return int(max(-_DEADLINE_BOUND, min(float(text), _DEADLINE_BOUND)))
 
 
+_STARTED = re.compile(r"[0-9]{1,15}(,[0-9]{1,15})*")
+WORKER_FIELDS = 4
+"""observe.lua's fields per worker: id, deadline (ms), processing length, started."""
+
+
+def _started(text: str) -> tuple[int, ...]:
+    """A started string ("ms,ms,...", heartbeat.lua) as start times, oldest first; anything
+    that is not a list of integers (a value written by hand) as none."""
+    if not _STARTED.fullmatch(text):
+        return ()
+    return tuple(sorted(int(p) for p in text.split(",")))
+
+
 def _wrong_types(flat: Any) -> tuple[WrongType, ...]:
     return tuple(WrongType(key=_text(flat[i]), held=_text(flat[i + 1]),
                            expected=_text(flat[i + 2])) for i in range(0, len(flat), 3))
@@ -250,8 +266,9 @@ def parse_observation(raw: Any, schema: keys.KeySchema, *, at: float) -> QueueOb
             worker_id=_text(flat_workers[i]),
             deadline_ms=_deadline_ms(_text(flat_workers[i + 1])),
             in_flight=max(0, int(flat_workers[i + 2])),
+            started_ms=_started(_text(flat_workers[i + 3])),
         )
-        for i in range(0, len(flat_workers), 3)
+        for i in range(0, len(flat_workers), WORKER_FIELDS)
     )
     n = len(schema.queues)
     taken = _counters(schema, per_queue[:n])

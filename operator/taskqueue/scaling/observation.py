@@ -12,6 +12,15 @@ class WorkerObservation:
     worker_id: str
     deadline_ms: int
     in_flight: int
+    started_ms: tuple[int, ...] = ()
+    """When the tasks it runs started (Redis's clock, unix ms), oldest first, as of its last
+    heartbeat: at most `keys.STARTED_REPORTED` of them (empty: idle, or a worker that does not
+    report them)."""
+
+    def held(self, *, now: float, longer_than: float) -> int:
+        """Tasks it has run for more than `longer_than` seconds at `now` (at most `in_flight`)."""
+        cut = (now - longer_than) * 1000
+        return min(self.in_flight, sum(1 for t in self.started_ms if t < cut))
 
     def alive(self, *, now: float) -> bool:
         return self.deadline_ms >= now * 1000

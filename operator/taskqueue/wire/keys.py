@@ -34,6 +34,8 @@ all of them share one {hash tag}, e.g. `{emails}:vip`, so they live in one slot)
 | <prefix>:cancels                  | zset   | cancelled task id -> when the cancel expires (ms)   |
 | <prefix>:task:<task id>           | hash   | task index (spec.worker.tracking): state, queue...  |
 | <prefix>:progress:<worker id>     | hash   | task id -> its last progress report (JSON)          |
+| <prefix>:started:<worker id>      | string | start times (unix ms) of the worker's running tasks |
+|                                   |        | (heartbeat.lua; PX = its heartbeat deadline)        |
 | <dead-letter key>                 | list   | JSON records of tasks that failed for good, newest  |
 |                                   |        | first, at most spec.retry.deadLetterMaxLength       |
 
@@ -89,6 +91,9 @@ if TYPE_CHECKING:  # the worker reads key names without pydantic (start-up time)
 HEARTBEAT_DEADLINE_PERIODS = 3
 """A worker's deadline in the workers zset is its last beat plus this many of its heartbeat
 periods (spec.worker.heartbeatSeconds): it is dead once they pass without a beat."""
+STARTED_REPORTED = 32
+"""A worker's heartbeat reports when its oldest this many running tasks started (`started`): the
+operator counts the slots held by long tasks (`scaling.waitpolicy.held_after`)."""
 TAKEN_FIELD_PREFIX = "taken:"
 """Stats-hash field prefix of the per-queue taken counters (the one name fetch.lua composes)."""
 LIMITED_FIELD_PREFIX = "limited:"
@@ -148,7 +153,8 @@ def wait_fields(queue: str) -> tuple[str, ...]:
 OBSERVE_REPLY = ("lengths", "oldest", "counts", "workers", "queue_counters", "quiesced",
                  "scheduled", "wrong")
 """observe.lua's reply, in order: per-queue lengths and oldest envelope times, {delayed, dead,
-completed, failed, dead trimmed}, flat (worker id, deadline ms, in flight)*, the per-queue counters
+completed, failed, dead trimmed}, flat (worker id, deadline ms, in flight, started)*, the
+per-queue counters
 (`KeySchema.queue_counter_fields`: taken, service ms, served, squared service ms, attempts
 squared, then the wait histogram of each queue, then limited; "" when never written), the
 quiesced processing keys, {due by the horizon, earliest due ms or "", duplicates,
@@ -339,6 +345,11 @@ class KeySchema:
     def progress(self, worker_id: str) -> str:
         """Hash of `worker_id`'s running tasks' last progress reports (task id -> JSON)."""
         return self.progress_prefix + worker_id
+
+    def started(self, worker_id: str) -> str:
+        """When `worker_id`'s running tasks started: "ms,ms,..." (Redis's clock, unix ms, oldest
+        first, at most STARTED_REPORTED), written by its heartbeat with its deadline as TTL."""
+        return keyspace.family_prefix(self.prefix, "started") + worker_id
 
     def unique(self, task_id: str) -> str:
         """Unique enqueue: `task_id` was enqueued (expires after `unique_for`)."""

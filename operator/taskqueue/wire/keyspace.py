@@ -63,6 +63,7 @@ FAMILIES: dict[str, Owned] = {
     "fired": Owned("string", "fired schedule slots"),
     "task": Owned("hash", "task index hashes (spec.worker.tracking)"),
     "progress": Owned("hash", "progress hashes of the workers"),
+    "started": Owned("string", "start times of the workers' running tasks"),
 }
 """`<prefix>:<name>:<id>` -> the type and what the keys of the family hold."""
 

@@ -106,7 +106,7 @@ class Executor:
                                                    attempt=task.attempts + 1), held=held)
             return False
         ctx, m = self._begin(entry, task)
-        started = time.perf_counter()
+        started = self.service.begin(ctx)
         try:
             if not ctx.control.cancelled_flag:  # a cancel heard before the task started
                 self.handler(task.payload, ctx)
@@ -140,7 +140,7 @@ class Executor:
             await asyncio.to_thread(self._refuse, raw_entry, entry, task, held=held)
             return False
         ctx, m = self._begin(entry, task)
-        started = time.perf_counter()
+        started = self.service.begin(ctx)
         current = (current or asyncio.current_task()) if task.id else None  # no id: no cancel
         ctx.control.coroutine = current  # a cancel from now on cancels it (on the loop)
         cancelled_before = ctx.control.cancelled_flag  # a cancel heard before the task started
@@ -193,6 +193,7 @@ class Executor:
         if ctx.id:
             RUNNING.end(ctx.control)
         self.counts.running -= 1
+        self.service.end(ctx)
         elapsed = time.perf_counter() - started
         m.duration.observe(elapsed)
         self.service.add(queue, elapsed)  # the operator's wait model

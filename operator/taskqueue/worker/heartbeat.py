@@ -86,7 +86,7 @@ class Heartbeat:
         served = totals.take()
         try:
             redis_ms, expired = self.store.heartbeat(window=DEADLINE_PERIODS * period,
-                                                     served=served)
+                                                     served=served, running_ms=totals.running_ms())
         except BaseException:
             totals.give_back(served)
             self.judge.beat_failed()

@@ -11,12 +11,15 @@ totals back for the next one. The first attempt of a task whose envelope carries
 operator reads the share of a queue's tasks that waited longer than its target from it.
 One `Totals` per worker id (`of`): thread-safe, no I/O. Each slot adds through a `SlotTotals` of
 its own (`Totals.slot`), so slots finishing tasks at once do not wait for one lock; `take`
-gathers them into the `SlotTotals` the worker keeps between heartbeats and reports it.
+gathers them into the `SlotTotals` the worker keeps between heartbeats and reports it. The
+heartbeat also reports how long the running tasks have run (`Totals.running_ms`): the operator
+counts a slot whose task has run far longer than the mean as held, not free soon.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
 from taskqueue.wire import keys
 
@@ -26,16 +29,29 @@ class SlotTotals:
     increments, under a lock of their own: what one slot added since the last `Totals.take`,
     and what `Totals` keeps between takes. The one owner of these sums."""
 
-    __slots__ = ("_attempts", "_lock", "_seconds", "_squares", "_waits")
+    __slots__ = ("_attempts", "_lock", "_seconds", "_squares", "_waits", "running")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.running: dict[int, float] = {}
+        """The tasks this slot runs now (by `id` of their context: two raw payloads' contexts
+        can be equal) -> when each started (`time.perf_counter`): a dict insert and delete per
+        task (`begin`, `end`), read by the heartbeat."""
         self._seconds: dict[str, float] = {}
         self._squares: dict[str, float] = {}
         """Sum of the squared attempt times, ms^2."""
         self._attempts: dict[str, int] = {}
         self._waits: dict[str, int] = {}
         """Wait-histogram field -> increment."""
+
+    def begin(self, task: object) -> float:
+        """`task` starts now (returned, `time.perf_counter`)."""
+        started = self.running[id(task)] = time.perf_counter()
+        return started
+
+    def end(self, task: object) -> None:
+        """`task` is over (`begin`)."""
+        self.running.pop(id(task), None)
 
     def add(self, queue: str, seconds: float) -> None:
         """Count an attempt of `queue` that ran `seconds` (a clock step back counts 0)."""
@@ -135,6 +151,16 @@ class Totals:
             for added in self._slots:
                 added.move_into(self._kept)
             return self._kept.report()
+
+    def running_ms(self) -> list[int]:
+        """How long the oldest running tasks of every slot have run, in whole ms, longest first
+        (at most `keys.STARTED_REPORTED`): heartbeat.lua keeps their start times for the
+        operator, which counts the slots held by long tasks."""
+        now = time.perf_counter()
+        with self._lock:
+            slots = list(self._slots)
+        starts = sorted(t for slot in slots for t in tuple(slot.running.values()))
+        return [max(0, int((now - t) * 1000)) for t in starts[:keys.STARTED_REPORTED]]
 
     def give_back(self, pairs: list[str | int]) -> None:
         """Undo a `take` whose heartbeat failed."""

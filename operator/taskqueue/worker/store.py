@@ -253,13 +253,17 @@ class Store:
         result: list[str] = self.call("LRANGE", self.processing, 0, -1)
         return result
 
-    def heartbeat(self, *, window: float,
-                  served: Sequence[str | int] = ()) -> tuple[int, list[str]]:
-        """Refresh our deadline to Redis's now + `window` seconds and add the `served` stats
-        increments (heartbeat.lua; `servicetime.Totals.take`); returns Redis's now (unix ms)
-        and the ids of the workers whose deadline has passed."""
-        reply = self.script("heartbeat", [self.schema.workers, self.schema.stats],
-                            [self.worker_id, int(1000 * window), *served])
+    def heartbeat(self, *, window: float, served: Sequence[str | int] = (),
+                  running_ms: Sequence[int] = ()) -> tuple[int, list[str]]:
+        """Refresh our deadline to Redis's now + `window` seconds, record when the running tasks
+        started (`running_ms`: how long each has run, longest first; `servicetime.Totals.
+        running_ms`) and add the `served` stats increments (heartbeat.lua;
+        `servicetime.Totals.take`); returns Redis's now (unix ms) and the ids of the workers
+        whose deadline has passed."""
+        reply = self.script("heartbeat", [self.schema.workers, self.schema.stats,
+                                          self.schema.started(self.worker_id)],
+                            [self.worker_id, int(1000 * window),
+                             ",".join(map(str, running_ms)), *served])
         return expect(reply, lambda r: (int(r[0]), [str(w) for w in r[1]]),
                       what="heartbeat.lua")
 

@@ -46,7 +46,7 @@ def role_type(key: str) -> str | None:
         return ROLE_TYPES[key]
     if key.startswith(SCHEMA.processing_prefix):
         return "list"
-    if key.startswith(("q:done:", "q:running:", "q:unique:")):
+    if key.startswith(("q:done:", "q:running:", "q:unique:", SCHEMA.started(""))):
         return "string"
     return None
 

@@ -77,7 +77,8 @@ def test_observe_declares_every_key_it_reads() -> None:
     schema = _spec(queues=[{"key": "q"}, {"key": "z", "type": "zset"}])
     keys_, args = queueops.observe_call(schema, ["w1", "w2"])
     assert keys_ == [schema.workers, schema.delayed, schema.dead_letter, schema.stats,
-                     schema.quiesced, "q", "z", schema.processing("w1"), schema.processing("w2")]
+                     schema.quiesced, "q", "z", schema.processing("w1"), schema.processing("w2"),
+                     schema.started("w1"), schema.started("w2")]
     fields = ["taken:q", "taken:z", "service_ms:q", "service_ms:z", "served:q", "served:z",
               "service_sq_ms2:q", "service_sq_ms2:z", "served_sq:q", "served_sq:z",
               "waited:q", *(f"waited_over:{e:g}:q" for e in keys.WAIT_EDGES_SECONDS),

@@ -71,7 +71,8 @@ def test_the_table_of_the_keys_module_says_the_types_keyspace_owns() -> None:
         assert SCHEMA.type_of(concrete) == kind, key
     documented = {key for key, _ in rows}
     assert {f"<prefix>:{name}" for name in keyspace.BOOKKEEPING} <= documented
-    assert {f"<prefix>:{name}:<{'worker' if name in ('processing', 'progress') else 'task'} id>"
+    by_worker = ("processing", "progress", "started")
+    assert {f"<prefix>:{name}:<{'worker' if name in by_worker else 'task'} id>"
             for name in keyspace.FAMILIES} <= documented
 
 
@@ -82,7 +83,7 @@ LAYOUTS = {
     "release": scripts.release_call(SCHEMA, W, [])[0],
     # the worker's calls (worker/store.py, worker/idempotency.py)
     "fail": [SCHEMA.processing(W), SCHEMA.delayed, SCHEMA.dead_letter, SCHEMA.stats],
-    "heartbeat": [SCHEMA.workers, SCHEMA.stats],
+    "heartbeat": [SCHEMA.workers, SCHEMA.stats, SCHEMA.started(W)],
     "claim": [SCHEMA.processing(W), SCHEMA.done(T), SCHEMA.running(T), SCHEMA.delayed,
               SCHEMA.stats],
     "complete": [SCHEMA.processing(W), SCHEMA.done(T), SCHEMA.running(T), SCHEMA.stats],

@@ -1,7 +1,8 @@
 -- observe.lua: everything the operator and `taskqueue stats` read about one TaskQueue, in one call.
 -- KEYS[1] workers zset, KEYS[2] delayed zset, KEYS[3] dead-letter list, KEYS[4] stats hash,
 -- KEYS[5] quiesced set, KEYS[6..5+N] the N queues in priority order, then the processing lists of
--- the workers the caller expects (the ones it saw last time), in the order of their ids in ARGV.
+-- the workers the caller expects (the ones it saw last time), in the order of their ids in ARGV,
+-- then their started strings (keys.KeySchema.started) in the same order.
 -- ARGV[1] N, ARGV[2] M, ARGV[3..2+N] the type of each queue ("list" | "zset"), ARGV[3+N..2+N+M]
 -- the M per-queue stats fields (keys.KeySchema.queue_counter_fields: taken, service ms, served,
 -- squared service ms, attempts squared, wait histograms), ARGV[3+N+M] a horizon (unix ms; "" for
@@ -9,7 +10,8 @@
 -- Returns {lengths, oldest, {delayed, dead, completed, failed, dead trimmed}, workers,
 -- queue_counters, quiesced, scheduled} where oldest is the envelope time of each queue's oldest
 -- task ("" when unknown: a raw payload, a malformed time, or 0), workers is a flat list id, heartbeat deadline (ms), processing
--- length, ... with length -1 for a worker whose processing list was not passed in KEYS (the
+-- length, started ("ms,ms,...": when its oldest running tasks started, "" when none or unknown),
+-- ... with length -1 for a worker whose processing list was not passed in KEYS (the
 -- caller then calls again with it: a key is only read when declared, as Redis Cluster requires),
 -- queue_counters the M per-queue fields ("" when never written), quiesced the members of
 -- KEYS[5], and scheduled is {due by the horizon (0 without one), the earliest due time (ms, ""
@@ -50,9 +52,13 @@ for i = 1, nq do
   end
   oldest[i] = t
 end
-local processing = {}
--- the m-th worker id ARGV[3 + N + M + m] goes with KEYS[5 + N + m]
-for j = 4 + nq + nf, #ARGV do processing[ARGV[j]] = KEYS[j + 2 - nf] end
+local processing, started = {}, {}
+-- the m-th of the W worker ids, ARGV[3 + N + M + m], goes with KEYS[5 + N + m] and KEYS[5 + N + W + m]
+local nw = #ARGV - (3 + nq + nf)
+for j = 4 + nq + nf, #ARGV do
+  processing[ARGV[j]] = KEYS[j + 2 - nf]
+  started[ARGV[j]] = KEYS[j + 2 - nf + nw]
+end
 local workers = {}
 local ids = usable(KEYS[1], 'zset') and redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') or {}
 for i = 1, #ids, 2 do
@@ -60,6 +66,8 @@ for i = 1, #ids, 2 do
   workers[#workers + 1] = ids[i]
   workers[#workers + 1] = ids[i + 1]
   workers[#workers + 1] = key and (usable(key, 'list') and redis.call('LLEN', key) or 0) or -1
+  local since = started[ids[i]]
+  workers[#workers + 1] = since and usable(since, 'string') and redis.call('GET', since) or ''
 end
 local stats = usable(KEYS[4], 'hash')
 local counters = stats and redis.call('HMGET', KEYS[4], 'completed', 'failed', 'duplicates',
