@@ -431,7 +431,8 @@ def _recommend(
     spec = startup_seconds(spec, state)
     standing = waitpolicy.standing_slots(spec, obs, replicas=state.replicas,
                                          scale_ups=state.scale_ups,
-                                         concurrency=fleet.concurrency, now=now)
+                                         concurrency=fleet.concurrency, now=now,
+                                         held_after=waitpolicy.held_after(spec, state.rates))
     sizing = waitpolicy.sizing(spec, state.rates, obs, fleet.queue_order, standing,
                                trims=dict(state.wait_trims),
                                released_before=state.lull_released)

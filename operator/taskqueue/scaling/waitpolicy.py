@@ -69,9 +69,25 @@ def lull_budget(spec: ScalingSpec) -> float:
     return reactivation_seconds(spec) + spec.holdThroughLullsSeconds
 
 
+HELD_SERVICES = 20.0
+"""A running task holds its slot past what the wait model counts on once it has run this many
+mean service times (`held_after`): an exponential task does so once in 500 million, so only the
+outliers of a heavy tail that the measured mean does not hold yet count."""
+
+
+def held_after(spec: ScalingSpec, rates: Rates) -> float:
+    """Seconds after which a running task's slot counts as held (`waitmodel.Standing.held`):
+    HELD_SERVICES mean service times, and at least a poll and a pod start-up (a pod asked for a
+    slot held for less comes when it is free again); inf while no service time is known."""
+    mean = rates.service.mean
+    if mean is None:
+        return math.inf
+    return max(HELD_SERVICES * mean, spec.pollIntervalSeconds + spec.podStartupSeconds)
+
+
 def standing_slots(spec: ScalingSpec, obs: QueueObservation, *, replicas: int,
                    scale_ups: tuple[tuple[float, int], ...], concurrency: int,
-                   now: float) -> waitmodel.Standing:
+                   now: float, held_after: float = math.inf) -> waitmodel.Standing:
     """The slots of the `replicas` the Deployment asks for, as a burst can use them: those of
     running workers (the ones registered in Redis, at most `replicas`: idle or busy; not the
     quiesced ones, which take nothing unless this decision keeps them, though the tasks they
@@ -83,11 +99,13 @@ def standing_slots(spec: ScalingSpec, obs: QueueObservation, *, replicas: int,
     when they were asked for, a low queue's 10 s target on the two-priority bench trace is
     missed, 10.47 s), but never later than a pod asked for now; one that should be up
     already, a poll from now; one no scale-up explains (the operator restarted, or someone
-    scaled the Deployment), as a pod asked for now."""
+    scaled the Deployment), as a pod asked for now. `held`: of the busy slots, those whose task
+    has run longer than `held_after` seconds by the workers' last heartbeats."""
     alive = [w for w in obs.workers if w.alive(now=obs.at)]
     taking = [w for w in alive if w.worker_id not in obs.quiesced]
     running = min(len(taking), replicas)
     busy = min(sum(w.in_flight for w in taking), running * concurrency)
+    held = min(busy, sum(w.held(now=obs.at, longer_than=held_after) for w in taking))
     waiting = max(0, replicas - len(alive))
     startup, poll = spec.podStartupSeconds, spec.pollIntervalSeconds
     starting: list[tuple[float, int]] = []
@@ -102,7 +120,7 @@ def standing_slots(spec: ScalingSpec, obs: QueueObservation, *, replicas: int,
         starting.append((startup, waiting * concurrency))
     draining = sum(w.in_flight for w in alive if w.worker_id in obs.quiesced)
     return waitmodel.Standing(idle=running * concurrency - busy, busy=busy + draining,
-                              starting=tuple(starting))
+                              starting=tuple(starting), held=held)
 
 
 def service_times(rates: Rates, expected: dict[str, float], queue_order: tuple[str, ...],

@@ -86,6 +86,11 @@ class Pod:
     def running(self, t: float) -> int:
         return sum(1 for s in self.slots if s is not None and s.end > t)
 
+    def started_ms(self, t: float) -> tuple[int, ...]:
+        """When its running tasks started (unix ms), oldest first, as its heartbeat reports."""
+        return tuple(sorted(int((s.end - s.service) * 1000) for s in self.slots
+                            if s is not None and s.end > t))
+
     def rank(self, t: float) -> int:
         """`quiesce.replicaset_rank` at `t`: starting until ready, then Running and Ready."""
         return RUNNING_READY if self.ready_at <= t else STARTING
@@ -216,7 +221,7 @@ class World:
     def observe(self, t: float) -> QueueObservation:
         """What observe.lua would return at `t`."""
         workers = tuple(  # a drained pod told to stop has deregistered
-            WorkerObservation(p.name, int((t + 15) * 1000), p.running(t))
+            WorkerObservation(p.name, int((t + 15) * 1000), p.running(t), p.started_ms(t))
             for p in self.pods if p.gone_at is None and p.ready_at <= t
             and (p.sigterm_at is None or p.in_flight())
         )

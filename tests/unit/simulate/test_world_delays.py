@@ -57,3 +57,15 @@ def test_the_first_poll_can_land_anywhere_in_the_interval() -> None:
     assert early.scale_log[0][0] == pytest.approx(20.1, abs=0.15)
     assert late.scale_log[0][0] == pytest.approx(22.0, abs=0.15)
     assert late.waits["tasks"][0] - early.waits["tasks"][0] == pytest.approx(1.9, abs=0.15)
+
+
+def test_a_simulated_worker_reports_when_its_running_tasks_started() -> None:
+    # as heartbeat.lua keeps them for observe.lua: the operator counts held slots from them
+    trace = [Arrival(1.0, "q", 600.0), Arrival(2.0, "q", 0.5), Arrival(3.0, "q", 30.0)]
+    world = World(trace, queues=["q"], concurrency=2, startup=0.0, grace=5.0)
+    world.scale(1, 0.0)
+    world.advance(0.0)
+    world.advance(3.1)
+    assert [w.started_ms for w in world.observe(3.1).workers] == [(1000, 3000)]
+    world.advance(40.0)
+    assert [w.started_ms for w in world.observe(40.0).workers] == [(1000,)]
