@@ -547,9 +547,10 @@ def _forecast_batch(spec: ScalingSpec, state: PolicyState, queue: str,
     fleet a start-up, a poll and the few polls to its overdue time).
 
     `zero_by`: while an idle fleet's cooldown runs, when the idle rule takes it to zero. A
-    forecast keeps that promise: a batch expected by then is held for at most until then, and
-    one expected later gets its fleet only once the fleet has been to zero (a start from zero,
-    as for a batch after a longer lull)."""
+    forecast keeps that promise: a batch expected by then is held until then and no longer (on
+    the poll at `zero_by` the idle rule decides: held through that poll by the stabilisation
+    window, the fleet reached zero a poll late), and one expected later gets its fleet only once
+    the fleet has been to zero (a start from zero, as for a batch after a longer lull)."""
     if _batches_held(spec, state, queue):
         return None
     poll = spec.pollIntervalSeconds
@@ -562,7 +563,7 @@ def _forecast_batch(spec: ScalingSpec, state: PolicyState, queue: str,
         if batch.at > zero_by and now <= zero_by:
             return None
         if batch.at <= zero_by:
-            end = min(end, zero_by)
+            end = min(end, zero_by - 1e-9)
     if not batch.at - lead <= now <= end:
         return None
     return batch
