@@ -8,6 +8,8 @@
   with P(W > T) = C(c, A) exp(-T (c - A) / S) (Erlang C), the slots of each bin chosen to minimise
   slots + mu x late tasks (a Lagrange multiplier, searched), keeping the late share <= 5 %. A real
   scaler (start-up, estimation, integer pods at concurrency > 1) can only cost more.
+- wait, queues in priority order (`priority_bound`, families.py's queues): the same per bin,
+  each queue's late share <= 5 % of its own tasks, at its own target.
 
     python bench/scaling/bound.py [--trace diurnal] [--concurrency 1] [--targets 2,5,7.5]
 """
@@ -53,6 +55,47 @@ def wait_bound(rates: list[float], *, service: float, target: float, concurrency
             cost += math.ceil(slots / concurrency) * BIN
             late += lam * late_share(slots, load, target, service)
         if late <= (1 - waitmodel.QUANTILE) * total:
+            best = min(best, cost)
+    return best
+
+
+def priority_bound(rates: list[list[float]], *, services: list[float],
+                   targets: list[float | None], concurrency: int) -> float:
+    """`wait_bound` for queues served in priority order, each keeping the p95 wait of its own
+    tasks under its target (None: no target). `rates[k][i]` is queue k's arrival rate in bin i,
+    `services[k]` its mean service time. A task of queue k waits as in an M/M/c queue with
+    non-preemptive priority (Cobham: `waitmodel.wait_tail`, on the mix of the service times the
+    bin's arrivals bring, as the policy's model); one multiplier prices a late task by the share
+    of its queue's tasks it is, so every queue keeps its late share <= 5 %."""
+    totals = [sum(r) * BIN for r in rates]
+    per_bin = []  # per bin: [(pods, [late tasks of queue k / its tasks]) for each slot count]
+    for i in range(len(rates[0])):
+        lams = [r[i] for r in rates]
+        load = sum(lam * s for lam, s in zip(lams, services, strict=True))
+        if load <= 0:
+            continue
+        mix = load / sum(lams)
+        options = []
+        for c in range(math.floor(load) + 1, math.floor(load) + 40):
+            waiting = waitmodel.erlang_c(c, load)
+            before, late = 0.0, []
+            for lam, s, target, total in zip(lams, services, targets, totals, strict=True):
+                through = before + lam * s
+                share = 0.0 if target is None or lam <= 0 else waitmodel.wait_tail(
+                    slots=c, service=mix, load_before=before, load_through=through,
+                    load_total=load, wait=target, waiting=waiting)
+                late.append(lam * BIN * share / total if total else 0.0)
+                before = through
+            options.append((math.ceil(c / concurrency), late))
+        per_bin.append(options)
+    best = math.inf
+    for mu in (0.25 * 1.3 ** k for k in range(70)):
+        cost, late = 0.0, [0.0] * len(rates)
+        for options in per_bin:
+            pods, shares = min(options, key=lambda o: o[0] + mu * sum(o[1]))
+            cost += pods * BIN
+            late = [a + b for a, b in zip(late, shares, strict=True)]
+        if all(x <= 1 - waitmodel.QUANTILE for x in late):
             best = min(best, cost)
     return best
 

@@ -19,10 +19,11 @@ Targets (issue 34), each run: no busy pod deleted, no task interrupted or unserv
 within idleCooldownSeconds (+ holdThroughLullsSeconds when set) + one poll; smooth traffic (ramp,
 and steady/diurnal with `--six`): worker-seconds <= 1.15 x the M/M/c oracle and p95 within
 target; every other trace: worker-seconds <= 1.5 x keda-tuned and each queue's p95 within its
-target or <= 0.65 x keda-tuned's p95 of that queue. Beside keda-tuned, a one-queue run's cost
-figure also gives the oracle's worker-seconds at the target and at the looser wait (the larger of
-the target and 0.65 x keda-tuned's p95), both x keda-tuned's: where the first is over 1.5, even
-pods that start at once, sized each minute for the target, cost more than the cost check allows.
+target or <= 0.65 x keda-tuned's p95 of that queue. Beside keda-tuned, a run's cost figure also
+gives the oracle's worker-seconds at the targets and at the looser waits (each queue's larger of
+its target and 0.65 x keda-tuned's p95), both x keda-tuned's: where the first is over 1.5, even
+pods that start at once, sized each minute for the targets, cost more than the cost check allows.
+Several queues are sized in priority order, each for its own target (`bound.priority_bound`).
 
     python bench/scaling/families.py [--only batches,onoff] [--concurrency 1,4] [--six]
         [--set key=value ...] [--json results-families.json] [--jobs 2]
@@ -238,6 +239,25 @@ def oracle(arrivals: list[Arrival], *, target: float, concurrency: int) -> float
     return bound.wait_bound(bins, service=mean, target=target, concurrency=concurrency)
 
 
+def queues_oracle(arrivals: list[Arrival], keys: list[str], *, targets: list[float | None],
+                  concurrency: int) -> float | None:
+    """bound.py's per-minute oracle for queues served in priority order (`keys`, highest
+    first), each queue's p95 under its target; None when a queue with a target got no task."""
+    rates = [[0.0] * math.ceil(DURATION / bound.BIN) for _ in keys]
+    work = [0.0] * len(keys)
+    index = {k: i for i, k in enumerate(keys)}
+    for a in arrivals:
+        k = index[a.queue]
+        rates[k][min(len(rates[k]) - 1, int(a.at // bound.BIN))] += 1 / bound.BIN
+        work[k] += a.service
+    counts = [sum(r) * bound.BIN for r in rates]
+    if any(t is not None and not n for t, n in zip(targets, counts, strict=True)):
+        return None
+    services = [w / n if n else 0.0 for w, n in zip(work, counts, strict=True)]
+    return bound.priority_bound(rates, services=services, targets=targets,
+                                concurrency=concurrency)
+
+
 def six(name: str, concurrency: int) -> list[Arrival]:
     """A built-in trace of run.py (steady, diurnal, ...) with its rate."""
     return trace.generate(name, trace.Load(rate=bench.RATES[name] * concurrency,
@@ -272,13 +292,22 @@ def one(job: Job) -> Run:
     ours = simulate(tq, arrivals, OperatorScaler(tq))
     tuned = simulate(tq, arrivals, KedaScaler(tq, KEDA_TUNED))
     out = Run(name, family, params, concurrency, ours, tuned, targets=targets)
-    if len(targets) == 1 and "tasks" in targets:
+    keys = [q.key for q in tq.spec.queues]
+    if len(keys) == 1 and keys[0] in targets:
         # the per-minute M/M/c oracle: a lower bound for smooth traffic; beside other one-queue
         # traces, what a fleet meeting the target at their minute rates would cost
-        out.oracle = oracle(arrivals, target=targets["tasks"], concurrency=concurrency)
-        if not smooth and "tasks" in tuned.waits:
-            loose = allowed_wait(targets["tasks"], tuned.waits["tasks"][1])
+        out.oracle = oracle(arrivals, target=targets[keys[0]], concurrency=concurrency)
+        if not smooth and keys[0] in tuned.waits:
+            loose = allowed_wait(targets[keys[0]], tuned.waits[keys[0]][1])
             out.loose_oracle = oracle(arrivals, target=loose, concurrency=concurrency)
+    elif targets:
+        # several queues: the same per minute, each queue's p95 under its target in priority order
+        out.oracle = queues_oracle(arrivals, keys, targets=[targets.get(k) for k in keys],
+                                   concurrency=concurrency)
+        out.loose_oracle = queues_oracle(
+            arrivals, keys, concurrency=concurrency,
+            targets=[allowed_wait(targets.get(k), tuned.waits[k][1]) if k in tuned.waits
+                     else targets.get(k) for k in keys])
     out.checks = checks(out, tq, smooth=smooth)
     return out
 
