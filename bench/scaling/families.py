@@ -24,6 +24,8 @@ gives the oracle's worker-seconds at the targets and at the looser waits (each q
 its target and 0.65 x keda-tuned's p95), both x keda-tuned's: where the first is over 1.5, even
 pods that start at once, sized each minute for the targets, cost more than the cost check allows.
 Several queues are sized in priority order, each for its own target (`bound.priority_bound`).
+A one-queue run's p95 figure also says in how many minutes meeting the target at that minute's
+rate takes more pods than the manifest's maxReplicas (`over_max`): no scaler within it can.
 
     python bench/scaling/families.py [--only batches,onoff] [--concurrency 1,4] [--six]
         [--set key=value ...] [--json results-families.json] [--jobs 2]
@@ -49,6 +51,7 @@ import bound
 import run as bench  # bench/scaling/run.py: the manifest
 
 from taskqueue.api.models import TaskQueue
+from taskqueue.scaling import waitmodel
 from taskqueue.simulate import trace
 from taskqueue.simulate.run import Result, simulate
 from taskqueue.simulate.scalers import KEDA_TUNED, KedaScaler, OperatorScaler
@@ -222,6 +225,9 @@ class Run:
     fleet passing the p95 check would cost."""
     targets: dict[str, float] = field(default_factory=dict)
     checks: list[tuple[str, bool, str]] = field(default_factory=list)
+    over_max: int = 0
+    """Minutes of a one-queue trace in which meeting the target at that minute's rate (M/M/c)
+    takes more pods than the manifest's maxReplicas: no scaler within it meets the target."""
 
 
 def allowed_wait(target: float | None, keda_p95: float) -> float:
@@ -230,13 +236,28 @@ def allowed_wait(target: float | None, keda_p95: float) -> float:
     return max(target or 0.0, KEDA_WAIT * keda_p95)
 
 
-def oracle(arrivals: list[Arrival], *, target: float, concurrency: int) -> float:
-    """bound.py's per-minute M/M/c oracle for a one-queue trace."""
+def _minutes(arrivals: list[Arrival]) -> tuple[list[float], float]:
+    """A one-queue trace's arrival rate in each of bound.py's bins, and its mean service time."""
     bins = [0.0] * math.ceil(DURATION / bound.BIN)
     for a in arrivals:
         bins[min(len(bins) - 1, int(a.at // bound.BIN))] += 1 / bound.BIN
-    mean = sum(a.service for a in arrivals) / len(arrivals)
+    return bins, sum(a.service for a in arrivals) / len(arrivals)
+
+
+def oracle(arrivals: list[Arrival], *, target: float, concurrency: int) -> float:
+    """bound.py's per-minute M/M/c oracle for a one-queue trace."""
+    bins, mean = _minutes(arrivals)
     return bound.wait_bound(bins, service=mean, target=target, concurrency=concurrency)
+
+
+def over_max(arrivals: list[Arrival], *, target: float, concurrency: int,
+             max_replicas: int) -> int:
+    """Minutes in which the fewest slots that keep P(W > target) <= 5 % at that minute's rate
+    (M/M/c) are more than `max_replicas` pods hold."""
+    bins, mean = _minutes(arrivals)
+    return sum(1 for lam in bins if lam > 0 and waitmodel.slots_for_queue(
+        service=mean, load_before=0.0, load_through=lam * mean, load_total=lam * mean,
+        target=target) > max_replicas * concurrency)
 
 
 def queues_oracle(arrivals: list[Arrival], keys: list[str], *, targets: list[float | None],
@@ -297,6 +318,8 @@ def one(job: Job) -> Run:
         # the per-minute M/M/c oracle: a lower bound for smooth traffic; beside other one-queue
         # traces, what a fleet meeting the target at their minute rates would cost
         out.oracle = oracle(arrivals, target=targets[keys[0]], concurrency=concurrency)
+        out.over_max = over_max(arrivals, target=targets[keys[0]], concurrency=concurrency,
+                                max_replicas=tq.spec.scaling.maxReplicas)
         if not smooth and keys[0] in tuned.waits:
             loose = allowed_wait(targets[keys[0]], tuned.waits[keys[0]][1])
             out.loose_oracle = oracle(arrivals, target=loose, concurrency=concurrency)
@@ -332,7 +355,8 @@ def checks(r: Run, tq: TaskQueue, *, smooth: bool) -> list[tuple[str, bool, str]
         for q, target in r.targets.items():
             if q in ours.waits:
                 p95 = ours.waits[q][1]
-                out.append((f"p95 {q}", p95 <= target, f"{p95:.2f} s (target {target:g} s)"))
+                out.append((f"p95 {q}", p95 <= target,
+                            f"{p95:.2f} s (target {target:g} s){_capped(r, tq)}"))
         return out
     cost = ours.worker_seconds / tuned.worker_seconds if tuned.worker_seconds else math.inf
     bounds = ""
@@ -346,15 +370,24 @@ def checks(r: Run, tq: TaskQueue, *, smooth: bool) -> list[tuple[str, bool, str]
         target = r.targets.get(q)
         ok = w[1] <= allowed_wait(target, theirs)
         ratio = f" = {w[1] / theirs:.2f}x" if theirs else ""
-        tail = f", target {target:g} s" if target is not None else ""
+        tail = f", target {target:g} s{_capped(r, tq)}" if target is not None else ""
         out.append((f"p95 {q}", ok, f"{w[1]:.2f} s vs {theirs:.2f} s{ratio}{tail}"))
     return out
+
+
+def _capped(r: Run, tq: TaskQueue) -> str:
+    """The p95 figure's note when the target asks more pods than maxReplicas in some minutes."""
+    if not r.over_max:
+        return ""
+    return (f"; at its rate the target asks more than maxReplicas "
+            f"({tq.spec.scaling.maxReplicas} pods) in {r.over_max} minutes")
 
 
 def as_dict(r: Run) -> dict[str, Any]:
     return {"name": r.name, "family": r.family, "params": r.params,
             "concurrency": r.concurrency, "oracle_worker_seconds": r.oracle,
             "loose_oracle_worker_seconds": r.loose_oracle,
+            "minutes_over_max_replicas": r.over_max,
             "targets": r.targets,
             "operator": _result(r.ours), "keda_tuned": _result(r.tuned),
             "checks": [{"check": c, "met": ok, "figure": f} for c, ok, f in r.checks]}
