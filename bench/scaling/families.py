@@ -236,46 +236,23 @@ def allowed_wait(target: float | None, keda_p95: float) -> float:
     return max(target or 0.0, KEDA_WAIT * keda_p95)
 
 
-def _minutes(arrivals: list[Arrival]) -> tuple[list[float], float]:
-    """A one-queue trace's arrival rate in each of bound.py's bins, and its mean service time."""
-    bins = [0.0] * math.ceil(DURATION / bound.BIN)
-    for a in arrivals:
-        bins[min(len(bins) - 1, int(a.at // bound.BIN))] += 1 / bound.BIN
-    return bins, sum(a.service for a in arrivals) / len(arrivals)
-
-
-def oracle(arrivals: list[Arrival], *, target: float, concurrency: int) -> float:
-    """bound.py's per-minute M/M/c oracle for a one-queue trace."""
-    bins, mean = _minutes(arrivals)
-    return bound.wait_bound(bins, service=mean, target=target, concurrency=concurrency)
-
-
-def over_max(arrivals: list[Arrival], *, target: float, concurrency: int,
+def over_max(binned: bound.Minutes, *, target: float, concurrency: int,
              max_replicas: int) -> int:
-    """Minutes in which the fewest slots that keep P(W > target) <= 5 % at that minute's rate
-    (M/M/c) are more than `max_replicas` pods hold."""
-    bins, mean = _minutes(arrivals)
-    return sum(1 for lam in bins if lam > 0 and waitmodel.slots_for_queue(
+    """Minutes in which the fewest slots that keep P(W > target) <= 5 % at a one-queue trace's
+    rate that minute (M/M/c) are more than `max_replicas` pods hold."""
+    mean = binned.services[0]
+    return sum(1 for lam in binned.rates[0] if lam > 0 and waitmodel.slots_for_queue(
         service=mean, load_before=0.0, load_through=lam * mean, load_total=lam * mean,
         target=target) > max_replicas * concurrency)
 
 
-def queues_oracle(arrivals: list[Arrival], keys: list[str], *, targets: list[float | None],
+def queues_oracle(binned: bound.Minutes, *, targets: list[float | None],
                   concurrency: int) -> float | None:
-    """bound.py's per-minute oracle for queues served in priority order (`keys`, highest
-    first), each queue's p95 under its target; None when a queue with a target got no task."""
-    rates = [[0.0] * math.ceil(DURATION / bound.BIN) for _ in keys]
-    work = [0.0] * len(keys)
-    index = {k: i for i, k in enumerate(keys)}
-    for a in arrivals:
-        k = index[a.queue]
-        rates[k][min(len(rates[k]) - 1, int(a.at // bound.BIN))] += 1 / bound.BIN
-        work[k] += a.service
-    counts = [sum(r) * bound.BIN for r in rates]
-    if any(t is not None and not n for t, n in zip(targets, counts, strict=True)):
+    """bound.py's per-minute oracle for queues served in priority order (highest first), each
+    queue's p95 under its target; None when a queue with a target got no task."""
+    if any(t is not None and not n for t, n in zip(targets, binned.counts, strict=True)):
         return None
-    services = [w / n if n else 0.0 for w, n in zip(work, counts, strict=True)]
-    return bound.priority_bound(rates, services=services, targets=targets,
+    return bound.priority_bound(binned.rates, services=binned.services, targets=targets,
                                 concurrency=concurrency)
 
 
@@ -314,21 +291,25 @@ def one(job: Job) -> Run:
     tuned = simulate(tq, arrivals, KedaScaler(tq, KEDA_TUNED))
     out = Run(name, family, params, concurrency, ours, tuned, targets=targets)
     keys = [q.key for q in tq.spec.queues]
+    binned = bound.minutes(arrivals, keys, duration=DURATION)
     if len(keys) == 1 and keys[0] in targets:
         # the per-minute M/M/c oracle: a lower bound for smooth traffic; beside other one-queue
         # traces, what a fleet meeting the target at their minute rates would cost
-        out.oracle = oracle(arrivals, target=targets[keys[0]], concurrency=concurrency)
-        out.over_max = over_max(arrivals, target=targets[keys[0]], concurrency=concurrency,
+        rates, mean = binned.rates[0], binned.services[0]
+        out.oracle = bound.wait_bound(rates, service=mean, target=targets[keys[0]],
+                                      concurrency=concurrency)
+        out.over_max = over_max(binned, target=targets[keys[0]], concurrency=concurrency,
                                 max_replicas=tq.spec.scaling.maxReplicas)
         if not smooth and keys[0] in tuned.waits:
             loose = allowed_wait(targets[keys[0]], tuned.waits[keys[0]][1])
-            out.loose_oracle = oracle(arrivals, target=loose, concurrency=concurrency)
+            out.loose_oracle = bound.wait_bound(rates, service=mean, target=loose,
+                                                concurrency=concurrency)
     elif targets:
         # several queues: the same per minute, each queue's p95 under its target in priority order
-        out.oracle = queues_oracle(arrivals, keys, targets=[targets.get(k) for k in keys],
+        out.oracle = queues_oracle(binned, targets=[targets.get(k) for k in keys],
                                    concurrency=concurrency)
         out.loose_oracle = queues_oracle(
-            arrivals, keys, concurrency=concurrency,
+            binned, concurrency=concurrency,
             targets=[allowed_wait(targets.get(k), tuned.waits[k][1]) if k in tuned.waits
                      else targets.get(k) for k in keys])
     out.checks = checks(out, tq, smooth=smooth)

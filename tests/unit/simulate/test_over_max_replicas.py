@@ -11,7 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "scaling"))
 
-from families import over_max
+import bound
+from families import DURATION, over_max
 
 from taskqueue.simulate.trace import Arrival
 
@@ -29,5 +30,6 @@ def steady(rate: float, service: float, minutes: int = 60) -> list[Arrival]:
 ])
 def test_minutes_over_max_replicas(scenario: str, rate: float, concurrency: int,
                                    max_replicas: int, minutes: int) -> None:
-    assert over_max(steady(rate, 8.0), target=5.0, concurrency=concurrency,
+    binned = bound.minutes(steady(rate, 8.0), ["tasks"], duration=DURATION)
+    assert over_max(binned, target=5.0, concurrency=concurrency,
                     max_replicas=max_replicas) == minutes, scenario
