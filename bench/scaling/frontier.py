@@ -110,9 +110,16 @@ RUNS: dict[str, tuple[set[str], int, int, int]] = {
     "heavytail-20 c=1 (seed 29)": ({"heavytail-20"}, 1, 24, 29),
     "queues-2 c=1 (seed 29)": ({"queues-2"}, 1, 24, 29),
     "queues-8 c=1 (seed 29)": ({"queues-8"}, 1, 24, 29),
+    # seed 41's cost misses whose oracle at the target is under 1.5x keda-tuned (`--seed 41`)
+    "heavytail-8 c=1 (seed 41)": ({"heavytail-8"}, 1, 24, 41),
+    "queues-4 c=1 (seed 41)": ({"queues-4"}, 1, 24, 41),
+    "queues-8 c=1 (seed 41)": ({"queues-8"}, 1, 24, 41),
+    "queues-12 c=1 (seed 41)": ({"queues-12"}, 1, 24, 41),
+    "ramp-10 c=1 (seed 41)": ({"ramp-10"}, 1, 24, 41),  # smooth: its target is 1.15x the oracle
 }
 """The runs that miss the box on main (docs/benchmarks.md): burst and batch runs, and
-steady-rate runs that miss on cost with their p95 far inside the target."""
+steady-rate runs that miss on cost with their p95 far inside the target; and one smooth run
+that misses its own check (1.15x the oracle), to see what fleets meeting its target cost."""
 
 
 class Fleet:
