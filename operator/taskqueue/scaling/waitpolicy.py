@@ -41,7 +41,8 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
         waitmodel.QueueLoad(key=q, arrival_rate=rates.arrivals.rate(q),
                             queued=obs.backlog.get(q, 0), target_wait=targets.get(q),
                             service=services.get(q), oldest_age=obs.oldest_age(q) or 0.0,
-                            cv2=rates.service.cv2(q), arrival_cv2=rates.arrivals.cv2(q),
+                            cv2=priced_cv2(spec, cv2=rates.service.cv2(q), target=targets.get(q)),
+                            arrival_cv2=rates.arrivals.cv2(q),
                             between_rate=rates.arrivals.rate_between(q),
                             over_budget=not ready and over_budget(rates, q, targets.get(q)),
                             trim=1.0 if ready else (trims or {}).get(q, 1.0))
@@ -53,6 +54,27 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
                                    hold_lulls=lull_budget(spec),
                                    released_before=released_before,
                                    poll=0.0 if ready else spec.pollIntervalSeconds)
+
+
+PRICED_CV2 = 2.0
+"""The most spread of service times (squared coefficient of variation) that the steady sizing
+prices for a queue whose target is at least podStartupSeconds (`priced_cv2`)."""
+
+
+def priced_cv2(spec: ScalingSpec, *, cv2: float | None, target: float | None) -> float | None:
+    """The squared coefficient of variation of a queue's service times as its wait is sized.
+
+    Allen-Cunneen scales the whole wait by (1 + cv2) / 2, a mean wait's factor. On heavy-tailed
+    times the measured cv2 is large and set by a few long tasks, and the steady fleet it asks
+    for holds slots all the time against tasks that come rarely. Where a pod started when the
+    queue grows still comes within the target (a target of at least podStartupSeconds), those
+    tasks are met as they come instead: a slot a long task holds is counted as held
+    (`held_after`) and the measured waits trim or restore the fleet (`trimmed`); the steady
+    sizing prices at most PRICED_CV2. A tighter target keeps the measured cv2: a pod started for
+    a long task comes too late for the tasks queued behind it."""
+    if cv2 is None or target is None or target < spec.podStartupSeconds:
+        return cv2
+    return min(cv2, PRICED_CV2)
 
 
 def reactivation_seconds(spec: ScalingSpec) -> float:

@@ -116,14 +116,15 @@ def test_the_trim_stretches_the_backlog_behind(trim: float, slots: int) -> None:
 
 
 @pytest.mark.parametrize("share, before, after, replicas", [
-    pytest.param(0.0, (), math.e, 4, id="far-inside-trims"),
+    pytest.param(0.0, (), math.e, 3, id="far-inside-trims"),
     pytest.param(0.0, (("tasks", 3.0),), waitpolicy.MAX_TRIM, 3, id="trimmed-to-the-bound"),
-    pytest.param(BETWEEN, (), None, 5, id="holds-untrimmed"),
-    pytest.param(0.06, (("tasks", 3.0),), None, 5, id="over-the-quantile-untrimmed"),
+    pytest.param(BETWEEN, (), None, 4, id="holds-untrimmed"),
+    pytest.param(0.06, (("tasks", 3.0),), None, 4, id="over-the-quantile-untrimmed"),
 ])
 def test_decide_trims_and_names_it(share: float, before: tuple[tuple[str, float], ...],
                                    after: float | None, replicas: int) -> None:
-    # 1 task/s of 2 s tasks (cv2 9) over the last 120 s, 100 of their waits measured
+    # 1 task/s of 2 s tasks (cv2 9, sized as PRICED_CV2: the 5 s target is a start-up) over the
+    # last 120 s, 100 of their waits measured; trimmed, one slot more than the load
     rates = Rates(at=NOW - 120, backlog=(("tasks", 0),), taken=(("tasks", 0),),
                   service=ServiceTimes(totals=(("tasks", 2000.0, 1000),),
                                        totals_sq=(("tasks", 40000.0, 1000),),
