@@ -37,8 +37,8 @@ SMOOTH = ("steady", "diurnal")
 
 @dataclass(frozen=True)
 class Minutes:
-    """A trace binned for the oracles: each queue's arrival rate in each bin (tasks a second)
-    and its mean service time, queues in the manifest's priority order."""
+    """A trace binned for the oracles: each queue's arrival rate in each bin (tasks a second),
+    its mean service time and its number of tasks, queues in the manifest's priority order."""
     rates: list[list[float]]
     services: list[float]
     counts: list[int]

@@ -56,6 +56,12 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
                                    poll=0.0 if ready else spec.pollIntervalSeconds)
 
 
+def comes_in_time(spec: ScalingSpec, target: float) -> bool:
+    """A pod started when a queue's waits grow is up within its `target` (podStartupSeconds
+    <= target): the fleet may then meet rare demand as it comes (`priced_cv2`, `trimmed`)."""
+    return target >= spec.podStartupSeconds
+
+
 PRICED_CV2 = 2.0
 """The most spread of service times (squared coefficient of variation) that the steady sizing
 prices for a queue whose target is at least podStartupSeconds (`priced_cv2`)."""
@@ -72,7 +78,7 @@ def priced_cv2(spec: ScalingSpec, *, cv2: float | None, target: float | None) ->
     (`held_after`) and the measured waits trim or restore the fleet (`trimmed`); the steady
     sizing prices at most PRICED_CV2. A tighter target keeps the measured cv2: a pod started for
     a long task comes too late for the tasks queued behind it."""
-    if cv2 is None or target is None or target < spec.podStartupSeconds:
+    if cv2 is None or target is None or not comes_in_time(spec, target):
         return cv2
     return min(cv2, PRICED_CV2)
 
@@ -234,7 +240,7 @@ def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: 
     out: list[tuple[str, float]] = []
     for q, target in (spec.targetWaitSeconds or {}).items():
         late = after.late_share(q, target)
-        if target < spec.podStartupSeconds or late is None or late > 1 - waitmodel.QUANTILE:
+        if not comes_in_time(spec, target) or late is None or late > 1 - waitmodel.QUANTILE:
             continue
         measured = max(0, now.get(q, 0) - counted.get(q, now.get(q, 0)))
         step = 0.0
