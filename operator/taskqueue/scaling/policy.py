@@ -265,7 +265,7 @@ def decide(
     waits, since = state.rates.waits, state.rates.at
     state = _measure(state, observation, now)
     state = replace(state, wait_trims=waitpolicy.trimmed(
-        spec, state.wait_trims, before=waits, after=state.rates.waits,
+        startup_seconds(spec, state), state.wait_trims, before=waits, after=state.rates.waits,
         dt=0.0 if since is None else observation.at - since))
     if spec.paused:
         return Decision(current, current, f"paused: holding {current}", current, state,

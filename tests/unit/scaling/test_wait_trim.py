@@ -12,7 +12,7 @@ import pytest
 from taskqueue.api.models import ScalingSpec
 from taskqueue.scaling import waitpolicy
 from taskqueue.scaling.observation import QueueObservation
-from taskqueue.scaling.policy import PolicyState, decide
+from taskqueue.scaling.policy import Decision, PolicyState, decide
 from taskqueue.scaling.rates import Rates
 from taskqueue.scaling.service import ServiceTimes
 from taskqueue.scaling.waitmodel import QueueLoad, size_for_wait
@@ -123,8 +123,32 @@ def test_the_trim_stretches_the_backlog_behind(trim: float, slots: int) -> None:
 ])
 def test_decide_trims_and_names_it(share: float, before: tuple[tuple[str, float], ...],
                                    after: float | None, replicas: int) -> None:
-    # 1 task/s of 2 s tasks (cv2 9, sized as PRICED_CV2: the 5 s target is a start-up) over the
-    # last 120 s, 100 of their waits measured; trimmed, one slot more than the load
+    decision = decide_after(share, before)
+    assert dict(decision.state.wait_trims) == ({} if after is None
+                                               else {"tasks": pytest.approx(after)})
+    assert decision.replicas == replicas
+    assert ("trimmed by the measured waits: tasks x" in decision.reason) is (after is not None)
+
+
+@pytest.mark.parametrize("measured, trimmed", [
+    pytest.param(None, False, id="manifest-start-up-over-the-target"),
+    pytest.param(30.0, False, id="measured-slower-the-manifest-stands"),
+    pytest.param(3.0, True, id="measured-start-up-within-the-target"),
+])
+def test_decide_trims_with_the_start_up_it_sizes_with(measured: float | None,
+                                                      trimmed: bool) -> None:
+    # the manifest says pods take 20 s, over the 5 s target; pods measured up in 3 s come in
+    # time, as the sizing (`startup_seconds`) and the cv2 it prices (`priced_cv2`) take them
+    slow = SPEC.model_copy(update={"podStartupSeconds": 20})
+    decision = decide_after(0.0, (), spec=slow, startup=measured)
+    assert bool(decision.state.wait_trims) is trimmed
+
+
+def decide_after(share: float, before: tuple[tuple[str, float], ...], *,
+                 spec: ScalingSpec = SPEC, startup: float | None = None) -> Decision:
+    """One poll of 1 task/s of 2 s tasks (cv2 9, sized as PRICED_CV2: the 5 s target is a
+    start-up) over the last 120 s, 100 of their waits measured, `share` of the last 600 late;
+    `before`: the trims so far, `startup`: the measured pod start-up."""
     rates = Rates(at=NOW - 120, backlog=(("tasks", 0),), taken=(("tasks", 0),),
                   service=ServiceTimes(totals=(("tasks", 2000.0, 1000),),
                                        totals_sq=(("tasks", 40000.0, 1000),),
@@ -135,10 +159,6 @@ def test_decide_trims_and_names_it(share: float, before: tuple[tuple[str, float]
                                    service={"tasks": (2000.0, 1000)},
                                    service_sq={"tasks": (40000.0, 1000)},
                                    waited={"tasks": histogram(share, 600)})
-    state = PolicyState(replicas=6, rates=rates, wait_trims=before)
-    decision = decide(spec=SPEC, observation=observation, state=state, now=NOW, concurrency=1,
-                      queue_order=("tasks",))
-    assert dict(decision.state.wait_trims) == ({} if after is None
-                                               else {"tasks": pytest.approx(after)})
-    assert decision.replicas == replicas
-    assert ("trimmed by the measured waits: tasks x" in decision.reason) is (after is not None)
+    state = PolicyState(replicas=6, rates=rates, wait_trims=before, startup=startup)
+    return decide(spec=spec, observation=observation, state=state, now=NOW, concurrency=1,
+                  queue_order=("tasks",))
