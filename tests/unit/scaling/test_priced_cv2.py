@@ -9,12 +9,7 @@ import pytest
 
 from taskqueue.api.models import ScalingSpec
 from taskqueue.scaling import waitpolicy
-from taskqueue.scaling.observation import QueueObservation
-from taskqueue.scaling.policy import PolicyState, decide
-from taskqueue.scaling.rates import Rates
-from taskqueue.scaling.service import ServiceTimes
-
-NOW = 1_000_000.0
+from tests.helpers.scaling import one_poll
 
 
 def spec(*, target: float = 5.0, startup: int = 5) -> ScalingSpec:
@@ -40,18 +35,7 @@ def test_priced_cv2(cv2: float | None, target: float | None, startup: int,
 def replicas(*, cv2: float, startup: int) -> int:
     """What decide asks for 1 task/s of 2 s tasks with service cv2 `cv2` and a 5 s target (one
     task queued, 6 pods up)."""
-    squares = 1000 * 4.0 * (1 + cv2)
-    rates = Rates(at=NOW - 120, backlog=(("tasks", 0),), taken=(("tasks", 0),),
-                  service=ServiceTimes(totals=(("tasks", 2000.0, 1000),),
-                                       totals_sq=(("tasks", squares, 1000),),
-                                       sums=(("tasks", 600.0, 300.0),),
-                                       sums_sq=(("tasks", squares * 0.3, 300.0),)))
-    observation = QueueObservation(at=NOW, backlog={"tasks": 1}, taken={"tasks": 119},
-                                   service={"tasks": (2000.0, 1000)},
-                                   service_sq={"tasks": (squares, 1000)})
-    return decide(spec=spec(startup=startup), observation=observation,
-                  state=PolicyState(replicas=6, rates=rates), now=NOW, concurrency=1,
-                  queue_order=("tasks",)).replicas
+    return one_poll(spec=spec(startup=startup), cv2=cv2).replicas
 
 
 def test_a_heavy_tail_costs_no_more_than_cv2_2_where_a_pod_comes_in_time() -> None:

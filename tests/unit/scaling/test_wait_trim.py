@@ -11,15 +11,12 @@ import pytest
 
 from taskqueue.api.models import ScalingSpec
 from taskqueue.scaling import waitpolicy
-from taskqueue.scaling.observation import QueueObservation
-from taskqueue.scaling.policy import Decision, PolicyState, decide
-from taskqueue.scaling.rates import Rates
-from taskqueue.scaling.service import ServiceTimes
+from taskqueue.scaling.policy import Decision
 from taskqueue.scaling.waitmodel import QueueLoad, size_for_wait
 from taskqueue.scaling.waits import Waits
 from taskqueue.wire.keys import WAIT_EDGES_SECONDS
+from tests.helpers.scaling import one_poll
 
-NOW = 1_000_000.0
 SPEC = ScalingSpec(maxReplicas=100, targetWaitSeconds={"tasks": 5.0}, podStartupSeconds=5,
                    scaleDownStabilizationSeconds=0)
 
@@ -147,18 +144,7 @@ def test_decide_trims_with_the_start_up_it_sizes_with(measured: float | None,
 def decide_after(share: float, before: tuple[tuple[str, float], ...], *,
                  spec: ScalingSpec = SPEC, startup: float | None = None) -> Decision:
     """One poll of 1 task/s of 2 s tasks (cv2 9, sized as PRICED_CV2: the 5 s target is a
-    start-up) over the last 120 s, 100 of their waits measured, `share` of the last 600 late;
+    start-up), 100 of their waits measured since the last, `share` of the last 600 late;
     `before`: the trims so far, `startup`: the measured pod start-up."""
-    rates = Rates(at=NOW - 120, backlog=(("tasks", 0),), taken=(("tasks", 0),),
-                  service=ServiceTimes(totals=(("tasks", 2000.0, 1000),),
-                                       totals_sq=(("tasks", 40000.0, 1000),),
-                                       sums=(("tasks", 600.0, 300.0),),
-                                       sums_sq=(("tasks", 12000.0, 300.0),)),
-                  waits=waits(0.0, 500))
-    observation = QueueObservation(at=NOW, backlog={"tasks": 1}, taken={"tasks": 119},
-                                   service={"tasks": (2000.0, 1000)},
-                                   service_sq={"tasks": (40000.0, 1000)},
-                                   waited={"tasks": histogram(share, 600)})
-    state = PolicyState(replicas=6, rates=rates, wait_trims=before, startup=startup)
-    return decide(spec=spec, observation=observation, state=state, now=NOW, concurrency=1,
-                  queue_order=("tasks",))
+    return one_poll(spec=spec, waits_before=waits(0.0, 500), waited=histogram(share, 600),
+                    trims=before, startup=startup)
