@@ -17,17 +17,22 @@ decision, a drained pod billed 1.8 s to its exit) with `Fleet`, a scaler with tw
   small fleet from paying a start-up per gap (heavytail-pareto1.5 c=1, 4 pods: 6.38 s with
   0 s, 3.51 s at 1.44x keda-tuned with 5 s, 1.71x with 30 s; its target is 5 s);
 
-in three modes, and a fourth without a decision:
+in four modes, and a fifth without a decision:
 
 | mode     | decides                   | sees                                  | writes land |
 |----------|---------------------------|---------------------------------------|-------------|
 | reactive | every pollIntervalSeconds | what is queued                        | 0.1 s later |
+| warm     | every pollIntervalSeconds | what is queued                        | 0.1 s later |
 | lands    | every tick (0.1 s)        | what is queued                        | at once     |
 | ahead    | every tick                | queued + what arrives within start-up | at once     |
 | fixed    | once, at t=0              | nothing: `pods` pods (hold ignored)   | at once     |
 
-`reactive` is a fleet a poller could run; `lands` the optimistic bound the issue asks for (pods
-started the instant a batch lands: no detection delay); `ahead` a perfect forecast (pods up when
+`reactive` is a fleet a poller could run; `warm` the same fleet keeping the manifest's
+idleCooldownSeconds: one pod stays until that long after the last task queued or in flight, as
+the operator and keda-tuned keep one (a reactive fleet with a short hold goes to zero the
+moment the queue is empty, which a manifest with a cooldown does not ask for); `lands` the
+optimistic bound the issue asks for (pods started the instant a batch lands: no detection
+delay); `ahead` a perfect forecast (pods up when
 the batch lands), the bound of what starting ahead of recurring batches can give; `fixed` a
 constant fleet of `pods` pods up from the start and released once the trace has drained (no
 pod is busy then), the stationary bound for steady-rate traffic (heavytail, queues), where a
@@ -37,7 +42,8 @@ queues, p95 is the worst queue's as a multiple of its allowance) and whether a p
 box; where no point is, the box is out of reach for fleets of this kind on that run. A second
 verdict gives the cheapest point of any mode that meets every queue's own target (the 0.65x
 clause left out): when that costs over 1.5x, the box is entered, if at all, only by missing the
-user's target on purpose, and the miss is the target's rather than the policy's.
+user's target on purpose, and the miss is the target's rather than the policy's. A third gives
+the same two for the `warm` fleets alone: what a poller keeping the manifest's cooldown reaches.
 
     python bench/scaling/frontier.py [--only NAME,...] [--jobs 2] [--json frontier.json]
 
@@ -70,7 +76,7 @@ TICK = 0.1
 PODS = (2, 4, 8, 13, 20, 40)
 HOLDS = (0.0, 5.0, 10.0, 30.0)
 FIXED_PODS = tuple(range(1, 9))
-MODES = ("reactive", "lands", "ahead", "fixed")
+MODES = ("reactive", "lands", "ahead", "fixed", "warm")
 
 
 def grid(mode: str) -> list[tuple[int, float]]:
@@ -124,15 +130,18 @@ that misses its own check (1.15x the oracle), to see what fleets meeting its tar
 
 class Fleet:
     """A scaler of two knobs (module docstring): up to `pods` pods while tasks are queued, idle
-    pods removed after `hold` seconds with nothing queued; in mode `fixed`, `pods` pods from
-    the start until the trace has drained."""
+    pods removed after `hold` seconds with nothing queued; in mode `warm`, one of them kept
+    until idleCooldownSeconds after the last task queued or in flight; in mode `fixed`, `pods`
+    pods from the start until the trace has drained."""
 
     def __init__(self, tq: TaskQueue, *, pods: int, hold: float, mode: str) -> None:
         self.name = f"{mode} pods {pods} hold {hold:g}"
         self.concurrency = tq.spec.worker.concurrency
         self.pods, self.hold = min(pods, tq.spec.scaling.maxReplicas), hold
         self.fixed, self.started = mode == "fixed", False
-        reactive = mode == "reactive"
+        reactive = mode in ("reactive", "warm")
+        self.cooldown = tq.spec.scaling.idleCooldownSeconds if mode == "warm" else 0.0
+        self.last_active = -math.inf
         self.every = tq.spec.scaling.pollIntervalSeconds if reactive else TICK
         self.delay = API_DELAY_SECONDS if reactive else 0.0
         self.lead = tq.spec.scaling.podStartupSeconds if mode == "ahead" else 0.0
@@ -166,6 +175,8 @@ class Fleet:
             queued, i = queued + 1, i + 1
         live = world.live()
         current = world.spec_replicas
+        if queued or any(p.in_flight() for p in live):
+            self.last_active = t
         if queued:
             held = sum(p.in_flight() for p in live)
             want = max(current, min(self.pods, math.ceil((held + queued) / self.concurrency)))
@@ -181,6 +192,9 @@ class Fleet:
         costs = {p.name: "1" if p.ready_at <= t and (
             p.in_flight() or t - max(p.free_at, default=p.ready_at) < self.hold) else "0"
             for p in live}
+        if t - self.last_active < self.cooldown and live and "1" not in costs.values():
+            # within the cooldown: one pod stays (the one up longest)
+            costs[min(live, key=lambda p: p.ready_at).name] = "1"
         keep = sum(1 for c in costs.values() if c == "1")
         if keep < current:
             world.set_costs(costs)
@@ -306,10 +320,11 @@ def _waits(p: Point, box: Box) -> str:
 
 def verdict(box: Box, points: list[Point]) -> str:
     inside = {m: [p for p in points if p.mode == m and p.inside(box)] for m in MODES}
-    if inside["reactive"]:
-        best = min(inside["reactive"], key=lambda p: p.cost)
-        return (f"reachable: reactive pods {best.pods} hold {best.hold:g} "
-                f"({best.cost:.2f}x, {_waits(best, box)})")
+    for mode in ("reactive", "warm"):
+        if inside[mode]:
+            best = min(inside[mode], key=lambda p: p.cost)
+            return (f"reachable: {mode} pods {best.pods} hold {best.hold:g} "
+                    f"({best.cost:.2f}x, {_waits(best, box)})")
     if inside["fixed"]:
         best = min(inside["fixed"], key=lambda p: p.cost)
         return f"reachable: fixed pods {best.pods} ({best.cost:.2f}x, {_waits(best, box)})"
@@ -346,6 +361,23 @@ def target_met(box: Box, points: list[Point]) -> tuple[str, Point | None]:
     return f"target met from {best.cost:.2f}x ({_knobs(best)}): {tail}", best
 
 
+def warm_verdict(box: Box, points: list[Point]) -> str:
+    """The cheapest `warm` point in the box and the cheapest meeting every queue's target:
+    what a poller that keeps the manifest's cooldown reaches."""
+    warm = [p for p in points if p.mode == "warm"]
+    inside = [p for p in warm if p.inside(box)]
+    met = [p for p in warm if box.met(p.waits)]
+    if inside:
+        best = min(inside, key=lambda p: p.cost)
+        reach = f"in the box from {best.cost:.2f}x ({_settings(best)}, {_waits(best, box)})"
+    else:
+        reach = "not in the box"
+    if not met:
+        return f"{reach}; the target met by none"
+    cheapest = min(met, key=lambda p: (p.cost, p.p95))
+    return f"{reach}; the target met from {cheapest.cost:.2f}x ({_settings(cheapest)})"
+
+
 def _per_queue(seconds: dict[str, float]) -> str:
     """Seconds per queue: the figure alone for one queue, each queue's for several."""
     if len(seconds) == 1:
@@ -380,8 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         by_run[n].append(p)
     print("| run | box: cost <= 1.5x, p95 <= | keda-tuned | operator (this checkout) | "
           + " | ".join(f"{m} frontier: cost x keda-tuned / p95 (pods, hold s)" for m in MODES)
-          + " | verdict | meeting the target |")
-    print("|---|---|---|---|" + "---|" * len(MODES) + "---|---|")
+          + " | verdict | meeting the target | keeping the cooldown (warm) |")
+    print("|---|---|---|---|" + "---|" * len(MODES) + "---|---|---|")
     out: list[dict[str, Any]] = []
     for n in names:
         box, ours = refs[n]
@@ -392,12 +424,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {n} | {_per_queue(box.allowances)} | {box.keda_seconds:,.0f} worker-s, "
               f"{_per_queue(box.keda_p95)}"
               f" | {ours.cost:.2f}x/{_waits(ours, box)} | " + " | ".join(cells)
-              + f" | {why} | {met} |")
+              + f" | {why} | {met} | {warm_verdict(box, by_run[n])} |")
         out.append({"run": n, "box_p95": box.allowances, "keda_tuned": {
             "worker_seconds": box.keda_seconds, "p95": box.keda_p95}, "targets": box.targets,
             "operator": {"cost": ours.cost, "p95": ours.waits},
             "verdict": why, "target_met": {"verdict": met, "cheapest": (
                 None if cheapest is None else cheapest.__dict__)},
+            "warm": warm_verdict(box, by_run[n]),
             "points": [p.__dict__ for p in by_run[n]]})
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")
