@@ -58,7 +58,7 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
 
 def comes_in_time(spec: ScalingSpec, target: float) -> bool:
     """A pod started when a queue's waits grow is up within its `target` (podStartupSeconds
-    <= target): the fleet may then meet rare demand as it comes (`priced_cv2`, `trimmed`)."""
+    <= target): the fleet may then meet rare demand as it comes (`priced_cv2`, `max_trim`)."""
     return target >= spec.podStartupSeconds
 
 
@@ -213,6 +213,35 @@ TRIM_SECONDS = 120.0
 at 15 tasks/s, 100 waits come in 7 s, less than a pod takes to start when the share rises."""
 MAX_TRIM = 8.0
 """The most the measured waits stretch a queue's target in its steady sizing."""
+TIGHT_MAX_TRIM = 2.0
+"""The most they stretch a target under podStartupSeconds (`max_trim`)."""
+TIGHT_TRIM_BELOW = 0.03
+TIGHT_GIVE_BACK_ABOVE = 0.035
+"""TRIM_BELOW and GIVE_BACK_ABOVE for a target under podStartupSeconds: room under the
+quantile's 5 % for the tasks that come while a pod the trim took away is on its way back (at
+4 % and 4.5 %, ramps with 2 s targets and 5 s start-ups in `bench/scaling/families.py` went
+just over them: 2.01-2.05 s)."""
+TIGHT_LAG_TARGETS = 4.0
+"""A target under podStartupSeconds is trimmed only where a pod the trim took away is back
+within this many targets (`max_trim`)."""
+
+
+def max_trim(spec: ScalingSpec, target: float) -> float:
+    """The most the measured waits may stretch a queue's `target` (`trimmed`; 1: not at all).
+
+    Where a pod comes in time (`comes_in_time`), MAX_TRIM. Under a start-up, a pod the trim
+    took away comes back a poll and a start-up after the late share rises, too late for the
+    tasks queued meanwhile: such a target is trimmed at most TIGHT_MAX_TRIM (within
+    TIGHT_TRIM_BELOW and TIGHT_GIVE_BACK_ABOVE), and only where that lag is at most
+    TIGHT_LAG_TARGETS targets. On `bench/scaling/families.py`, 2 s targets with 5 s start-ups
+    (a lag of 3.5 targets) are met trimmed; in `bench/scaling/sweep.py`, 20 s start-ups with
+    1 s and 5 s targets (lags of 22 and 4.4 targets) went late trimmed (42 -> 50 runs over
+    their target)."""
+    if comes_in_time(spec, target):
+        return MAX_TRIM
+    if spec.pollIntervalSeconds + spec.podStartupSeconds <= TIGHT_LAG_TARGETS * target:
+        return TIGHT_MAX_TRIM
+    return 1.0
 
 
 def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: Waits,
@@ -230,25 +259,26 @@ def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: 
     fewer than TRIM_BELOW of the queue's recent tasks are late, holds between, shrinks four
     times as fast over GIVE_BACK_ABOVE, and is gone at once over the quantile's 5 % or while
     the share is not trusted (too few waits, a reset stats hash). Bursts are still started
-    within the real target. Only a queue whose target is at least podStartupSeconds is
-    trimmed: a pod the trim took away comes back a start-up after the share rises, which for a
-    tighter target is too late for the tasks in between (in `bench/scaling/sweep.py`, five
-    runs with 20 s start-ups and 1-5 s targets went late)."""
+    within the real target. A target under a start-up is trimmed less or not at all
+    (`max_trim`)."""
     old = dict(trims)
     counted = {q: counts[0] for q, counts in before.totals if counts}
     now = {q: counts[0] for q, counts in after.totals if counts}
     out: list[tuple[str, float]] = []
     for q, target in (spec.targetWaitSeconds or {}).items():
         late = after.late_share(q, target)
-        if not comes_in_time(spec, target) or late is None or late > 1 - waitmodel.QUANTILE:
+        most = max_trim(spec, target)
+        if most <= 1.0 or late is None or late > 1 - waitmodel.QUANTILE:
             continue
         measured = max(0, now.get(q, 0) - counted.get(q, now.get(q, 0)))
         step = 0.0
-        if late < TRIM_BELOW:
+        below, above = ((TRIM_BELOW, GIVE_BACK_ABOVE) if comes_in_time(spec, target)
+                        else (TIGHT_TRIM_BELOW, TIGHT_GIVE_BACK_ABOVE))
+        if late < below:
             step = min(measured / TRIM_TASKS, max(0.0, dt) / TRIM_SECONDS)
-        elif late > GIVE_BACK_ABOVE:
+        elif late > above:
             step = -4 * measured / TRIM_TASKS
-        trim = min(MAX_TRIM, old.get(q, 1.0) * math.exp(step))
+        trim = min(most, old.get(q, 1.0) * math.exp(step))
         if trim > 1.0:
             out.append((q, trim))
     return tuple(out)
