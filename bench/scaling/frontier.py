@@ -175,10 +175,10 @@ class Fleet:
             queued, i = queued + 1, i + 1
         live = world.live()
         current = world.spec_replicas
-        if queued or any(p.in_flight() for p in live):
+        held = sum(p.in_flight() for p in live)
+        if queued or held:
             self.last_active = t
         if queued:
-            held = sum(p.in_flight() for p in live)
             want = max(current, min(self.pods, math.ceil((held + queued) / self.concurrency)))
             if want > current and not self.pending:
                 if self.delay > 0:
@@ -421,16 +421,17 @@ def main(argv: list[str] | None = None) -> int:
             [p for p in by_run[n] if p.mode == m], box)) for m in MODES]
         why = verdict(box, by_run[n])
         met, cheapest = target_met(box, by_run[n])
+        warm = warm_verdict(box, by_run[n])
         print(f"| {n} | {_per_queue(box.allowances)} | {box.keda_seconds:,.0f} worker-s, "
               f"{_per_queue(box.keda_p95)}"
               f" | {ours.cost:.2f}x/{_waits(ours, box)} | " + " | ".join(cells)
-              + f" | {why} | {met} | {warm_verdict(box, by_run[n])} |")
+              + f" | {why} | {met} | {warm} |")
         out.append({"run": n, "box_p95": box.allowances, "keda_tuned": {
             "worker_seconds": box.keda_seconds, "p95": box.keda_p95}, "targets": box.targets,
             "operator": {"cost": ours.cost, "p95": ours.waits},
             "verdict": why, "target_met": {"verdict": met, "cheapest": (
                 None if cheapest is None else cheapest.__dict__)},
-            "warm": warm_verdict(box, by_run[n]),
+            "warm": warm,
             "points": [p.__dict__ for p in by_run[n]]})
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")

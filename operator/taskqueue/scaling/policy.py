@@ -264,13 +264,14 @@ def decide(
         return _on_redis_error(spec, state)
     waits, since = state.rates.waits, state.rates.at
     state = _measure(state, observation, now)
+    sized = startup_seconds(spec, state)
     state = replace(state, wait_trims=waitpolicy.trimmed(
-        startup_seconds(spec, state), state.wait_trims, before=waits, after=state.rates.waits,
+        sized, state.wait_trims, before=waits, after=state.rates.waits,
         dt=0.0 if since is None else observation.at - since))
     if spec.paused:
         return Decision(current, current, f"paused: holding {current}", current, state,
                         Rule.PAUSED)
-    rec = _recommend(spec, observation, state, now,
+    rec = _recommend(sized, observation, state, now,
                      _Fleet(concurrency, queue_order or tuple(observation.backlog), flow))
     recommendation, why = rec.replicas, rec.why
     window = spec.scaleDownStabilizationSeconds
@@ -427,8 +428,9 @@ class _Recommendation:
 def _recommend(
     spec: ScalingSpec, obs: QueueObservation, state: PolicyState, now: float, fleet: _Fleet
 ) -> _Recommendation:
+    """The recommendation for this poll; `spec` with the start-up as measured
+    (`startup_seconds`), as the trims of this poll were judged."""
     waited = frozenset(spec.targetWaitSeconds or {})
-    spec = startup_seconds(spec, state)
     standing = waitpolicy.standing_slots(spec, obs, replicas=state.replicas,
                                          scale_ups=state.scale_ups,
                                          concurrency=fleet.concurrency, now=now,

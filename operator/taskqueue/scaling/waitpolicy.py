@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from taskqueue.api.models import ScalingSpec
 from taskqueue.scaling import waitmodel
@@ -58,7 +59,7 @@ def sizing(spec: ScalingSpec, rates: Rates, obs: QueueObservation,
 
 def comes_in_time(spec: ScalingSpec, target: float) -> bool:
     """A pod started when a queue's waits grow is up within its `target` (podStartupSeconds
-    <= target): the fleet may then meet rare demand as it comes (`priced_cv2`, `max_trim`)."""
+    <= target): the fleet may then meet rare demand as it comes (`priced_cv2`, `trim_bounds`)."""
     return target >= spec.podStartupSeconds
 
 
@@ -214,7 +215,7 @@ at 15 tasks/s, 100 waits come in 7 s, less than a pod takes to start when the sh
 MAX_TRIM = 8.0
 """The most the measured waits stretch a queue's target in its steady sizing."""
 TIGHT_MAX_TRIM = 2.0
-"""The most they stretch a target under podStartupSeconds (`max_trim`)."""
+"""The most they stretch a target under podStartupSeconds (`trim_bounds`)."""
 TIGHT_TRIM_BELOW = 0.03
 TIGHT_GIVE_BACK_ABOVE = 0.035
 """TRIM_BELOW and GIVE_BACK_ABOVE for a target under podStartupSeconds: room under the
@@ -223,25 +224,37 @@ quantile's 5 % for the tasks that come while a pod the trim took away is on its 
 just over them: 2.01-2.05 s)."""
 TIGHT_LAG_TARGETS = 4.0
 """A target under podStartupSeconds is trimmed only where a pod the trim took away is back
-within this many targets (`max_trim`)."""
+within this many targets (`trim_bounds`)."""
 
 
-def max_trim(spec: ScalingSpec, target: float) -> float:
-    """The most the measured waits may stretch a queue's `target` (`trimmed`; 1: not at all).
+class TrimBounds(NamedTuple):
+    """How a queue's trim moves (`trimmed`): it grows while under `below` of the queue's recent
+    tasks are late, gives back over `give_back`, and stretches the target at most `most`."""
 
-    Where a pod comes in time (`comes_in_time`), MAX_TRIM. Under a start-up, a pod the trim
+    below: float
+    give_back: float
+    most: float
+
+
+IN_TIME_TRIM = TrimBounds(TRIM_BELOW, GIVE_BACK_ABOVE, MAX_TRIM)
+TIGHT_TRIM = TrimBounds(TIGHT_TRIM_BELOW, TIGHT_GIVE_BACK_ABOVE, TIGHT_MAX_TRIM)
+
+
+def trim_bounds(spec: ScalingSpec, target: float) -> TrimBounds | None:
+    """How the measured waits may trim a queue with `target` (None: not at all).
+
+    Where a pod comes in time (`comes_in_time`), IN_TIME_TRIM. Under a start-up, a pod the trim
     took away comes back a poll and a start-up after the late share rises, too late for the
-    tasks queued meanwhile: such a target is trimmed at most TIGHT_MAX_TRIM (within
-    TIGHT_TRIM_BELOW and TIGHT_GIVE_BACK_ABOVE), and only where that lag is at most
-    TIGHT_LAG_TARGETS targets. On `bench/scaling/families.py`, 2 s targets with 5 s start-ups
-    (a lag of 3.5 targets) are met trimmed; in `bench/scaling/sweep.py`, 20 s start-ups with
-    1 s and 5 s targets (lags of 22 and 4.4 targets) went late trimmed (42 -> 50 runs over
-    their target)."""
+    tasks queued meanwhile: such a target is trimmed within TIGHT_TRIM, and only where that lag
+    is at most TIGHT_LAG_TARGETS targets. On `bench/scaling/families.py`, 2 s targets with 5 s
+    start-ups (a lag of 3.5 targets) are met trimmed; in `bench/scaling/sweep.py`, 20 s
+    start-ups with 1 s and 5 s targets (lags of 22 and 4.4 targets) went late trimmed (42 -> 50
+    runs over their target)."""
     if comes_in_time(spec, target):
-        return MAX_TRIM
+        return IN_TIME_TRIM
     if spec.pollIntervalSeconds + spec.podStartupSeconds <= TIGHT_LAG_TARGETS * target:
-        return TIGHT_MAX_TRIM
-    return 1.0
+        return TIGHT_TRIM
+    return None
 
 
 def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: Waits,
@@ -260,25 +273,23 @@ def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: 
     times as fast over GIVE_BACK_ABOVE, and is gone at once over the quantile's 5 % or while
     the share is not trusted (too few waits, a reset stats hash). Bursts are still started
     within the real target. A target under a start-up is trimmed less or not at all
-    (`max_trim`)."""
+    (`trim_bounds`)."""
     old = dict(trims)
     counted = {q: counts[0] for q, counts in before.totals if counts}
     now = {q: counts[0] for q, counts in after.totals if counts}
     out: list[tuple[str, float]] = []
     for q, target in (spec.targetWaitSeconds or {}).items():
         late = after.late_share(q, target)
-        most = max_trim(spec, target)
-        if most <= 1.0 or late is None or late > 1 - waitmodel.QUANTILE:
+        bounds = trim_bounds(spec, target)
+        if bounds is None or late is None or late > 1 - waitmodel.QUANTILE:
             continue
         measured = max(0, now.get(q, 0) - counted.get(q, now.get(q, 0)))
         step = 0.0
-        below, above = ((TRIM_BELOW, GIVE_BACK_ABOVE) if comes_in_time(spec, target)
-                        else (TIGHT_TRIM_BELOW, TIGHT_GIVE_BACK_ABOVE))
-        if late < below:
+        if late < bounds.below:
             step = min(measured / TRIM_TASKS, max(0.0, dt) / TRIM_SECONDS)
-        elif late > above:
+        elif late > bounds.give_back:
             step = -4 * measured / TRIM_TASKS
-        trim = min(most, old.get(q, 1.0) * math.exp(step))
+        trim = min(bounds.most, old.get(q, 1.0) * math.exp(step))
         if trim > 1.0:
             out.append((q, trim))
     return tuple(out)

@@ -27,8 +27,8 @@ def histogram(share: float, total: int, target: float = 5.0) -> tuple[int, ...]:
     return (total, *(over if edge <= target else 0 for edge in WAIT_EDGES_SECONDS))
 
 
-def waits(share: float, total: int) -> Waits:
-    counts = histogram(share, total)
+def waits(share: float, total: int, target: float = 5.0) -> Waits:
+    counts = histogram(share, total, target)
     return Waits(totals=(("tasks", counts),),
                             sums=(("tasks", tuple(map(float, counts))),))
 
@@ -74,19 +74,19 @@ def test_untrusted_shares_trim_nothing(spec: ScalingSpec, after: Waits) -> None:
                               after=after, dt=2.0) == ()
 
 
-@pytest.mark.parametrize("target, startup, most", [
-    pytest.param(5.0, 5, waitpolicy.MAX_TRIM, id="a-pod-comes-in-time"),
-    pytest.param(2.0, 5, waitpolicy.TIGHT_MAX_TRIM, id="back-in-3.5-targets"),
-    pytest.param(1.75, 5, waitpolicy.TIGHT_MAX_TRIM, id="back-in-4-targets"),
-    pytest.param(1.0, 5, 1.0, id="back-in-7-targets-untrimmed"),
-    pytest.param(5.0, 20, 1.0, id="back-in-4.4-targets-untrimmed"),
+@pytest.mark.parametrize("target, startup, bounds", [
+    pytest.param(5.0, 5, waitpolicy.IN_TIME_TRIM, id="a-pod-comes-in-time"),
+    pytest.param(2.0, 5, waitpolicy.TIGHT_TRIM, id="back-in-3.5-targets"),
+    pytest.param(1.75, 5, waitpolicy.TIGHT_TRIM, id="back-in-4-targets"),
+    pytest.param(1.0, 5, None, id="back-in-7-targets-untrimmed"),
+    pytest.param(5.0, 20, None, id="back-in-4.4-targets-untrimmed"),
 ])
-def test_a_target_under_a_start_up_is_trimmed_less_or_not(target: float, startup: int,
-                                                         most: float) -> None:
+def test_a_target_under_a_start_up_is_trimmed_less_or_not(
+        target: float, startup: int, bounds: waitpolicy.TrimBounds | None) -> None:
     # a pod the trim took away is back a poll (2 s) and a start-up after the share rises
     spec = SPEC.model_copy(update={"podStartupSeconds": startup,
                                    "targetWaitSeconds": {"tasks": target}})
-    assert waitpolicy.max_trim(spec, target) == most
+    assert waitpolicy.trim_bounds(spec, target) == bounds
 
 
 TIGHT_BETWEEN = (waitpolicy.TIGHT_TRIM_BELOW + waitpolicy.TIGHT_GIVE_BACK_ABOVE) / 2
@@ -102,15 +102,9 @@ TIGHT_BETWEEN = (waitpolicy.TIGHT_TRIM_BELOW + waitpolicy.TIGHT_GIVE_BACK_ABOVE)
 ])
 def test_trimmed_under_a_start_up(before: float, share: float, trim: float | None) -> None:
     spec = SPEC.model_copy(update={"targetWaitSeconds": {"tasks": 2.0}})
-    out = waitpolicy.trimmed(spec, (("tasks", before),), before=tight_waits(0.0, 500),
-                             after=tight_waits(share, 600), dt=120.0)
+    out = waitpolicy.trimmed(spec, (("tasks", before),), before=waits(0.0, 500, 2.0),
+                             after=waits(share, 600, 2.0), dt=120.0)
     assert dict(out) == ({} if trim is None else {"tasks": pytest.approx(trim)})
-
-
-def tight_waits(share: float, total: int) -> Waits:
-    """`waits` for a 2 s target."""
-    counts = histogram(share, total, 2.0)
-    return Waits(totals=(("tasks", counts),), sums=(("tasks", tuple(map(float, counts))),))
 
 
 def heavy(trim: float = 1.0, *, queued: int = 0, age: float = 0.0) -> QueueLoad:
@@ -169,7 +163,7 @@ def test_decide_trims_and_names_it(share: float, before: tuple[tuple[str, float]
 def test_decide_trims_a_2s_target_at_most_2x() -> None:
     # 1 task/s of 2 s tasks, every recent wait under 2 s, pods up in 5 s + a 2 s poll
     spec = SPEC.model_copy(update={"targetWaitSeconds": {"tasks": 2.0}})
-    decision = one_poll(spec=spec, waits_before=tight_waits(0.0, 500),
+    decision = one_poll(spec=spec, waits_before=waits(0.0, 500, 2.0),
                         waited=histogram(0.0, 600, 2.0))
     assert dict(decision.state.wait_trims) == {"tasks": waitpolicy.TIGHT_MAX_TRIM}
     assert "trimmed by the measured waits: tasks x2" in decision.reason
