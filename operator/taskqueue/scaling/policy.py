@@ -267,7 +267,7 @@ def decide(
     sized = startup_seconds(spec, state)
     state = replace(state, wait_trims=waitpolicy.trimmed(
         sized, state.wait_trims, before=waits, after=state.rates.waits,
-        dt=0.0 if since is None else observation.at - since))
+        dt=0.0 if since is None else observation.at - since, queue_order=queue_order))
     if spec.paused:
         return Decision(current, current, f"paused: holding {current}", current, state,
                         Rule.PAUSED)

@@ -12,7 +12,7 @@ from taskqueue.api.models import ScalingSpec
 from taskqueue.scaling import waitmodel
 from taskqueue.scaling.observation import QueueObservation
 from taskqueue.scaling.rates import Rates
-from taskqueue.scaling.waits import Waits
+from taskqueue.scaling.waits import WAIT_MEMORY_TASKS, Waits
 
 MIN_SERVICE_SECONDS = 0.001
 """The least service time the wait model is given: the resolution of the workers' reports
@@ -208,7 +208,8 @@ TRIM_TASKS = 100.0
 """The trim grows by a factor e per this many measured waits (and at most TRIM_SECONDS) while
 the late share stays under TRIM_BELOW, and gives back four times as fast over GIVE_BACK_ABOVE:
 slow enough that the waits of the trimmed fleet are measured (the late share is that of the
-last ~600 tasks) before it goes much further."""
+last ~600 tasks) before it goes much further. The waits counted for growth are the queue's own
+and those of the queues after it that meet its target with room too (`_confirming`)."""
 TRIM_SECONDS = 120.0
 """The trim grows by a factor e in no less than this many seconds, however many tasks arrive:
 at 15 tasks/s, 100 waits come in 7 s, less than a pod takes to start when the share rises."""
@@ -257,8 +258,43 @@ def trim_bounds(spec: ScalingSpec, target: float) -> TrimBounds | None:
     return None
 
 
+def chance_over(bound: float, measured: float) -> float:
+    """How much further over `bound` a late share drawn from `measured` waits strays by chance
+    than one from a full histogram (WAIT_MEMORY_TASKS waits) does: one standard error of a
+    binomial share at `bound`, sqrt(b (1 - b) / n), less a full histogram's.
+
+    The trim's bounds were set on full histograms (`bench/scaling/families.py`: ramps with 2 s
+    targets go late at a give-back of 4.5 %, not at 3.5 %); a queue with few tasks measures a
+    noisier share. On a queue taking 0.04 tasks/s, 2 late of 34 (5.9 %) took its trim away at
+    once, and it took most of an hour to regrow; its share is judged against the bounds plus
+    this (at a bound of 5 %: 2.85 points at 34 waits, 0.9 at 150, none at 600)."""
+    if measured <= 0:
+        return 0.0
+    spread = math.sqrt(bound * (1 - bound))
+    return spread * max(0.0, 1 / math.sqrt(measured) - 1 / math.sqrt(WAIT_MEMORY_TASKS))
+
+
+def _confirming(queue: str, target: float, below: float, *, after_it: tuple[str, ...],
+                waits: Waits, measured: Mapping[str, int]) -> int:
+    """The waits measured since the last observation that say `queue`'s `target` is met with
+    room: its own, and those of the queues after it in priority order (`after_it`), as far as
+    each of them has under `below` of its recent tasks waiting longer than `target`. On the
+    same fleet a task of a lower queue waits at least as long as one of `queue` would
+    (non-preemptive priority starts `queue`'s first), so its waits inside the target speak for
+    `queue` too: a high queue taking a small share of the tasks (0.04 tasks/s, with 100 waits
+    per factor e) trims at its neighbours' pace, not over hours."""
+    count = measured.get(queue, 0)
+    for lower in after_it:
+        share = waits.late_share(lower, target)
+        if share is None or share >= below:
+            break
+        count += measured.get(lower, 0)
+    return count
+
+
 def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: Waits,
-            after: Waits, dt: float) -> tuple[tuple[str, float], ...]:
+            after: Waits, dt: float,
+            queue_order: tuple[str, ...] = ()) -> tuple[tuple[str, float], ...]:
     """Each queue's trim of its steady sizing after an observation (the queues with one > 1).
 
     The wait model sizes a queue's steady fleet for P(W > target) <= 5 % from the measured
@@ -268,27 +304,38 @@ def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: 
     fleet beats the target by far and pays for it. The trim is a bounded, slow correction from
     what the workers measured: the factor (1 to MAX_TRIM) the steady sizing stretches the
     queue's target by (`waitmodel.QueueLoad.trim`). It grows with each wait measured (over
-    the `dt` seconds since the last observation, at most e per TRIM_SECONDS) while
+    the `dt` seconds since the last observation, at most e per TRIM_SECONDS; the waits of the
+    queues after it count too where they meet its target with room: `_confirming`) while
     fewer than TRIM_BELOW of the queue's recent tasks are late, holds between, shrinks four
     times as fast over GIVE_BACK_ABOVE, and is gone at once over the quantile's 5 % or while
-    the share is not trusted (too few waits, a reset stats hash). Bursts are still started
+    the share is not trusted (too few waits, a reset stats hash); a share from few waits is
+    judged over those two with its extra noise (`chance_over`). Bursts are still started
     within the real target. A target under a start-up is trimmed less or not at all
-    (`trim_bounds`)."""
+    (`trim_bounds`). `queue_order`: the queue keys in priority order (default: the targets')."""
     old = dict(trims)
     counted = {q: counts[0] for q, counts in before.totals if counts}
     now = {q: counts[0] for q, counts in after.totals if counts}
+    measured = {q: max(0, n - counted.get(q, n)) for q, n in now.items()}
+    targets = spec.targetWaitSeconds or {}
+    order = queue_order or tuple(targets)
     out: list[tuple[str, float]] = []
-    for q, target in (spec.targetWaitSeconds or {}).items():
+    for q, target in targets.items():
         late = after.late_share(q, target)
         bounds = trim_bounds(spec, target)
-        if bounds is None or late is None or late > 1 - waitmodel.QUANTILE:
+        if bounds is None or late is None:
             continue
-        measured = max(0, now.get(q, 0) - counted.get(q, now.get(q, 0)))
+        n = after.counted(q)
+        allowed = 1 - waitmodel.QUANTILE
+        if late > allowed + chance_over(allowed, n):
+            continue
         step = 0.0
         if late < bounds.below:
-            step = min(measured / TRIM_TASKS, max(0.0, dt) / TRIM_SECONDS)
-        elif late > bounds.give_back:
-            step = -4 * measured / TRIM_TASKS
+            after_it = order[order.index(q) + 1:] if q in order else ()
+            confirming = _confirming(q, target, bounds.below, after_it=after_it, waits=after,
+                                     measured=measured)
+            step = min(confirming / TRIM_TASKS, max(0.0, dt) / TRIM_SECONDS)
+        elif late > bounds.give_back + chance_over(bounds.give_back, n):
+            step = -4 * measured.get(q, 0) / TRIM_TASKS
         trim = min(bounds.most, old.get(q, 1.0) * math.exp(step))
         if trim > 1.0:
             out.append((q, trim))

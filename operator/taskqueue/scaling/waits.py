@@ -47,6 +47,12 @@ class Waits:
         sums = self._trusted(queue)
         return None if sums is None else _over(sums, target) / sums[0]
 
+    def counted(self, queue: str) -> float:
+        """The measured waits (decayed) `queue`'s late share and quantiles are drawn from: at
+        most about WAIT_MEMORY_TASKS; 0 until MIN_WAITED."""
+        sums = self._trusted(queue)
+        return 0.0 if sums is None else sums[0]
+
     def _trusted(self, queue: str) -> tuple[float, ...] | None:
         """`queue`'s decayed wait histogram once it holds MIN_WAITED waits."""
         for q, sums in self.sums:

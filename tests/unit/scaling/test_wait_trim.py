@@ -107,6 +107,58 @@ def test_trimmed_under_a_start_up(before: float, share: float, trim: float | Non
     assert dict(out) == ({} if trim is None else {"tasks": pytest.approx(trim)})
 
 
+@pytest.mark.parametrize("bound, measured, extra", [
+    pytest.param(0.05, 36.0, math.sqrt(0.05 * 0.95) * (1 / 6 - 1 / math.sqrt(600)),
+                 id="36-waits-2.7-points"),
+    pytest.param(0.035, 230.0, math.sqrt(0.035 * 0.965) * (1 / math.sqrt(230)
+                                                          - 1 / math.sqrt(600)),
+                 id="230-waits-half-a-point"),
+    pytest.param(0.05, 600.0, 0.0, id="a-full-histogram-none"),
+    pytest.param(0.05, 900.0, 0.0, id="never-negative"),
+    pytest.param(0.05, 0.0, 0.0, id="no-waits-none"),
+])
+def test_chance_over(bound: float, measured: float, extra: float) -> None:
+    assert waitpolicy.chance_over(bound, measured) == pytest.approx(extra)
+
+
+@pytest.mark.parametrize("late, total, trim", [
+    # a 2 s target under a 5 s start-up: given back over 3.5 %, gone over 5 %; 10 new waits
+    pytest.param(2, 36, 1.5, id="2-late-of-36-is-noise-the-trim-holds"),
+    pytest.param(4, 36, None, id="4-late-of-36-is-over-the-quantile-gone"),
+    pytest.param(33, 600, None, id="5.5-percent-of-600-gone"),
+    pytest.param(24, 600, 1.5 * math.exp(-4 * 10 / 100), id="4-percent-of-600-gives-back"),
+])
+def test_a_share_from_few_waits_is_judged_with_its_noise(late: int, total: int,
+                                                         trim: float | None) -> None:
+    spec = SPEC.model_copy(update={"targetWaitSeconds": {"tasks": 2.0}})
+    out = waitpolicy.trimmed(spec, (("tasks", 1.5),), before=waits(0.0, total - 10, 2.0),
+                             after=waits(late / total, total, 2.0), dt=2.0)
+    assert dict(out) == ({} if trim is None else {"tasks": pytest.approx(trim)})
+
+
+def two_queues(*, hi: tuple[int, int], lo: tuple[int, int]) -> Waits:
+    """The histograms of queues "hi" and "lo": (waits, late against 5 s) each."""
+    counts = {q: (n, *(late if edge <= 5.0 else 0 for edge in WAIT_EDGES_SECONDS))
+              for q, (n, late) in (("hi", hi), ("lo", lo))}
+    return Waits(totals=tuple(counts.items()),
+                 sums=tuple((q, tuple(map(float, c))) for q, c in counts.items()))
+
+
+@pytest.mark.parametrize("order, lo_late, trim", [
+    # "hi" (5 s target) measured 2 waits since the last poll, "lo" (no target) 98
+    pytest.param(("hi", "lo"), 0, math.e, id="a-lower-queue-inside-the-target-counts"),
+    pytest.param(("hi", "lo"), 60, math.exp(0.02), id="a-lower-queue-late-does-not"),
+    pytest.param(("lo", "hi"), 0, math.exp(0.02), id="a-higher-queue-does-not"),
+])
+def test_the_waits_of_lower_queues_confirm_a_trim(order: tuple[str, str], lo_late: int,
+                                                  trim: float) -> None:
+    spec = SPEC.model_copy(update={"targetWaitSeconds": {"hi": 5.0}})
+    out = waitpolicy.trimmed(spec, (), before=two_queues(hi=(40, 0), lo=(400, 0)),
+                             after=two_queues(hi=(42, 0), lo=(498, lo_late)), dt=120.0,
+                             queue_order=order)
+    assert dict(out) == {"hi": pytest.approx(trim)}
+
+
 def heavy(trim: float = 1.0, *, queued: int = 0, age: float = 0.0) -> QueueLoad:
     """1 task/s of 2 s tasks with a service cv2 of 9 (Pareto 1.5) and a 5 s target."""
     return QueueLoad(key="tasks", arrival_rate=1.0, queued=queued, target_wait=5.0, cv2=9.0,
