@@ -63,9 +63,13 @@ def _work_left(r: redis.Redis) -> bool:
 
 
 def _tasks(r: redis.Redis) -> dict[str, object]:
-    """Every key but the heartbeat deadlines and counters, which change while nothing moves."""
+    """Every key but those each heartbeat writes, which change while nothing moves: the
+    deadlines, the counters, and the workers' started strings (Redis's clock less each running
+    task's age on the worker's: a task stuck behind a key of the wrong type reads a millisecond
+    apart from one beat to the next)."""
     s = rawdata.SCHEMA
-    return {k: v for k, v in rawdata.dump(r).items() if k not in (s.workers, s.stats)}
+    return {k: v for k, v in rawdata.dump(r).items()
+            if k not in (s.workers, s.stats) and not k.startswith(s.started(""))}
 
 
 def _settle(r: redis.Redis, *, timeout: float = 10.0) -> None:
