@@ -265,14 +265,14 @@ def decide(
     waits, since = state.rates.waits, state.rates.at
     state = _measure(state, observation, now)
     sized = startup_seconds(spec, state)
+    order = queue_order or tuple(observation.backlog)
     state = replace(state, wait_trims=waitpolicy.trimmed(
         sized, state.wait_trims, before=waits, after=state.rates.waits,
-        dt=0.0 if since is None else observation.at - since, queue_order=queue_order))
+        dt=0.0 if since is None else observation.at - since, queue_order=order))
     if spec.paused:
         return Decision(current, current, f"paused: holding {current}", current, state,
                         Rule.PAUSED)
-    rec = _recommend(sized, observation, state, now,
-                     _Fleet(concurrency, queue_order or tuple(observation.backlog), flow))
+    rec = _recommend(sized, observation, state, now, _Fleet(concurrency, order, flow))
     recommendation, why = rec.replicas, rec.why
     window = spec.scaleDownStabilizationSeconds
     history = (*_window(state.recommendations, now, window, current), (now, recommendation))

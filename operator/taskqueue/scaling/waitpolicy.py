@@ -318,6 +318,7 @@ def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: 
     measured = {q: max(0, n - counted.get(q, n)) for q, n in now.items()}
     targets = spec.targetWaitSeconds or {}
     order = queue_order or tuple(targets)
+    allowed = 1 - waitmodel.QUANTILE
     out: list[tuple[str, float]] = []
     for q, target in targets.items():
         late = after.late_share(q, target)
@@ -325,7 +326,6 @@ def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: 
         if bounds is None or late is None:
             continue
         n = after.counted(q)
-        allowed = 1 - waitmodel.QUANTILE
         if late > allowed + chance_over(allowed, n):
             continue
         step = 0.0

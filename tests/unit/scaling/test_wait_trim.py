@@ -27,10 +27,14 @@ def histogram(share: float, total: int, target: float = 5.0) -> tuple[int, ...]:
     return (total, *(over if edge <= target else 0 for edge in WAIT_EDGES_SECONDS))
 
 
+def waits_of(histograms: dict[str, tuple[int, ...]]) -> Waits:
+    """The wait estimator holding these histograms, as last reported and as its sums."""
+    return Waits(totals=tuple(histograms.items()),
+                 sums=tuple((q, tuple(map(float, c))) for q, c in histograms.items()))
+
+
 def waits(share: float, total: int, target: float = 5.0) -> Waits:
-    counts = histogram(share, total, target)
-    return Waits(totals=(("tasks", counts),),
-                            sums=(("tasks", tuple(map(float, counts))),))
+    return waits_of({"tasks": histogram(share, total, target)})
 
 
 BETWEEN = (waitpolicy.TRIM_BELOW + waitpolicy.GIVE_BACK_ABOVE) / 2
@@ -138,10 +142,7 @@ def test_a_share_from_few_waits_is_judged_with_its_noise(late: int, total: int,
 
 def two_queues(*, hi: tuple[int, int], lo: tuple[int, int]) -> Waits:
     """The histograms of queues "hi" and "lo": (waits, late against 5 s) each."""
-    counts = {q: (n, *(late if edge <= 5.0 else 0 for edge in WAIT_EDGES_SECONDS))
-              for q, (n, late) in (("hi", hi), ("lo", lo))}
-    return Waits(totals=tuple(counts.items()),
-                 sums=tuple((q, tuple(map(float, c))) for q, c in counts.items()))
+    return waits_of({q: histogram(late / n, n) for q, (n, late) in (("hi", hi), ("lo", lo))})
 
 
 @pytest.mark.parametrize("order, lo_late, trim", [
