@@ -24,13 +24,15 @@ The rules, in the order they are applied:
    p95 wait of each such queue under its target, highest priority first
    (`taskqueue.scaling.waitmodel`, Erlang C with the measured rates, `taskqueue.scaling.rates`),
    divided by the worker concurrency; the length target then only counts the queues without a wait
-   target, plus the tasks due soon. Before any service time is known, each task queued or in
-   flight on a queue with a wait target gets a slot, as a burst (its pods leave with the
-   backlog). The part of it the arrival rates need is the *steady*
-   recommendation; a backlog beyond the normal fluctuation (a burst) adds slots to start it within
-   the target, each added slot running at least `waitpolicy.burst_horizon` of it (podStartupSeconds,
-   at least a poll), unless more than 5 % of the queue's recent tasks waited past its target (the
-   workers' wait histograms: `waitpolicy.over_budget`) and the target can still be met. The slots
+   target, plus the tasks due soon. Until the service time is measured (3 attempts ended, or
+   the workers' reports) and without an expected one, each task queued or in flight on a
+   queue with a wait target gets a slot, as a burst (its pods leave with the backlog), however
+   short the lower bound the tasks in hand give (`_slot_each`). The part of it the arrival
+   rates need is the *steady* recommendation; a backlog beyond the normal fluctuation (a
+   burst) adds slots to start it within the target, each added slot running at least
+   `waitpolicy.burst_horizon` of it (podStartupSeconds, at least a poll), unless more than
+   5 % of the queue's recent tasks waited past its target (the workers' wait histograms:
+   `waitpolicy.over_budget`) and the target can still be met. The slots
    already up or on their way count first (`waitpolicy.standing_slots`: the pods of the scale-ups of
    the last two start-ups, `PolicyState.scale_ups`, are up that much sooner than pods asked
    for now), so a burst is not asked for again on each poll while its pods start; slots busy past
@@ -444,23 +446,17 @@ def _recommend(
     steady, burst, batches = rec, False, 0
     released = sizing.released if sizing is not None else ()
     if sizing is not None:
-        batches = math.ceil(sizing.batches / fleet.concurrency)
-        steady = max(rec, math.ceil(sizing.steady / fleet.concurrency))
-        wait_rec = math.ceil(sizing.slots / fleet.concurrency)
-        if wait_rec >= rec:
-            rec, burst = wait_rec, sizing.burst
-            why = f"{sizing.why} / concurrency {fleet.concurrency} = {wait_rec}"
-    elif waited and (backlog := sum(obs.backlog.get(q, 0) for q in waited)):
-        # no service time yet: nothing tells how soon a busy slot frees, so each task queued
-        # on a queue with a wait target gets a slot, a burst's (they leave once it is gone)
-        steady = min(rec, _held_load(*_by_length(spec, obs, state, exclude=waited),
-                                     state.rates, fleet, exclude=waited)[0])
-        each = math.ceil((backlog + obs.in_flight) / fleet.concurrency)
+        rec, steady, burst, batches, why = _by_wait(sizing, rec=rec, why=why, fleet=fleet)
+    unmeasured = sizing is None or not (state.rates.service.known
+                                        or spec.expectedServiceSeconds)
+    if unmeasured and waited and (backlog := sum(obs.backlog.get(q, 0) for q in waited)):
+        if sizing is None:
+            steady = min(rec, _held_load(*_by_length(spec, obs, state, exclude=waited),
+                                         state.rates, fleet, exclude=waited)[0])
+            burst = True
+        each, each_why = _slot_each(backlog=backlog, in_flight=obs.in_flight, fleet=fleet)
         if each > rec:
-            rec = each
-            why += (f"; no service time yet: a slot for each of {backlog} queued + "
-                    f"{obs.in_flight} in flight / concurrency {fleet.concurrency} = {each}")
-        burst = True
+            rec, burst, why = each, True, why + each_why
     rule: Rule | None = None
     zero_by = None  # when the idle rule takes an idle fleet to zero
     if obs.queued + obs.in_flight + obs.due_soon == 0:
@@ -608,6 +604,30 @@ def _flow_cap(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,
                                                      dict(spec.expectedServiceSeconds or {}),
                                                      queues),
                        concurrency=fleet.concurrency, current=state.replicas)
+
+
+def _by_wait(sizing: waitmodel.WaitSizing, *, rec: int, why: str,
+             fleet: _Fleet) -> tuple[int, int, bool, int, str]:
+    """The wait model's sizing over the length target's `rec` (and its `why`), in pods:
+    (replicas, steady replicas, a burst's, pods for the next batch, why)."""
+    batches = math.ceil(sizing.batches / fleet.concurrency)
+    steady = max(rec, math.ceil(sizing.steady / fleet.concurrency))
+    wait_rec = math.ceil(sizing.slots / fleet.concurrency)
+    if wait_rec < rec:
+        return rec, steady, False, batches, why
+    return (wait_rec, steady, sizing.burst, batches,
+            f"{sizing.why} / concurrency {fleet.concurrency} = {wait_rec}")
+
+
+def _slot_each(*, backlog: int, in_flight: int, fleet: _Fleet) -> tuple[int, str]:
+    """Pods for a slot per task queued (on the queues with a wait target) or in flight, and
+    why: what a burst gets before its service time is measured. Nothing tells how soon a busy
+    slot frees then: the lower bound the tasks in hand give has only begun to count on a
+    burst's first polls (a second where the tasks take eight, or twenty), and the wait model
+    sized with it starts a fraction of the pods the burst needs."""
+    each = math.ceil((backlog + in_flight) / fleet.concurrency)
+    return each, (f"; no service time yet: a slot for each of {backlog} queued + "
+                  f"{in_flight} in flight / concurrency {fleet.concurrency} = {each}")
 
 
 def _by_length(spec: ScalingSpec, obs: QueueObservation, state: PolicyState,

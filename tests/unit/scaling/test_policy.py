@@ -413,20 +413,33 @@ def test_wait_target_sizes_the_fleet(targets: dict[str, float], backlog: dict[st
     assert "p95 wait of" in decision.reason
 
 
-@pytest.mark.parametrize("targets, replicas, why", [
-    pytest.param(None, 4, "demand 36 (35 queued + 1 in flight) / target 10 = 4",
+A_SLOT_EACH = "no service time yet: a slot for each of 35 queued + 1 in flight / concurrency 1 = 36"
+
+
+@pytest.mark.parametrize("targets, service, replicas, why", [
+    pytest.param(None, ServiceTimes(), 4, "demand 36 (35 queued + 1 in flight) / target 10 = 4",
                  id="no-target-the-length-target"),
     # no service time: a slot per task queued or in flight, up to maxReplicas
-    pytest.param({"q": 2.0}, 36, "no service time yet: a slot for each of 35 queued + 1 in "
-                 "flight / concurrency 1 = 36", id="a-slot-per-task"),
+    pytest.param({"q": 2.0}, ServiceTimes(), 36, A_SLOT_EACH, id="a-slot-per-task"),
+    # the burst's first task has run 1 s and one has ended after 1 s: a lower bound of the
+    # service time, not a measure of it (a long task is still running); the wait model sized
+    # with it asks for fewer pods, and each task still gets a slot
+    pytest.param({"q": 2.0}, ServiceTimes(busy_seconds=2.0, completions=1.0, in_flight=1), 36,
+                 A_SLOT_EACH, id="a-slot-per-task-on-the-lower-bound"),
+    # three tasks ended: measured, the wait model alone sizes the burst
+    pytest.param({"q": 2.0}, ServiceTimes(busy_seconds=3.0, completions=3.0, in_flight=1), 3,
+                 "p95 wait of q <= 2s at 1/s, S 1s", id="measured-the-wait-model"),
 ])
 def test_a_wait_target_gives_each_task_a_slot_until_the_service_time_is_known(
-        targets: dict[str, float] | None, replicas: int, why: str) -> None:
+        targets: dict[str, float] | None, service: ServiceTimes, replicas: int,
+        why: str) -> None:
     spec = scaling(maxReplicas=100, targetWaitSeconds=targets)
-    decision = run(spec, obs(35, 1), 1)
+    arrivals = Arrivals(elapsed=100.0, elapsed_short=100.0, counts=(("q", 100.0),),
+                        counts_short=(("q", 100.0),))
+    decision = run(spec, obs(35, 1), 1, rates=Rates(at=NOW, arrivals=arrivals, service=service))
     assert decision.replicas == replicas
     assert why in decision.reason
-    assert "p95" not in decision.reason
+    assert (A_SLOT_EACH in decision.reason) == (why == A_SLOT_EACH)
 
 
 def test_the_first_bursts_pods_leave_with_its_backlog() -> None:
