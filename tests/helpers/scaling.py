@@ -18,10 +18,11 @@ NOW = 1_000_000.0
 def one_poll(*, spec: ScalingSpec, cv2: float = 9.0, waits_before: Waits | None = None,
              waited: tuple[int, ...] | None = None,
              trims: tuple[tuple[str, float], ...] = (),
-             startup: float | None = None) -> Decision:
+             startup: float | None = None, replicas: int = 6) -> Decision:
     """The decision on queue "tasks" (service cv2 `cv2`): `waits_before`, the wait histograms
     the policy held; `waited`, the workers' histogram now (`QueueObservation.waited`);
-    `trims`, the trims so far; `startup`, the measured pod start-up."""
+    `trims`, the trims so far; `startup`, the measured pod start-up; `replicas`, the pods the
+    Deployment asks for (no worker is registered: at 0, the fleet is at zero)."""
     squares = 1000 * 4.0 * (1 + cv2)
     rates = Rates(at=NOW - 120, backlog=(("tasks", 0),), taken=(("tasks", 0),),
                   service=ServiceTimes(totals=(("tasks", 2000.0, 1000),),
@@ -33,6 +34,6 @@ def one_poll(*, spec: ScalingSpec, cv2: float = 9.0, waits_before: Waits | None 
                                    service={"tasks": (2000.0, 1000)},
                                    service_sq={"tasks": (squares, 1000)},
                                    waited={} if waited is None else {"tasks": waited})
-    state = PolicyState(replicas=6, rates=rates, wait_trims=trims, startup=startup)
+    state = PolicyState(replicas=replicas, rates=rates, wait_trims=trims, startup=startup)
     return decide(spec=spec, observation=observation, state=state, now=NOW, concurrency=1,
                   queue_order=("tasks",))

@@ -270,7 +270,8 @@ def decide(
     order = queue_order or tuple(observation.backlog)
     state = replace(state, wait_trims=waitpolicy.trimmed(
         sized, state.wait_trims, before=waits, after=state.rates.waits,
-        dt=0.0 if since is None else observation.at - since, queue_order=order))
+        dt=0.0 if since is None else observation.at - since, queue_order=order,
+        restarting=current == 0 and observation.live_workers == 0))
     if spec.paused:
         return Decision(current, current, f"paused: holding {current}", current, state,
                         Rule.PAUSED)

@@ -223,6 +223,13 @@ TIGHT_GIVE_BACK_ABOVE = 0.035
 quantile's 5 % for the tasks that come while a pod the trim took away is on its way back (at
 4 % and 4.5 %, ramps with 2 s targets and 5 s start-ups in `bench/scaling/families.py` went
 just over them: 2.01-2.05 s)."""
+RESTART_MAX_TRIM = TIGHT_MAX_TRIM
+"""The most a trim stretches a target while the queue's fleet is at zero (`trimmed`'s
+`restarting`): each pod it withholds from the next activation comes a poll and a start-up after
+the tasks that needed it, as a pod taken from a target under a start-up does. A trim grown
+larger was measured on the fleet that is gone, at its load: one grown to 4x on two pods, where
+it never took the second (one pod cannot run 0.95 erlangs), took the second on the next
+activation's ramp at 0.8 erlangs, and its tasks went late."""
 TIGHT_LAG_TARGETS = 4.0
 """A target under podStartupSeconds is trimmed only where a pod the trim took away is back
 within this many targets (`trim_bounds`)."""
@@ -293,8 +300,8 @@ def _confirming(queue: str, target: float, below: float, *, after_it: tuple[str,
 
 
 def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: Waits,
-            after: Waits, dt: float,
-            queue_order: tuple[str, ...] = ()) -> tuple[tuple[str, float], ...]:
+            after: Waits, dt: float, queue_order: tuple[str, ...] = (),
+            restarting: bool = False) -> tuple[tuple[str, float], ...]:
     """Each queue's trim of its steady sizing after an observation (the queues with one > 1).
 
     The wait model sizes a queue's steady fleet for P(W > target) <= 5 % from the measured
@@ -311,7 +318,8 @@ def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: 
     the share is not trusted (too few waits, a reset stats hash); a share from few waits is
     judged over those two with its extra noise (`chance_over`). Bursts are still started
     within the real target. A target under a start-up is trimmed less or not at all
-    (`trim_bounds`). `queue_order`: the queue keys in priority order (default: the targets')."""
+    (`trim_bounds`). `queue_order`: the queue keys in priority order (default: the targets');
+    `restarting`: the fleet is at zero, each trim held at most at RESTART_MAX_TRIM."""
     old = dict(trims)
     counted = {q: counts[0] for q, counts in before.totals if counts}
     now = {q: counts[0] for q, counts in after.totals if counts}
@@ -336,7 +344,8 @@ def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: 
             step = min(confirming / TRIM_TASKS, max(0.0, dt) / TRIM_SECONDS)
         elif late > bounds.give_back + chance_over(bounds.give_back, n):
             step = -4 * measured.get(q, 0) / TRIM_TASKS
-        trim = min(bounds.most, old.get(q, 1.0) * math.exp(step))
+        trim = min(RESTART_MAX_TRIM if restarting else bounds.most,
+                   old.get(q, 1.0) * math.exp(step))
         if trim > 1.0:
             out.append((q, trim))
     return tuple(out)

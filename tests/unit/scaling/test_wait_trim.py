@@ -236,6 +236,18 @@ def test_decide_trims_with_the_start_up_it_sizes_with(measured: float | None,
     assert bool(decision.state.wait_trims) is trimmed
 
 
+@pytest.mark.parametrize("replicas, trim", [
+    # six pods asked for (starting): the trim grown on the fleet stands, and grows to its bound
+    pytest.param(6, waitpolicy.MAX_TRIM, id="a-fleet-standing-keeps-its-trim"),
+    # nothing up and none asked for: the next activation carries at most 2x
+    pytest.param(0, waitpolicy.RESTART_MAX_TRIM, id="a-fleet-at-zero-carries-at-most-2x"),
+])
+def test_a_trim_grown_on_a_fleet_that_is_gone_is_held_at_2x(replicas: int, trim: float) -> None:
+    decision = one_poll(spec=SPEC, waits_before=waits(0.0, 500), waited=histogram(0.0, 600),
+                        trims=(("tasks", 6.0),), replicas=replicas)
+    assert dict(decision.state.wait_trims) == {"tasks": trim}
+
+
 def decide_after(share: float, before: tuple[tuple[str, float], ...], *,
                  spec: ScalingSpec = SPEC, startup: float | None = None) -> Decision:
     """One poll of 1 task/s of 2 s tasks (cv2 9, sized as PRICED_CV2: the 5 s target is a
