@@ -42,9 +42,10 @@ def waits(result: dict[str, Any]) -> str:
 def zero_after(result: dict[str, Any]) -> str:
     """Seconds from the last task served to zero pods, or why the run never got there."""
     unserved = result["unserved_tasks"]
+    if unserved == 1:
+        return "never (1 task never completes)"
     if unserved:
-        return f"never ({unserved} task{'s' if unserved > 1 else ''} never complete" + \
-            ("s)" if unserved == 1 else ")")
+        return f"never ({unserved} tasks never complete)"
     seconds = result["zero_after_seconds"]
     return "never" if seconds is None else f"{seconds:.0f} s"
 

@@ -268,10 +268,11 @@ def decide(
     state = _measure(state, observation, now)
     sized = startup_seconds(spec, state)
     order = queue_order or tuple(observation.backlog)
+    at_zero = current == 0 and observation.live_workers == 0
     state = replace(state, wait_trims=waitpolicy.trimmed(
         sized, state.wait_trims, before=waits, after=state.rates.waits,
         dt=0.0 if since is None else observation.at - since, queue_order=order,
-        restarting=current == 0 and observation.live_workers == 0))
+        restarting=at_zero))
     if spec.paused:
         return Decision(current, current, f"paused: holding {current}", current, state,
                         Rule.PAUSED)
@@ -289,8 +290,7 @@ def decide(
         steady_recommendations=steady,
         lull_released=rec.released,
         replicas=replicas,
-        activated_at=(now if current == 0 < replicas and observation.live_workers == 0
-                      else state.activated_at),
+        activated_at=now if at_zero and replicas > 0 else state.activated_at,
         scale_ups=_scale_ups(spec, state.scale_ups, now, added=replicas - current),
     )
     reason = f"{why}; {how}" if how else why
@@ -448,8 +448,7 @@ def _recommend(
     released = sizing.released if sizing is not None else ()
     if sizing is not None:
         rec, steady, burst, batches, why = _by_wait(sizing, rec=rec, why=why, fleet=fleet)
-    unmeasured = sizing is None or not (state.rates.service.known
-                                        or spec.expectedServiceSeconds)
+    unmeasured = not (state.rates.service.known or spec.expectedServiceSeconds)
     if unmeasured and waited and (backlog := sum(obs.backlog.get(q, 0) for q in waited)):
         if sizing is None:
             steady = min(rec, _held_load(*_by_length(spec, obs, state, exclude=waited),
