@@ -7,7 +7,9 @@ redis-server), applies the TaskQueue of `tests/helpers/fidelity.manifest`, repla
 trace (steady, burst, lull, batch, steady) at real time, records until the fleet is back at zero
 and writes the measurement as JSON. `compare` runs `taskqueue simulate` on the same trace and
 manifest, with the start-up, API and exit delays that run measured (`--constants`: the
-defaults of `taskqueue.simulate.world` instead), and prints both side by side with the
+defaults of `taskqueue.simulate.world` instead), 11 times with the first poll within 0.5 s of
+the run's poll phase at the batch (`fidelity.simulate_around`: the median of each figure), and
+prints both side by side with the
 tolerances (worker-seconds and p95 wait within 15 %, max replicas within 1) and, with `--svg`,
 writes the replicas of both over time.
 
@@ -115,8 +117,9 @@ def show(measured: fidelity.Measured, tq: dict[str, Any], shape: fidelity.Shape,
     """The comparison, the simulation calibrated on the run's own delays unless `delays`."""
     delays = delays or measured.delays()
     phase = fidelity.batch_phase(measured, shape, arrivals, tq)
-    print(f"simulated with {' '.join(delays.flags())} --poll-phase {phase:.2f}")
-    simulated = fidelity.simulate(arrivals, tq, delays=delays, poll_phase=phase)
+    print(f"simulated with {' '.join(delays.flags())} --poll-phase {phase:.2f} "
+          f"+/- {fidelity.PHASE_SPREAD:g} s")
+    simulated = fidelity.simulate_around(arrivals, tq, delays=delays, poll_phase=phase)
     checks = fidelity.compare(measured, simulated)
     print(fidelity.report(measured, simulated, checks))
     if svg is not None:

@@ -14,8 +14,10 @@ from tests.helpers.fidelity import (
     Simulated,
     compare,
     percentile,
+    phases_around,
     quantile_band,
     report,
+    summarise,
 )
 
 START = 1_000.0
@@ -103,3 +105,37 @@ def test_a_simulated_p95_passes_within_the_tolerance_or_the_real_runs_band(
     assert p95.band == pytest.approx((2 ** (7 / 3), 2 ** 6))
     assert (p95.ok, p95.in_band_only) == (ok, band_only)
     assert ("band 5.04-64.00" in report(m, sim, compare(m, sim))) == band_only
+
+
+def test_the_phases_around_the_real_runs_centre_on_it_and_stay_inside_the_interval() -> None:
+    phases = phases_around(1.8, interval=2.0)
+    assert len(phases) == 11 and phases[5] == pytest.approx(1.8)
+    assert phases[:2] == pytest.approx([1.3, 1.4])
+    assert phases[-3:] == pytest.approx([0.1, 0.2, 0.3])  # 2.1, 2.2, 2.3 wrap round
+    assert all(0.0 <= p < 2.0 for p in phases)
+
+
+def sim(p95: float, *, worker_seconds: float = 100.0, max_replicas: int = 8,
+        unserved: int = 0) -> Simulated:
+    return Simulated(worker_seconds=worker_seconds, p95=p95, max_replicas=max_replicas,
+                     unserved=unserved, timeline=[(0.0, max_replicas)])
+
+
+def test_the_simulated_figures_are_the_median_of_the_runs() -> None:
+    # one run's p95 far off (a poll that took another branch) does not move the median
+    runs = [sim(3.1, worker_seconds=700.0), sim(3.5, worker_seconds=690.0, max_replicas=7),
+            sim(9.0, worker_seconds=720.0), sim(3.4, worker_seconds=705.0, max_replicas=7),
+            sim(3.6, worker_seconds=710.0)]
+    s = summarise(runs)
+    assert (s.p95, s.worker_seconds, s.max_replicas) == (3.5, 705.0, 8)
+    assert (s.runs, s.p95_range, s.unserved) == (5, (3.1, 9.0), 0)
+    assert s.timeline == runs[2].timeline
+
+
+def test_a_task_one_simulated_run_left_unserved_is_reported() -> None:
+    assert summarise([sim(3.0), sim(3.0, unserved=2), sim(3.0)]).unserved == 2
+
+
+def test_no_runs_no_summary() -> None:
+    with pytest.raises(ValueError, match="no simulated runs"):
+        summarise([])
