@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import os
 import shutil
@@ -104,8 +103,7 @@ def run(args: argparse.Namespace) -> None:
         print(f"replaying {len(arrivals)} tasks over {shape.duration:.0f} s", flush=True)
         measured = fidelity.record(arrivals, kubeconfig=cp.kubeconfig, namespace=NS, name=NAME,
                                    r=r, queue=QUEUE)
-    measured.notes.append(json.dumps({"shape": dataclasses.asdict(shape),
-                                      "pod_startup": args.pod_startup}))
+    measured.note_setting(shape, pod_startup=args.pod_startup)
     measured.dump_json(Path(args.out))
     print(f"wrote {args.out}")
     show(measured, tq, shape, arrivals, svg=None)

@@ -192,6 +192,11 @@ class Measured:
     load: tuple[float, float]
     """The 1-minute load average at the start and at the end."""
     notes: list[str] = field(default_factory=list)
+    """The first: the trace's shape and the manifest's podStartupSeconds (`note_setting`), which
+    `bench/scaling/fidelity.py compare` replays."""
+
+    def note_setting(self, shape: Shape, *, pod_startup: float) -> None:
+        self.notes.append(json.dumps({"shape": asdict(shape), "pod_startup": pod_startup}))
 
     @classmethod
     def load_json(cls, path: Path) -> Measured:
@@ -203,7 +208,10 @@ class Measured:
         return cls(**raw)
 
     def dump_json(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=1))
+        path.write_text(self.to_json(indent=1))
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        return json.dumps(asdict(self), indent=indent)
 
     # -- the figures compared ------------------------------------------------------------------
     def worker_seconds(self) -> float:

@@ -5,7 +5,8 @@ start-up line, the API and exit medians: `Measured.delays`), 11 times, with the 
 0.5 s of this run's poll phase at the batch (tests/helpers/fidelity.py, `simulate_around`). The
 median simulated worker-seconds are within 15 % of the real run's, the median p95 wait within
 15 % or inside the real run's 90 % band of its p95 (171 waits pin a p95 no closer), and the
-median max replicas within 1.
+median max replicas within 1. A failure's captured output holds the run's measurement (JSON,
+for `bench/scaling/fidelity.py compare`).
 bench/scaling/fidelity.py runs the 10-minute version (docs/benchmarks.md).
 """
 
@@ -51,6 +52,10 @@ def test_simulation_matches_the_real_node(operator: NodeCluster) -> None:
     checks = fidelity.compare(measured, simulated)
     text = fidelity.report(measured, simulated, checks)
     print(text)
+    # shown with a failure: the run replayed elsewhere by saving this line's JSON and running
+    # bench/scaling/fidelity.py compare on it
+    measured.note_setting(fidelity.REDUCED, pod_startup=fidelity.POD_STARTUP)
+    print(f"measurement: {measured.to_json()}")
     assert measured.unserved() == 0 and simulated.unserved == 0, text
     assert measured.max_replicas() >= 3, f"the burst and the batch scaled out\n{text}"
     assert all(c.ok for c in checks), text

@@ -4,10 +4,14 @@ them, the API delay and the exit from that run's pod timestamps and decision log
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from taskqueue.simulate import world
 from tests.helpers.fidelity import (
+    REDUCED,
     Delays,
     Measured,
     PodLife,
@@ -139,3 +143,14 @@ def test_a_task_one_simulated_run_left_unserved_is_reported() -> None:
 def test_no_runs_no_summary() -> None:
     with pytest.raises(ValueError, match="no simulated runs"):
         summarise([])
+
+
+def test_a_measurement_printed_as_json_replays_with_its_trace_and_start_up(
+        tmp_path: Path) -> None:
+    m = run([pod(0, 10.0, 1.0, deleting=100.0, gone=101.5)], [(9.95, 0, 1)])
+    m.note_setting(REDUCED, pod_startup=5.0)
+    (tmp_path / "run.json").write_text(m.to_json())
+    again = Measured.load_json(tmp_path / "run.json")
+    assert again == m
+    setting = json.loads(again.notes[0])  # what bench/scaling/fidelity.py compare reads
+    assert (setting["shape"]["batch"], setting["pod_startup"]) == (REDUCED.batch, 5.0)
