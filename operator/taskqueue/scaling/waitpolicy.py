@@ -344,8 +344,8 @@ def trimmed(spec: ScalingSpec, trims: tuple[tuple[str, float], ...], *, before: 
             step = min(confirming / TRIM_TASKS, max(0.0, dt) / TRIM_SECONDS)
         elif late > bounds.give_back + chance_over(bounds.give_back, n):
             step = -4 * measured.get(q, 0) / TRIM_TASKS
-        trim = min(RESTART_MAX_TRIM if restarting else bounds.most,
-                   old.get(q, 1.0) * math.exp(step))
+        most = min(bounds.most, RESTART_MAX_TRIM) if restarting else bounds.most
+        trim = min(most, old.get(q, 1.0) * math.exp(step))
         if trim > 1.0:
             out.append((q, trim))
     return tuple(out)
