@@ -9,9 +9,8 @@ and writes the measurement as JSON. `compare` runs `taskqueue simulate` on the s
 manifest, with the start-up, API and exit delays that run measured (`--constants`: the
 defaults of `taskqueue.simulate.world` instead), 11 times with the first poll within 0.5 s of
 the run's poll phase at the batch (`fidelity.simulate_around`: the median of each figure), and
-prints both side by side with the
-tolerances (worker-seconds and p95 wait within 15 %, max replicas within 1) and, with `--svg`,
-writes the replicas of both over time.
+prints both side by side with the tolerances (worker-seconds and p95 wait within 15 %, max
+replicas within 1) and, with `--svg`, writes the replicas of both over time.
 
     python bench/scaling/fidelity.py run --out /tmp/fidelity.json        # ~13 min, node lock
     python bench/scaling/fidelity.py compare /tmp/fidelity.json --svg docs/images/fidelity.svg
@@ -128,11 +127,10 @@ def show(measured: fidelity.Measured, tq: dict[str, Any], shape: fidelity.Shape,
 
 def compare(args: argparse.Namespace) -> None:
     measured = fidelity.Measured.load_json(Path(args.measured))
-    setting = json.loads(measured.notes[0])
-    shape = fidelity.Shape(**setting["shape"])
+    shape, pod_startup = measured.setting()
     arrivals = fidelity.make_trace(shape, queue=QUEUE)
     tq = fidelity.manifest(name=NAME, namespace=NS, redis_url="redis://redis:6379/0",
-                           image="worker", queue=QUEUE, startup=setting["pod_startup"])
+                           image="worker", queue=QUEUE, startup=pod_startup)
     fixed = fidelity.Delays() if args.constants else None
     show(measured, tq, shape, arrivals, svg=Path(args.svg) if args.svg else None, delays=fixed)
 

@@ -198,6 +198,11 @@ class Measured:
     def note_setting(self, shape: Shape, *, pod_startup: float) -> None:
         self.notes.append(json.dumps({"shape": asdict(shape), "pod_startup": pod_startup}))
 
+    def setting(self) -> tuple[Shape, float]:
+        """The trace's shape and podStartupSeconds `note_setting` noted."""
+        noted = json.loads(self.notes[0])
+        return Shape(**noted["shape"]), float(noted["pod_startup"])
+
     @classmethod
     def load_json(cls, path: Path) -> Measured:
         raw = json.loads(path.read_text())

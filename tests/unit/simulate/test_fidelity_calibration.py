@@ -4,7 +4,6 @@ them, the API delay and the exit from that run's pod timestamps and decision log
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -152,5 +151,4 @@ def test_a_measurement_printed_as_json_replays_with_its_trace_and_start_up(
     (tmp_path / "run.json").write_text(m.to_json())
     again = Measured.load_json(tmp_path / "run.json")
     assert again == m
-    setting = json.loads(again.notes[0])  # what bench/scaling/fidelity.py compare reads
-    assert (setting["shape"]["batch"], setting["pod_startup"]) == (REDUCED.batch, 5.0)
+    assert again.setting() == (REDUCED, 5.0)  # what bench/scaling/fidelity.py compare replays
